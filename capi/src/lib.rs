@@ -1,0 +1,67 @@
+//! The C ABI of perfcompat: `libperfex`, `libcpc` (later issues) and the `perfcompat_*`
+//! extensions, as thin shims over the engine: check pointers, convert, call the engine, map the
+//! result to the C convention.
+//!
+//! A panic never unwinds into C: every export runs inside [`ffi_boundary`], which prints the
+//! panic message on stderr and aborts the process.
+
+#![allow(non_camel_case_types)]
+
+use std::ffi::{c_char, c_int, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Run `f`; if it panics, say so on stderr and abort (a panic must not unwind into C).
+pub fn ffi_boundary<R>(name: &str, f: impl FnOnce() -> R) -> R {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            eprintln!("perfcompat: internal error in {name}: {msg}; aborting");
+            std::process::abort();
+        }
+    }
+}
+
+fn set_errno(e: c_int) {
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// Test hook of the emulated PMUs: `n` occurrences of `event` happen now on the calling thread.
+///
+/// `event` is a name the emulated model knows (an event name such as `Cycle_cnt`, a generic
+/// name such as `PAPI_tot_cyc`, an alias from `PERFCOMPAT_EVENTS`), and for `r10000`/`r12000`
+/// also the decimal event number (`"25"`). Every bound set of the calling thread (and the
+/// inheriting, process and CPU bindings that cover it) that counts the event advances by `n`;
+/// overflow notifications fire synchronously inside this call at the exact count.
+///
+/// # Returns
+/// The number of bound sets that counted the event (0 or more), or -1 with `errno` set:
+/// `EINVAL` for a NULL or unknown event (a message on stderr names it), `ENOTSUP` when the
+/// process's backend is not emulated.
+///
+/// # Safety
+/// `event` is NULL or points to a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn perfcompat_sim_advance(event: *const c_char, n: u64) -> c_int {
+    ffi_boundary("perfcompat_sim_advance", || {
+        if event.is_null() {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        // SAFETY: the caller promises a NUL-terminated string.
+        let name = unsafe { CStr::from_ptr(event) }.to_string_lossy();
+        match perfcompat::backend::sim::advance(&name, n) {
+            Ok(hit) => hit.min(c_int::MAX as usize) as c_int,
+            Err(e) => {
+                eprintln!("perfcompat_sim_advance: {e}");
+                set_errno(e.errno());
+                -1
+            }
+        }
+    })
+}

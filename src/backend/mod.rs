@@ -1,0 +1,148 @@
+//! Backends: where counts come from.
+//!
+//! A [`Backend`] describes a PMU (its counters, their width, which events each can count and
+//! which shared resources they need) and programs [`Group`]s: the running counters of one bound
+//! set. Two families exist, chosen at run time by `PERFCOMPAT_BACKEND`:
+//!
+//! - `perf`: Linux `perf_event_open`, hardware events where the host has a PMU, software events
+//!   always (see [`perf`]);
+//! - `sim:<model>`: emulated historical PMUs (`r10000`, `r12000`, `ultrasparc`, `ultrasparc2`,
+//!   `pentium4`) whose counts advance only when the program calls the test hook (see [`sim`]).
+//!
+//! `auto` (the default) is `perf`: emulated counts are never chosen silently.
+
+use std::any::Any;
+use std::sync::OnceLock;
+
+use crate::error::{Error, Result};
+use crate::sched::{Candidate, Slot};
+use crate::set::{Request, Target};
+
+pub mod perf;
+pub mod sim;
+
+/// One hardware counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CounterInfo {
+    /// Register width in bits.
+    pub width: u32,
+}
+
+/// What a backend is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendInfo {
+    /// `perf` or `sim:<model>`.
+    pub name: String,
+    /// The implementation name (libcpc's `cpc_cciname`).
+    pub description: String,
+    /// Where the events are documented (libcpc's `cpc_cpuref`).
+    pub reference: String,
+    /// The counters (libcpc's `cpc_npic` is their number).
+    pub counters: Vec<CounterInfo>,
+    /// Whether a counter overflow can interrupt (and so notify).
+    pub overflow_interrupt: bool,
+    /// Whether the interrupt says which counter overflowed.
+    pub overflow_precise: bool,
+    /// Attributes requests may carry (besides `picnum`).
+    pub attributes: Vec<String>,
+    /// Plain-language notes: no PMU, approximated events, permissions.
+    pub notes: Vec<String>,
+}
+
+/// An event a backend can count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventInfo {
+    /// Its name.
+    pub name: String,
+    /// Counters that can count it (bit n = counter n).
+    pub counters: u64,
+    /// Whether it is a generic (`PAPI_*`) name.
+    pub generic: bool,
+    /// One-line description.
+    pub description: String,
+}
+
+/// Time a group was enabled and actually running, in nanoseconds. They differ when the kernel
+/// multiplexed the group off the hardware for part of the interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Times {
+    /// Time enabled.
+    pub enabled: u64,
+    /// Time running on the counters.
+    pub running: u64,
+}
+
+/// The programmed counters of one bound set.
+///
+/// Every method is async-signal-safe: no allocation, no locks that a signal handler could find
+/// held by the thread it interrupted, no stdio. They are called from the overflow signal
+/// handler and from user signal handlers.
+pub trait Group: Send + Sync {
+    /// Write each request's count since the group was opened (64 bits, never wrapping in
+    /// practice) into `out[..n]`; returns the times, or an errno.
+    fn read(&self, out: &mut [u64]) -> std::result::Result<Times, i32>;
+    /// Stop counting (freeze every request).
+    fn stop(&self);
+    /// Resume counting.
+    fn start(&self);
+    /// Ask for an overflow interrupt for request `index` after `distance` more events
+    /// (`None`: never). Called while the group is stopped.
+    fn arm(&self, index: usize, distance: Option<u64>);
+    /// Whether the overflow signal that carried `fd` belongs to this group.
+    fn owns_fd(&self, fd: i32) -> bool {
+        let _ = fd;
+        false
+    }
+    /// For downcasting by the backend that made it.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A source of counters.
+pub trait Backend: Send + Sync + 'static {
+    /// What it is.
+    fn info(&self) -> &BackendInfo;
+    /// Every event it can count (platform names, generic names, user aliases).
+    fn events(&self) -> Vec<EventInfo>;
+    /// Check one request (event, attributes, pinned counter) and say where it may be placed.
+    fn candidate(&self, request: &Request) -> Result<Candidate>;
+    /// Check rules that concern the set as a whole (UltraSPARC: one mode for all requests).
+    fn check_set(&self, requests: &[Request]) -> Result<()> {
+        let _ = requests;
+        Ok(())
+    }
+    /// Program and start the counters. `slots` holds the placement of each request. The
+    /// requests that notify on overflow are armed with the distance from their preset.
+    fn open(&self, requests: &[Request], slots: &[Slot], target: Target) -> Result<Box<dyn Group>>;
+    /// For downcasting.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// Build the backend named `name` (`auto`, `perf`, `sim:<model>`).
+pub fn from_name(name: &str) -> Result<Box<dyn Backend>> {
+    match name {
+        "" | "auto" | "perf" => Ok(Box::new(perf::PerfBackend::new()?)),
+        _ => {
+            if let Some(model) = name.strip_prefix("sim:") {
+                return Ok(Box::new(sim::SimBackend::new(model)?));
+            }
+            Err(Error::InvalidArgument(format!(
+                "unknown backend '{name}': use auto, perf, or sim:<model> with model one of {}",
+                sim::MODEL_NAMES.join(", ")
+            )))
+        }
+    }
+}
+
+static GLOBAL: OnceLock<std::result::Result<Box<dyn Backend>, Error>> = OnceLock::new();
+
+/// The process's backend, chosen once from `PERFCOMPAT_BACKEND` (default `auto`).
+pub fn global() -> Result<&'static dyn Backend> {
+    let r = GLOBAL.get_or_init(|| {
+        let name = std::env::var("PERFCOMPAT_BACKEND").unwrap_or_default();
+        from_name(name.trim())
+    });
+    match r {
+        Ok(b) => Ok(b.as_ref()),
+        Err(e) => Err(e.clone()),
+    }
+}

@@ -1,0 +1,674 @@
+//! The Linux `perf_event_open` backend.
+//!
+//! One kernel group per bound set (per thread of the target, for process binds), so that all
+//! requests count over the same interval; read in one `read()` with
+//! `PERF_FORMAT_GROUP | TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING | ID`. On a thread bound to
+//! itself with a hardware PMU that allows it (`cap_user_rdpmc`), counts are read from the mmap
+//! page with `rdpmc` instead, with no system call (x86-64).
+//!
+//! Overflow: a request that notifies is opened as a sampling event whose period is the distance
+//! from its virtual value to the wrap; the kernel sends [`crate::signal::overflow_signal`] to the
+//! owning thread (`F_SETSIG`, `F_SETOWN_EX` with `F_OWNER_TID`), the engine's handler freezes
+//! the group (disabling the leader stops every member) and restart re-arms with
+//! `PERF_EVENT_IOC_PERIOD` while the group is disabled, which makes the next overflow come
+//! exactly that many events after re-enabling (measured on software events).
+//!
+//! Without a hardware PMU (virtual machines) only software events open. `cycles` then falls back
+//! to CPU time multiplied by the nominal clock, said once on stderr and in the backend's notes;
+//! `PERFCOMPAT_CYCLES_FALLBACK=0` turns that off. Every other hardware event is an error naming
+//! the event and the reason.
+
+use std::any::Any;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use perf_event_open_sys as sys;
+use sys::bindings::{self as b, perf_event_attr};
+
+use crate::backend::{Backend, BackendInfo, CounterInfo, EventInfo, Group, Times};
+use crate::error::{Error, Result};
+use crate::eventmap::EventMap;
+use crate::sched::{Candidate, Slot};
+use crate::set::{Request, Target, MAX_REQUESTS};
+
+pub mod names;
+mod rdpmc;
+
+use names::{Class, PerfCode, PerfEvent};
+
+/// Virtual counters the perf backend reports: the kernel places events on the real counters
+/// itself, so this is only the largest set the backend accepts.
+pub const VIRTUAL_COUNTERS: usize = 16;
+
+/// What the host offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostCaps {
+    /// A hardware PMU answers (hardware events open).
+    pub pmu: bool,
+    /// `/proc/sys/kernel/perf_event_paranoid`.
+    pub paranoid: i32,
+    /// Running as root.
+    pub root: bool,
+    /// Nominal clock in MHz, for the `cycles` fallback.
+    pub mhz: f64,
+}
+
+/// The perf backend.
+pub struct PerfBackend {
+    caps: HostCaps,
+    info: BackendInfo,
+    cycles_fallback: bool,
+}
+
+fn open_attr(
+    attr: &mut perf_event_attr,
+    pid: i32,
+    cpu: i32,
+    group: i32,
+) -> std::result::Result<OwnedFd, i32> {
+    // SAFETY: attr is a fully initialised perf_event_attr.
+    let fd = unsafe {
+        sys::perf_event_open(
+            attr,
+            pid,
+            cpu,
+            group,
+            b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
+        )
+    };
+    if fd < 0 {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    } else {
+        // SAFETY: a fresh fd we own.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+fn attr_for(code: PerfCode) -> perf_event_attr {
+    let mut a = perf_event_attr {
+        size: std::mem::size_of::<perf_event_attr>() as u32,
+        type_: code.type_,
+        config: code.config,
+        ..Default::default()
+    };
+    a.__bindgen_anon_3.config1 = code.config1;
+    a.__bindgen_anon_4.config2 = code.config2;
+    a
+}
+
+fn read_paranoid() -> i32 {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(2)
+}
+
+fn nominal_mhz() -> f64 {
+    for p in [
+        "/sys/devices/system/cpu/cpu0/cpufreq/base_frequency",
+        "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",
+    ] {
+        if let Some(khz) = std::fs::read_to_string(p)
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+        {
+            return khz / 1000.0;
+        }
+    }
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("cpu MHz"))
+                .and_then(|l| l.split(':').nth(1))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(1000.0)
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+/// Probe the host: is there a PMU, what does the kernel allow.
+pub fn probe() -> std::result::Result<HostCaps, Error> {
+    // Software events always exist where perf_event_open works at all.
+    let mut a = attr_for(PerfCode::new(
+        b::PERF_TYPE_SOFTWARE,
+        b::PERF_COUNT_SW_TASK_CLOCK as u64,
+    ));
+    a.set_disabled(1);
+    a.set_exclude_kernel(1);
+    a.set_exclude_hv(1);
+    let paranoid = read_paranoid();
+    if let Err(e) = open_attr(&mut a, 0, -1, -1) {
+        return Err(match e {
+            libc::ENOSYS => Error::Unsupported(
+                "this kernel has no perf_event_open (CONFIG_PERF_EVENTS is off, or a seccomp \
+                 filter hides it)"
+                    .into(),
+            ),
+            libc::EACCES | libc::EPERM => Error::PermissionDenied {
+                what: "perf_event_open for the calling thread".into(),
+                fix: format!(
+                    "perf_event_paranoid is {paranoid}; at 3 and above unprivileged use is \
+                     forbidden: lower /proc/sys/kernel/perf_event_paranoid to 2, or grant \
+                     CAP_PERFMON"
+                ),
+            },
+            errno => Error::Os {
+                op: "perf_event_open of task-clock",
+                errno,
+            },
+        });
+    }
+    // Probe the PMU with the event itself, user mode only (a kernel-mode probe would fail with
+    // EACCES for unprivileged users and look like a permission problem).
+    let mut h = attr_for(PerfCode::new(
+        b::PERF_TYPE_HARDWARE,
+        b::PERF_COUNT_HW_CPU_CYCLES as u64,
+    ));
+    h.set_disabled(1);
+    h.set_exclude_kernel(1);
+    h.set_exclude_hv(1);
+    let pmu = open_attr(&mut h, 0, -1, -1).is_ok();
+    Ok(HostCaps {
+        pmu,
+        paranoid,
+        // SAFETY: plain libc call.
+        root: unsafe { libc::geteuid() } == 0,
+        mhz: nominal_mhz(),
+    })
+}
+
+impl PerfBackend {
+    /// Probe the host and describe it.
+    pub fn new() -> Result<PerfBackend> {
+        let caps = probe()?;
+        let cycles_fallback = !caps.pmu
+            && std::env::var("PERFCOMPAT_CYCLES_FALLBACK").map_or(true, |v| v.trim() != "0");
+        let mut notes = Vec::new();
+        let description = if caps.pmu {
+            format!("Linux perf_event on {}", cpu_model())
+        } else {
+            notes.push(
+                "no hardware PMU (the kernel answers ENOENT for hardware events, as in a VM \
+                 without PMU passthrough): only software events can be counted"
+                    .to_string(),
+            );
+            format!(
+                "Linux perf_event, software events only (no PMU) on {}",
+                cpu_model()
+            )
+        };
+        if cycles_fallback {
+            notes.push(format!(
+                "'cycles' is estimated as CPU time x {:.0} MHz (nominal clock)",
+                caps.mhz
+            ));
+        }
+        if !caps.root && caps.paranoid >= 2 {
+            notes.push(format!(
+                "perf_event_paranoid is {}: only user-mode counting of your own threads is \
+                 allowed; context-switches and cpu-migrations read 0 in user mode",
+                caps.paranoid
+            ));
+        }
+        let info = BackendInfo {
+            name: "perf".into(),
+            description,
+            reference: "See perf_event_open(2) and perf-list(1): events are perf's generic names \
+                        (cycles, instructions, L1-dcache-load-misses, task-clock, page-faults, \
+                        ...), raw codes r<hex>, and the PMU aliases under \
+                        /sys/bus/event_source/devices/*/events"
+                .into(),
+            counters: vec![CounterInfo { width: 64 }; VIRTUAL_COUNTERS],
+            overflow_interrupt: true,
+            overflow_precise: true,
+            attributes: Vec::new(),
+            notes,
+        };
+        Ok(PerfBackend {
+            caps,
+            info,
+            cycles_fallback,
+        })
+    }
+
+    /// What the probe found.
+    pub fn caps(&self) -> &HostCaps {
+        &self.caps
+    }
+
+    /// Resolve an event spec (alias, R10000 number, perf name) to a perf event, with the scale
+    /// to apply to its counts (the `cycles` fallback).
+    pub fn resolve(&self, spec: &str) -> Result<(PerfEvent, Option<f64>)> {
+        let map = EventMap::global();
+        let mut s = spec;
+        for _ in 0..8 {
+            match map.alias(s) {
+                Some(x) => s = x,
+                None => break,
+            }
+        }
+        if let Ok(n) = s.parse::<u32>() {
+            s = map.host_spec(n)?;
+        }
+        let ev = names::parse(s, Path::new(names::SYSFS))?;
+        let needs_pmu = matches!(ev.class, Class::Hardware | Class::Cache | Class::Raw);
+        if needs_pmu && !self.caps.pmu {
+            if self.cycles_fallback
+                && ev.class == Class::Hardware
+                && ev.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64
+            {
+                fallback_notice(self.caps.mhz);
+                let tc = PerfEvent {
+                    name: "cycles".into(),
+                    code: PerfCode::new(b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_TASK_CLOCK as u64),
+                    class: Class::Software,
+                    scale: None,
+                    unit: None,
+                };
+                return Ok((tc, Some(self.caps.mhz / 1000.0)));
+            }
+            return Err(Error::EventUnavailable {
+                event: spec.to_string(),
+                reason: "this host has no hardware PMU (the kernel answers ENOENT for hardware \
+                         events, as in a VM without PMU passthrough); software events such as \
+                         task-clock and page-faults work"
+                    .into(),
+            });
+        }
+        Ok((ev, None))
+    }
+
+    fn explain_open(&self, errno: i32, event: &str, req: &Request, target: Target) -> Error {
+        let p = self.caps.paranoid;
+        match errno {
+            libc::ENOENT | libc::EOPNOTSUPP if !self.caps.pmu => Error::EventUnavailable {
+                event: event.into(),
+                reason: "this host has no hardware PMU".into(),
+            },
+            libc::ENOENT | libc::EOPNOTSUPP => Error::EventUnavailable {
+                event: event.into(),
+                reason: "the kernel does not support this event (or its overflow sampling) on \
+                         this PMU"
+                    .into(),
+            },
+            libc::EACCES | libc::EPERM => {
+                let what = match target {
+                    Target::Cpu(c) => format!("counting everything on CPU {c}"),
+                    Target::Process(pid) => format!("counting process {pid}"),
+                    _ if req.flags.system => format!("counting '{event}' in kernel mode"),
+                    _ => format!("counting '{event}'"),
+                };
+                Error::PermissionDenied {
+                    what,
+                    fix: format!(
+                        "perf_event_paranoid is {p}: kernel-mode counting needs it at 1 or \
+                         below, CPU-wide counting at 0 or below, other users' processes need \
+                         CAP_PERFMON or root (or lower /proc/sys/kernel/perf_event_paranoid)"
+                    ),
+                }
+            }
+            libc::ESRCH => Error::NoSuchProcess(match target {
+                Target::Process(p) => p,
+                _ => 0,
+            }),
+            libc::ENODEV | libc::EINVAL if matches!(target, Target::Cpu(_)) => {
+                Error::NoSuchCpu(match target {
+                    Target::Cpu(c) => c,
+                    _ => 0,
+                })
+            }
+            libc::EMFILE | libc::ENFILE => Error::Os {
+                op: "perf_event_open (out of file descriptors: raise ulimit -n)",
+                errno,
+            },
+            libc::EINVAL => Error::EventUnavailable {
+                event: event.into(),
+                reason: "the kernel rejected it (EINVAL): invalid encoding, or more hardware \
+                         events than the PMU has counters"
+                    .into(),
+            },
+            _ => Error::Os {
+                op: "perf_event_open",
+                errno,
+            },
+        }
+    }
+}
+
+fn fallback_notice(mhz: f64) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        eprintln!(
+            "perfcompat: no hardware PMU on this host; 'cycles' is estimated as CPU time x \
+             {mhz:.0} MHz (set PERFCOMPAT_CYCLES_FALLBACK=0 to refuse it instead)"
+        );
+    }
+}
+
+/// One kernel group: the members of a set opened on one thread (or one CPU).
+struct Unit {
+    fds: Vec<OwnedFd>,
+    mmaps: Option<rdpmc::Pages>,
+}
+
+/// The programmed counters of one set on the perf backend.
+pub struct PerfGroup {
+    units: Vec<Unit>,
+    n: usize,
+    scale: [f64; MAX_REQUESTS],
+    scaled: bool,
+    notify: u64,
+}
+
+const MAX_PERIOD: u64 = (1u64 << 63) - 1;
+
+impl PerfGroup {
+    fn read_unit(&self, u: &Unit, out: &mut [u64]) -> std::result::Result<Times, i32> {
+        if let Some(p) = &u.mmaps {
+            if let Some(t) = p.read(out) {
+                return Ok(t);
+            }
+        }
+        let mut buf = [0u64; 3 + 2 * MAX_REQUESTS];
+        let len = (3 + 2 * self.n) * 8;
+        // SAFETY: reads at most `len` bytes into `buf`.
+        let r = unsafe { libc::read(u.fds[0].as_raw_fd(), buf.as_mut_ptr().cast(), len) };
+        if r < 0 {
+            // SAFETY: errno read right after the failed call.
+            return Err(unsafe { *libc::__errno_location() });
+        }
+        let nr = (buf[0] as usize).min(self.n);
+        for (i, o) in out.iter_mut().enumerate().take(nr) {
+            *o = buf[3 + 2 * i];
+        }
+        Ok(Times {
+            enabled: buf[1],
+            running: buf[2],
+        })
+    }
+}
+
+impl Group for PerfGroup {
+    fn read(&self, out: &mut [u64]) -> std::result::Result<Times, i32> {
+        let out = &mut out[..self.n];
+        let mut t = Times::default();
+        if self.units.len() == 1 {
+            t = self.read_unit(&self.units[0], out)?;
+        } else {
+            out.fill(0);
+            let mut tmp = [0u64; MAX_REQUESTS];
+            for u in &self.units {
+                match self.read_unit(u, &mut tmp[..self.n]) {
+                    Ok(x) => {
+                        for (o, v) in out.iter_mut().zip(&tmp) {
+                            *o = o.wrapping_add(*v);
+                        }
+                        t.enabled += x.enabled;
+                        t.running += x.running;
+                    }
+                    // A thread of the target that exited and was reaped: its final counts are
+                    // still in its event; other errors are real.
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        if self.scaled {
+            for (o, s) in out.iter_mut().zip(&self.scale) {
+                if *s != 1.0 {
+                    *o = (*o as f64 * s) as u64;
+                }
+            }
+        }
+        Ok(t)
+    }
+
+    fn stop(&self) {
+        for u in &self.units {
+            // SAFETY: ioctl on our own fd.
+            unsafe { sys::ioctls::DISABLE(u.fds[0].as_raw_fd(), 0) };
+        }
+    }
+
+    fn start(&self) {
+        for u in &self.units {
+            // SAFETY: ioctl on our own fd.
+            unsafe { sys::ioctls::ENABLE(u.fds[0].as_raw_fd(), 0) };
+        }
+    }
+
+    fn arm(&self, index: usize, distance: Option<u64>) {
+        if self.notify & (1 << index) == 0 {
+            return;
+        }
+        let d = distance.unwrap_or(MAX_PERIOD);
+        let d = if self.scale[index] != 1.0 {
+            (d as f64 / self.scale[index]).ceil() as u64
+        } else {
+            d
+        };
+        let d = d.clamp(1, MAX_PERIOD);
+        for u in &self.units {
+            // SAFETY: ioctl on our own fd with a pointer to a local.
+            unsafe { sys::ioctls::PERIOD(u.fds[index].as_raw_fd(), d) };
+        }
+    }
+
+    fn owns_fd(&self, fd: i32) -> bool {
+        self.units.iter().any(|u| {
+            u.fds
+                .iter()
+                .enumerate()
+                .any(|(i, f)| self.notify & (1 << i) != 0 && f.as_raw_fd() == fd)
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn task_ids(pid: i32) -> Result<Vec<i32>> {
+    let d =
+        std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|_| Error::NoSuchProcess(pid))?;
+    let mut v: Vec<i32> = d
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    v.sort_unstable();
+    if v.is_empty() {
+        return Err(Error::NoSuchProcess(pid));
+    }
+    Ok(v)
+}
+
+impl Backend for PerfBackend {
+    fn info(&self) -> &BackendInfo {
+        &self.info
+    }
+
+    fn events(&self) -> Vec<EventInfo> {
+        let all = (1u64 << VIRTUAL_COUNTERS) - 1;
+        let mut v = Vec::new();
+        for bi in names::builtins() {
+            let hw = matches!(bi.class, Class::Hardware);
+            let usable = !hw
+                || self.caps.pmu
+                || (self.cycles_fallback && bi.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64);
+            if usable {
+                v.push(EventInfo {
+                    name: bi.name.to_string(),
+                    counters: all,
+                    generic: false,
+                    description: bi.description.to_string(),
+                });
+            }
+        }
+        if self.caps.pmu {
+            for (name, _) in names::cache_events() {
+                v.push(EventInfo {
+                    name,
+                    counters: all,
+                    generic: false,
+                    description: "hardware cache event".into(),
+                });
+            }
+        }
+        for e in names::sysfs_events(Path::new(names::SYSFS)) {
+            if matches!(e.class, Class::Pmu) {
+                v.push(EventInfo {
+                    name: e.name,
+                    counters: all,
+                    generic: false,
+                    description: "PMU event alias from sysfs".into(),
+                });
+            }
+        }
+        for (name, spec) in EventMap::global().aliases() {
+            if self.resolve(spec).is_ok() {
+                v.push(EventInfo {
+                    name: name.to_string(),
+                    counters: all,
+                    generic: false,
+                    description: format!("alias for {spec} (PERFCOMPAT_EVENTS)"),
+                });
+            }
+        }
+        v
+    }
+
+    fn candidate(&self, req: &Request) -> Result<Candidate> {
+        self.resolve(&req.event)?;
+        if let Some(a) = req.attrs.first() {
+            return Err(Error::InvalidAttribute {
+                name: a.name.clone(),
+                backend: "perf".into(),
+            });
+        }
+        let slots = (0..VIRTUAL_COUNTERS as u32)
+            .filter(|c| req.counter.is_none_or(|p| p == *c))
+            .map(|counter| Slot {
+                counter,
+                resource: None,
+                tag: 0,
+            })
+            .collect();
+        Ok(Candidate {
+            name: req.event.clone(),
+            slots,
+        })
+    }
+
+    fn open(&self, reqs: &[Request], _slots: &[Slot], target: Target) -> Result<Box<dyn Group>> {
+        let mut resolved = Vec::with_capacity(reqs.len());
+        let mut scale = [1.0f64; MAX_REQUESTS];
+        for (i, r) in reqs.iter().enumerate() {
+            let (ev, s) = self.resolve(&r.event)?;
+            if let Some(s) = s {
+                scale[i] = s;
+            }
+            resolved.push(ev);
+        }
+        let owner = crate::engine::gettid();
+        let (places, inherit): (Vec<(i32, i32)>, bool) = match target {
+            Target::CurrentThread => (vec![(0, -1)], false),
+            Target::CurrentThreadInherit => (vec![(0, -1)], true),
+            Target::Process(pid) => (task_ids(pid)?.into_iter().map(|t| (t, -1)).collect(), true),
+            Target::Cpu(c) => (vec![(-1, c as i32)], false),
+        };
+        let notify = reqs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.flags.notify_overflow)
+            .fold(0u64, |m, (i, _)| m | 1 << i);
+        let sig = crate::signal::overflow_signal();
+        let mut units = Vec::with_capacity(places.len());
+        for (pid, cpu) in places {
+            let mut fds: Vec<OwnedFd> = Vec::with_capacity(reqs.len());
+            for (i, (r, ev)) in reqs.iter().zip(&resolved).enumerate() {
+                let mut a = attr_for(ev.code);
+                a.read_format = (b::PERF_FORMAT_GROUP
+                    | b::PERF_FORMAT_TOTAL_TIME_ENABLED
+                    | b::PERF_FORMAT_TOTAL_TIME_RUNNING
+                    | b::PERF_FORMAT_ID) as u64;
+                a.set_disabled(u64::from(i == 0));
+                a.set_inherit(u64::from(inherit));
+                a.set_exclude_user(u64::from(!r.flags.user));
+                a.set_exclude_kernel(u64::from(!r.flags.system));
+                a.set_exclude_hv(u64::from(!r.flags.hypervisor));
+                if r.flags.notify_overflow {
+                    let d = crate::virt::distance_to_wrap(r.preset).unwrap_or(MAX_PERIOD);
+                    let d = if scale[i] != 1.0 {
+                        (d as f64 / scale[i]).ceil() as u64
+                    } else {
+                        d
+                    };
+                    a.__bindgen_anon_1.sample_period = d.clamp(1, MAX_PERIOD);
+                    a.__bindgen_anon_2.wakeup_events = 1;
+                }
+                let group = fds.first().map_or(-1, |f| f.as_raw_fd());
+                let fd = open_attr(&mut a, pid, cpu, group)
+                    .map_err(|e| self.explain_open(e, &r.event, r, target))?;
+                if r.flags.notify_overflow {
+                    setup_signal(&fd, sig, owner)?;
+                }
+                fds.push(fd);
+            }
+            let mmaps = if target == Target::CurrentThread && self.caps.pmu {
+                rdpmc::Pages::map(&fds, reqs.len())
+            } else {
+                None
+            };
+            units.push(Unit { fds, mmaps });
+        }
+        Ok(Box::new(PerfGroup {
+            units,
+            n: reqs.len(),
+            scaled: scale.iter().any(|s| *s != 1.0),
+            scale,
+            notify,
+        }))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn setup_signal(fd: &OwnedFd, sig: i32, owner: i32) -> Result<()> {
+    let fd = fd.as_raw_fd();
+    #[repr(C)]
+    struct FOwnerEx {
+        type_: libc::c_int,
+        pid: libc::pid_t,
+    }
+    // fcntl.h values (asm-generic; the same on x86-64 and arm64), not all in the libc crate.
+    const F_OWNER_TID: libc::c_int = 0;
+    const F_SETSIG: libc::c_int = 10;
+    const F_SETOWN_EX: libc::c_int = 15;
+    let owner = FOwnerEx {
+        type_: F_OWNER_TID,
+        pid: owner,
+    };
+    // SAFETY: fcntl on our own fd with valid arguments.
+    unsafe {
+        if libc::fcntl(fd, libc::F_SETFL, libc::O_ASYNC | libc::O_NONBLOCK) != 0
+            || libc::fcntl(fd, F_SETSIG, sig) != 0
+            || libc::fcntl(fd, F_SETOWN_EX, &owner as *const FOwnerEx) != 0
+        {
+            return Err(Error::last_os("fcntl to route overflow signals"));
+        }
+    }
+    Ok(())
+}

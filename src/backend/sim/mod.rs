@@ -1,0 +1,660 @@
+//! Emulated PMUs, for deterministic tests and for developing counter code without a PMU.
+//!
+//! Each model ([`model::Model`]) is emulated at the register level: a counter is a `width`-bit
+//! register that raises its overflow interrupt when bit 31 becomes set (R10000/R12000) or when
+//! it wraps (UltraSPARC, Pentium 4). At every interrupt the emulated kernel folds the register
+//! into a 64-bit sum, the perfctr way ([`crate::virt::Accumulator`]). A request that notifies on
+//! overflow is an "i-mode" counter: its register is loaded so that the interrupt comes exactly
+//! when the 64-bit virtual value wraps (after several silent interrupts when the distance is
+//! larger than the register).
+//!
+//! Counts advance only when the program calls [`advance`] (exported to C as
+//! `perfcompat_sim_advance`): `n` occurrences of an event, seen by the calling thread. All the
+//! thread's bound sets that count that event advance in lock step; an overflow notification
+//! fires synchronously, inside the call, at the exact event. If the notified program restarts
+//! the set from its handler, the rest of the `n` events are counted after the restart;
+//! otherwise the frozen set drops them, as frozen hardware would.
+//!
+//! Which bindings see an advance from thread T: bindings to T itself; inheriting bindings made
+//! by T, and inheriting bindings of the process whose binder is another thread when T did not
+//! exist yet at bind time (the emulation's stand-in for "threads created after the bind");
+//! bindings to this process; bindings to the CPU T is running on. The emulation has no kernel
+//! mode: requests that do not count user mode never advance. Event masks (`emask`) are checked
+//! but do not filter advances.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use crate::backend::{Backend, BackendInfo, CounterInfo, EventInfo, Group, Times};
+use crate::engine::{self, BoundSet, SharedBound};
+use crate::error::{Conflict, ConflictReason, Error, Result};
+use crate::eventmap::EventMap;
+use crate::sched::{Candidate, Slot};
+use crate::set::{Request, Target};
+use crate::signal::Blocked;
+use crate::virt;
+
+pub mod mips;
+pub mod model;
+pub mod p4;
+pub mod sparc;
+
+use model::{IrqRule, Model};
+
+/// Names accepted after `sim:`.
+pub const MODEL_NAMES: &[&str] = &["r10000", "r12000", "ultrasparc", "ultrasparc2", "pentium4"];
+
+/// The model called `name`.
+pub fn model(name: &str) -> Option<&'static Model> {
+    match name {
+        "r10000" => Some(&mips::R10000),
+        "r12000" => Some(&mips::R12000),
+        "ultrasparc" => Some(&sparc::ULTRASPARC),
+        "ultrasparc2" => Some(&sparc::ULTRASPARC2),
+        "pentium4" => Some(&p4::PENTIUM4),
+        _ => None,
+    }
+}
+
+/// An emulated PMU.
+pub struct SimBackend {
+    model: &'static Model,
+    info: BackendInfo,
+    live: Mutex<Vec<Weak<BoundSet>>>,
+}
+
+/// An event name resolved against a model: the event and, for R10000-style numbers and raw
+/// codes, the only routes allowed.
+struct Resolved {
+    event: usize,
+    emask: u32,
+    route_filter: Option<(u64, u32)>,
+}
+
+impl SimBackend {
+    /// The emulation of model `name` (one of [`MODEL_NAMES`]).
+    pub fn new(name: &str) -> Result<SimBackend> {
+        let m = model(name).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "unknown emulated PMU '{name}': models are {}",
+                MODEL_NAMES.join(", ")
+            ))
+        })?;
+        let info = BackendInfo {
+            name: format!("sim:{}", m.name),
+            description: m.cciname.to_string(),
+            reference: m.cpuref.to_string(),
+            counters: vec![CounterInfo { width: m.width }; m.ncounters as usize],
+            overflow_interrupt: m.overflow_interrupt,
+            overflow_precise: m.overflow_precise,
+            attributes: m.attributes.iter().map(|a| a.name.to_string()).collect(),
+            notes: vec![format!(
+                "emulated {} PMU: counts advance only when the program calls \
+                 perfcompat_sim_advance()",
+                m.cciname
+            )],
+        };
+        Ok(SimBackend {
+            model: m,
+            info,
+            live: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The emulated model.
+    pub fn model(&self) -> &'static Model {
+        self.model
+    }
+
+    /// Name of shared resource `r`.
+    pub fn resource_name(&self, r: u16) -> String {
+        self.model
+            .resources
+            .get(r as usize)
+            .map_or_else(|| format!("resource {r}"), |x| x.name.to_string())
+    }
+
+    fn resolve(&self, name: &str) -> Option<Resolved> {
+        let m = self.model;
+        let find = |n: &str| {
+            m.events
+                .iter()
+                .position(|e| e.name == n)
+                .or_else(|| m.events.iter().position(|e| e.name.eq_ignore_ascii_case(n)))
+        };
+        if let Some(event) = find(name) {
+            return Some(Resolved {
+                event,
+                emask: 0,
+                route_filter: None,
+            });
+        }
+        if let Some(g) = m
+            .generics
+            .iter()
+            .find(|g| g.name.eq_ignore_ascii_case(name))
+        {
+            return find(g.event).map(|event| Resolved {
+                event,
+                emask: g.emask,
+                route_filter: None,
+            });
+        }
+        if m.numbered {
+            if let Ok(n) = name.parse::<u32>() {
+                if n < 16 * m.ncounters {
+                    let (counter, code) = (n / 16, n % 16);
+                    return m
+                        .events
+                        .iter()
+                        .position(|e| {
+                            e.routes
+                                .iter()
+                                .any(|r| r.counters & (1 << counter) != 0 && r.code == code)
+                        })
+                        .map(|event| Resolved {
+                            event,
+                            emask: 0,
+                            route_filter: Some((1 << counter, code)),
+                        });
+                }
+                return None;
+            }
+        }
+        // A raw event-select code, as strtol(base 0) would read it.
+        let code = parse_c_integer(name)?;
+        let code = u32::try_from(code).ok()?;
+        m.events
+            .iter()
+            .position(|e| e.routes.iter().any(|r| r.code == code))
+            .map(|event| Resolved {
+                event,
+                emask: 0,
+                route_filter: Some((u64::MAX, code)),
+            })
+    }
+
+    /// Resolve through the `PERFCOMPAT_EVENTS` aliases, then the model.
+    fn resolve_alias(&self, name: &str) -> Option<Resolved> {
+        let map = EventMap::global();
+        let mut n = name;
+        for _ in 0..8 {
+            match map.alias(n) {
+                Some(s) => n = s,
+                None => break,
+            }
+        }
+        self.resolve(n)
+    }
+
+    fn slots(&self, r: &Resolved, pin: Option<u32>) -> Vec<Slot> {
+        let e = &self.model.events[r.event];
+        let mut out = Vec::new();
+        for (ri, route) in e.routes.iter().enumerate() {
+            let mut counters = route.counters;
+            if let Some((mask, code)) = r.route_filter {
+                if route.code != code {
+                    continue;
+                }
+                counters &= mask;
+            }
+            for c in 0..self.model.ncounters {
+                if counters & (1 << c) != 0 && pin.is_none_or(|p| p == c) {
+                    out.push(Slot {
+                        counter: c,
+                        resource: route.resource.map(u16::from),
+                        tag: ri as u32,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Register a new binding so that advances reach it.
+    pub(crate) fn attach(&self, b: &SharedBound) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(b));
+    }
+
+    /// Advance `event` by `n` for the calling thread: see the module documentation.
+    /// Returns the number of bound sets that counted it.
+    pub fn advance(&self, event: &str, n: u64) -> Result<usize> {
+        let r = self
+            .resolve_alias(event)
+            .ok_or_else(|| Error::UnknownEvent {
+                event: event.to_string(),
+                backend: self.info.name.clone(),
+            })?;
+        let tid = engine::gettid();
+        // SAFETY: plain libc calls.
+        let (pid, cpu) = unsafe { (libc::getpid(), libc::sched_getcpu()) };
+        let targets: Vec<SharedBound> = {
+            let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+            live.iter().filter_map(|w| w.upgrade()).collect()
+        };
+        let mut hit = 0;
+        for b in targets {
+            let Some(g) = b.group().as_any().downcast_ref::<SimGroup>() else {
+                continue;
+            };
+            if !g.sees(tid, pid, cpu) {
+                continue;
+            }
+            let mut left = n;
+            let mut counted = false;
+            loop {
+                let (rest, fired, any) = g.count(r.event, left);
+                counted |= any;
+                if !fired {
+                    break;
+                }
+                engine::interrupt(&b, advance as *const () as usize);
+                left = rest;
+                if left == 0 {
+                    break;
+                }
+            }
+            if counted {
+                hit += 1;
+            }
+        }
+        Ok(hit)
+    }
+}
+
+/// Parse an integer the way C's `strtol(s, &end, 0)` does when it must consume all of `s`:
+/// decimal, `0x` hexadecimal, or leading-`0` octal.
+pub fn parse_c_integer(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()
+    } else if s.len() > 1 && s.starts_with('0') {
+        u64::from_str_radix(&s[1..], 8).ok()
+    } else {
+        s.parse::<u64>().ok()
+    }
+}
+
+impl Backend for SimBackend {
+    fn info(&self) -> &BackendInfo {
+        &self.info
+    }
+
+    fn events(&self) -> Vec<EventInfo> {
+        let m = self.model;
+        let mask = |e: &model::SimEvent| e.routes.iter().fold(0u64, |a, r| a | r.counters);
+        let mut v: Vec<EventInfo> = m
+            .events
+            .iter()
+            .map(|e| EventInfo {
+                name: e.name.to_string(),
+                counters: mask(e),
+                generic: false,
+                description: e.description.to_string(),
+            })
+            .collect();
+        for g in m.generics {
+            if let Some(e) = m.events.iter().find(|e| e.name == g.event) {
+                v.push(EventInfo {
+                    name: g.name.to_string(),
+                    counters: mask(e),
+                    generic: true,
+                    description: format!("generic name for {}", e.name),
+                });
+            }
+        }
+        for (name, spec) in EventMap::global().aliases() {
+            if let Some(r) = self.resolve_alias(spec) {
+                v.push(EventInfo {
+                    name: name.to_string(),
+                    counters: mask(&m.events[r.event]),
+                    generic: false,
+                    description: format!("alias for {spec} (PERFCOMPAT_EVENTS)"),
+                });
+            }
+        }
+        v
+    }
+
+    fn candidate(&self, req: &Request) -> Result<Candidate> {
+        let r = self
+            .resolve_alias(&req.event)
+            .ok_or_else(|| Error::UnknownEvent {
+                event: req.event.clone(),
+                backend: self.info.name.clone(),
+            })?;
+        let e = &self.model.events[r.event];
+        for a in &req.attrs {
+            let spec = self
+                .model
+                .attributes
+                .iter()
+                .find(|s| s.name == a.name)
+                .ok_or_else(|| Error::InvalidAttribute {
+                    name: a.name.clone(),
+                    backend: self.info.name.clone(),
+                })?;
+            if a.value > spec.max {
+                return Err(Error::AttributeOutOfRange {
+                    name: a.name.clone(),
+                    value: a.value,
+                    max: spec.max,
+                });
+            }
+            if a.name == "emask" && a.value & !u64::from(e.emask) != 0 {
+                return Err(Error::AttributeOutOfRange {
+                    name: a.name.clone(),
+                    value: a.value,
+                    max: u64::from(e.emask),
+                });
+            }
+        }
+        let slots = self.slots(&r, req.counter);
+        if slots.is_empty() {
+            return Err(Error::PicNotCapable {
+                event: req.event.clone(),
+                picnum: req.counter.unwrap_or(0),
+            });
+        }
+        let _ = r.emask;
+        Ok(Candidate {
+            name: req.event.clone(),
+            slots,
+        })
+    }
+
+    fn check_set(&self, reqs: &[Request]) -> Result<()> {
+        if self.model.same_flags {
+            let first = (reqs[0].flags.user, reqs[0].flags.system);
+            if let Some(i) = reqs
+                .iter()
+                .position(|r| (r.flags.user, r.flags.system) != first)
+            {
+                return Err(Error::Conflict(Conflict {
+                    requests: vec![(0, reqs[0].event.clone()), (i, reqs[i].event.clone())],
+                    reason: ConflictReason::DifferentFlags,
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    fn open(&self, reqs: &[Request], slots: &[Slot], target: Target) -> Result<Box<dyn Group>> {
+        // SAFETY: plain libc calls.
+        let (pid, ncpu) = unsafe { (libc::getpid(), libc::sysconf(libc::_SC_NPROCESSORS_CONF)) };
+        match target {
+            Target::Process(p) if p != pid => {
+                return Err(Error::Unsupported(format!(
+                    "the emulated PMU counts only the calling process; binding to process {p} \
+                     needs the perf backend"
+                )))
+            }
+            Target::Cpu(c) if i64::from(c) >= ncpu as i64 => return Err(Error::NoSuchCpu(c)),
+            _ => {}
+        }
+        let preexisting = if target == Target::CurrentThreadInherit {
+            thread_ids()
+        } else {
+            Vec::new()
+        };
+        let irq_at = match self.model.irq {
+            IrqRule::BitSet(b) => 1u64 << b,
+            IrqRule::Wrap => 1u64 << self.model.width,
+        };
+        let counters = reqs
+            .iter()
+            .zip(slots)
+            .map(|(r, s)| {
+                let ev = self.resolve_alias(&r.event).map_or(usize::MAX, |x| x.event);
+                SimCounter {
+                    event: ev,
+                    counter: s.counter,
+                    counts: r.flags.user,
+                    reg: AtomicU64::new(0),
+                    sum: AtomicU64::new(0),
+                    start: AtomicU64::new(0),
+                    remaining: AtomicU64::new(0),
+                    armed: AtomicBool::new(false),
+                }
+            })
+            .collect();
+        Ok(Box::new(SimGroup {
+            width: self.model.width,
+            irq_at,
+            target,
+            owner: engine::gettid(),
+            preexisting,
+            counters,
+            running: AtomicBool::new(false),
+            seq: AtomicU64::new(0),
+        }))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn thread_ids() -> Vec<i32> {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+struct SimCounter {
+    event: usize,
+    counter: u32,
+    counts: bool,
+    reg: AtomicU64,
+    sum: AtomicU64,
+    start: AtomicU64,
+    remaining: AtomicU64,
+    armed: AtomicBool,
+}
+
+/// The emulated counters of one bound set.
+pub struct SimGroup {
+    width: u32,
+    irq_at: u64,
+    target: Target,
+    owner: i32,
+    preexisting: Vec<i32>,
+    counters: Box<[SimCounter]>,
+    running: AtomicBool,
+    seq: AtomicU64,
+}
+
+impl SimGroup {
+    fn sees(&self, tid: i32, pid: i32, cpu: i32) -> bool {
+        match self.target {
+            Target::CurrentThread => tid == self.owner,
+            Target::CurrentThreadInherit => tid == self.owner || !self.preexisting.contains(&tid),
+            Target::Process(p) => p == pid,
+            Target::Cpu(c) => cpu >= 0 && c == cpu as u32,
+        }
+    }
+
+    fn write<R>(&self, f: impl FnOnce(&Self) -> R) -> R {
+        let _b = Blocked::all();
+        loop {
+            let s = self.seq.load(Ordering::Relaxed);
+            if s & 1 == 0
+                && self
+                    .seq
+                    .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        let r = f(self);
+        self.seq.fetch_add(1, Ordering::Release);
+        r
+    }
+
+    /// Register position at which the interrupt fires, as a count from 0.
+    fn load_for(&self, distance: u64) -> u64 {
+        self.irq_at - distance.min(self.irq_at)
+    }
+
+    /// Count `n` occurrences of `event` in lock step on every counter that counts it, stopping
+    /// at the first overflow notification. Returns (events not yet counted, notification
+    /// fired, whether any counter counts this event).
+    fn count(&self, event: usize, n: u64) -> (u64, bool, bool) {
+        self.write(|g| {
+            let mine: Vec<&SimCounter> = g
+                .counters
+                .iter()
+                .filter(|c| c.event == event && c.counts)
+                .collect();
+            if mine.is_empty() {
+                return (0, false, false);
+            }
+            if !g.running.load(Ordering::Relaxed) {
+                return (0, false, true);
+            }
+            let mut n = n;
+            while n > 0 {
+                let step = mine
+                    .iter()
+                    .map(|c| g.irq_at - c.reg.load(Ordering::Relaxed))
+                    .min()
+                    .unwrap_or(n)
+                    .min(n);
+                n -= step;
+                let mut fired = false;
+                for c in &mine {
+                    let pos = c.reg.load(Ordering::Relaxed) + step;
+                    if c.armed.load(Ordering::Relaxed) {
+                        c.remaining.fetch_sub(step, Ordering::Relaxed);
+                    }
+                    if pos < g.irq_at {
+                        c.reg.store(pos, Ordering::Relaxed);
+                        continue;
+                    }
+                    // The hardware interrupt: fold the register into the 64-bit sum, reload.
+                    let mut acc = virt::Accumulator {
+                        sum: c.sum.load(Ordering::Relaxed),
+                        start: c.start.load(Ordering::Relaxed),
+                    };
+                    let reg = pos & virt::mask(g.width);
+                    let remaining = c.remaining.load(Ordering::Relaxed);
+                    let reload = if c.armed.load(Ordering::Relaxed) && remaining > 0 {
+                        g.load_for(remaining)
+                    } else {
+                        0
+                    };
+                    acc.fold(reg, g.width, reload);
+                    c.sum.store(acc.sum, Ordering::Relaxed);
+                    c.start.store(acc.start, Ordering::Relaxed);
+                    c.reg.store(reload, Ordering::Relaxed);
+                    if c.armed.load(Ordering::Relaxed) && remaining == 0 {
+                        c.armed.store(false, Ordering::Relaxed);
+                        fired = true;
+                    }
+                }
+                if fired {
+                    return (n, true, true);
+                }
+            }
+            (0, false, true)
+        })
+    }
+}
+
+impl Group for SimGroup {
+    fn read(&self, out: &mut [u64]) -> std::result::Result<Times, i32> {
+        loop {
+            let s = self.seq.load(Ordering::Acquire);
+            if s & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            for (o, c) in out.iter_mut().zip(self.counters.iter()) {
+                let acc = virt::Accumulator {
+                    sum: c.sum.load(Ordering::Relaxed),
+                    start: c.start.load(Ordering::Relaxed),
+                };
+                *o = acc.peek(
+                    c.reg.load(Ordering::Relaxed) & virt::mask(self.width),
+                    self.width,
+                );
+            }
+            if self.seq.load(Ordering::Acquire) == s {
+                return Ok(Times::default());
+            }
+        }
+    }
+
+    fn stop(&self) {
+        self.write(|g| g.running.store(false, Ordering::Relaxed));
+    }
+
+    fn start(&self) {
+        self.write(|g| g.running.store(true, Ordering::Relaxed));
+    }
+
+    fn arm(&self, index: usize, distance: Option<u64>) {
+        self.write(|g| {
+            let Some(c) = g.counters.get(index) else {
+                return;
+            };
+            // End the current period, then load the register for the new one.
+            let mut acc = virt::Accumulator {
+                sum: c.sum.load(Ordering::Relaxed),
+                start: c.start.load(Ordering::Relaxed),
+            };
+            let reload = match distance {
+                Some(d) => g.load_for(d),
+                None => c.reg.load(Ordering::Relaxed),
+            };
+            acc.fold(c.reg.load(Ordering::Relaxed), g.width, reload);
+            c.sum.store(acc.sum, Ordering::Relaxed);
+            c.start.store(acc.start, Ordering::Relaxed);
+            c.reg.store(reload, Ordering::Relaxed);
+            c.remaining.store(distance.unwrap_or(0), Ordering::Relaxed);
+            c.armed.store(distance.is_some(), Ordering::Relaxed);
+        });
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl SimGroup {
+    /// The hardware counter each request was placed on, in request order.
+    pub fn placement(&self) -> Vec<u32> {
+        self.counters.iter().map(|c| c.counter).collect()
+    }
+
+    /// The raw register value of request `index` (for tests of the register model).
+    pub fn register(&self, index: usize) -> Option<u64> {
+        self.counters
+            .get(index)
+            .map(|c| c.reg.load(Ordering::Relaxed) & virt::mask(self.width))
+    }
+}
+
+/// Advance `event` by `n` on the process's backend, which must be emulated.
+pub fn advance(event: &str, n: u64) -> Result<usize> {
+    let b = crate::backend::global()?;
+    let sim = b.as_any().downcast_ref::<SimBackend>().ok_or_else(|| {
+        Error::Unsupported(format!(
+            "perfcompat_sim_advance needs an emulated backend (PERFCOMPAT_BACKEND=sim:<model>), \
+             this process uses {}",
+            b.info().name
+        ))
+    })?;
+    sim.advance(event, n)
+}

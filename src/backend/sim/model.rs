@@ -1,0 +1,118 @@
+//! Static descriptions of the emulated PMUs.
+//!
+//! A [`Model`] is pure data: the counters, how wide they are, when they raise their overflow
+//! interrupt, which events exist and through which counters (and shared resources such as
+//! Pentium 4 ESCRs) each event can be counted. The emulation in the parent module turns a model
+//! into running counters; the scheduler in [`crate::sched`] turns the routes into a placement.
+
+/// When an emulated hardware counter raises its overflow interrupt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IrqRule {
+    /// The interrupt fires when bit `n` of the register becomes set (MIPS R10000/R12000: bit 31).
+    /// The kernel then folds the register into the 64-bit virtual counter and reloads it.
+    BitSet(u32),
+    /// The interrupt fires when the register wraps past its width (UltraSPARC, Pentium 4).
+    Wrap,
+}
+
+/// One way of counting an event: a set of counters, the event-select code the control register
+/// gets on them, and the shared resource (an ESCR on the Pentium 4) that this way needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    /// Bit mask of the counters (bit n = counter n) this route can use.
+    pub counters: u64,
+    /// Event-select code programmed for this route.
+    pub code: u32,
+    /// Index into [`Model::resources`] of the shared resource this route occupies, if any.
+    pub resource: Option<u8>,
+}
+
+/// An event of an emulated PMU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimEvent {
+    /// The name, spelled as in the vendor documentation (`Cycle_cnt`, `branch_retired`).
+    pub name: &'static str,
+    /// One-line description.
+    pub description: &'static str,
+    /// The ways this event can be counted.
+    pub routes: &'static [Route],
+    /// Bits of the `emask` attribute this event accepts (Pentium 4); 0 when the model has no
+    /// event masks.
+    pub emask: u32,
+}
+
+/// A generic (PAPI-style) event name and the platform event it stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Generic {
+    /// Generic name, e.g. `PAPI_tot_cyc`.
+    pub name: &'static str,
+    /// Name of the platform event in [`Model::events`].
+    pub event: &'static str,
+    /// Event mask implied by the generic name (Pentium 4), else 0.
+    pub emask: u32,
+}
+
+/// A shared resource that routes may need exclusively (Pentium 4 ESCRs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resource {
+    /// Name as in the vendor manual, e.g. `CRU_ESCR2`.
+    pub name: &'static str,
+    /// Bit mask of the counters this resource can drive.
+    pub counters: u64,
+}
+
+/// A numeric attribute a model accepts on requests, with its inclusive maximum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttrSpec {
+    /// Attribute name (`emask`, `tag`, ...).
+    pub name: &'static str,
+    /// Largest accepted value (booleans: 1).
+    pub max: u64,
+}
+
+/// A complete emulated PMU.
+#[derive(Debug, Clone, Copy)]
+pub struct Model {
+    /// Short name used in `PERFCOMPAT_BACKEND=sim:<name>`.
+    pub name: &'static str,
+    /// Implementation name, as `cpc_cciname` reports it.
+    pub cciname: &'static str,
+    /// Reference to the documentation of the events, as `cpc_cpuref` reports it.
+    pub cpuref: &'static str,
+    /// Number of counters.
+    pub ncounters: u32,
+    /// Width of each counter register in bits.
+    pub width: u32,
+    /// When the overflow interrupt fires.
+    pub irq: IrqRule,
+    /// Whether the model can raise an overflow interrupt at all.
+    pub overflow_interrupt: bool,
+    /// Whether the interrupt identifies the counter that overflowed.
+    pub overflow_precise: bool,
+    /// Whether all requests of a set must use the same user/system flags (one shared control
+    /// register, as on UltraSPARC).
+    pub same_flags: bool,
+    /// Whether a bare decimal number names an event (R10000/R12000 numbering: number `n` is the
+    /// route with code `n % 16` on counter `n / 16`, so 0-15 live on counter 0 and 16-31 on
+    /// counter 1).
+    pub numbered: bool,
+    /// All events.
+    pub events: &'static [SimEvent],
+    /// Generic names.
+    pub generics: &'static [Generic],
+    /// Shared resources referenced by routes.
+    pub resources: &'static [Resource],
+    /// Attributes accepted on requests (besides the engine's own `picnum`).
+    pub attributes: &'static [AttrSpec],
+}
+
+/// Bit mask with the counters `lo..=hi` set.
+pub const fn span(lo: u32, hi: u32) -> u64 {
+    let mut m = 0u64;
+    let mut i = lo;
+    while i <= hi {
+        m |= 1u64 << i;
+        i += 1;
+    }
+    m
+}

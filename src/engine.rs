@@ -1,0 +1,747 @@
+//! Binding sets and reading them: the counter-virtualisation engine.
+//!
+//! [`bind`] checks a [`CounterSet`] against the backend, places its requests on counters
+//! (explaining conflicts), programs a backend [`Group`] and returns a [`Binding`]. From then on:
+//!
+//! - each request's *virtual value* is `base + (raw - origin)` modulo 2^64, where `raw` is the
+//!   backend's 64-bit count and `base`/`origin` are taken at the last (re)start: `base` is the
+//!   request's preset, so a preset of `UINT64_MAX - k` wraps after exactly `k + 1` events;
+//! - a request that notifies on overflow is armed with its distance to the wrap; when it wraps,
+//!   the whole set freezes, the overflowed requests are recorded, the generation changes and
+//!   the process's overflow hook runs ([`set_overflow_hook`]);
+//! - [`BoundSet::restart`] sets every request back to its current preset
+//!   ([`BoundSet::set_preset`]) and counts again;
+//! - the *generation* changes whenever counting is started, restarted or stopped, and when the
+//!   backend reports it could not count the whole interval (multiplexing), so that a program
+//!   comparing the generation at start and at read notices that its counts are not whole.
+//!
+//! # Signal safety
+//! [`BoundSet::sample`], [`BoundSet::restart`], [`BoundSet::set_preset`], the overflow path and
+//! [`with_current`] are async-signal-safe: they allocate nothing, take no lock, print nothing.
+//! The state they share is guarded by a sequence counter: writers make their change with all
+//! signals blocked (so a handler never interrupts a change on its own thread) after claiming the
+//! counter with a compare-and-swap (so two threads never write at once); readers retry when the
+//! counter moved. A reader can only wait for a writer on *another* thread, which always finishes.
+//!
+//! # Threads
+//! A binding belongs to the thread that made it. The engine keeps, per thread, a fixed-size
+//! table of that thread's bindings (the overflow signal handler searches it, and libcpc's
+//! "the calling LWP's bound set" is its most recent thread binding, see [`with_current`]).
+
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::backend::{self, Backend, Group, Times};
+use crate::error::{Error, Result};
+use crate::sched::{self, Candidate};
+use crate::set::{CounterSet, Target, MAX_REQUESTS};
+use crate::signal::Blocked;
+use crate::virt;
+
+/// What an overflow hook is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverflowEvent {
+    /// The binding's id ([`BoundSet::id`]).
+    pub binding: u64,
+    /// The value the ABI layer attached with [`BoundSet::set_user_data`].
+    pub user_data: usize,
+    /// Bit i set: request i wrapped past 2^64.
+    pub overflowed: u64,
+    /// The interrupted program counter, where known (0 otherwise).
+    pub pc: usize,
+    /// The thread that owns the binding.
+    pub tid: i32,
+}
+
+/// A per-process overflow hook. It runs in signal-handler context on the perf backend, so it
+/// must be async-signal-safe.
+pub type OverflowHook = fn(&OverflowEvent);
+
+static HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// Install (or with `None` remove) the per-process overflow hook.
+pub fn set_overflow_hook(hook: Option<OverflowHook>) {
+    HOOK.store(hook.map_or(0, |h| h as usize), Ordering::Release);
+}
+
+fn run_hook(ev: &OverflowEvent) {
+    let h = HOOK.load(Ordering::Acquire);
+    if h != 0 {
+        // SAFETY: only ever stored from an `OverflowHook`.
+        let f: OverflowHook = unsafe { std::mem::transmute::<usize, OverflowHook>(h) };
+        f(ev);
+    }
+}
+
+static NEXT_GENERATION: AtomicU32 = AtomicU32::new(0);
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh generation number: positive, never 0, fits in a C `int`.
+fn next_generation() -> u32 {
+    NEXT_GENERATION.fetch_add(1, Ordering::Relaxed) % 0x7fff_ffff + 1
+}
+
+/// The calling thread's kernel id.
+pub fn gettid() -> i32 {
+    // SAFETY: a plain syscall.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// Monotonic clock in nanoseconds (vDSO; async-signal-safe).
+pub fn now_ns() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes into `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+}
+
+/// What a sample returns besides the values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleInfo {
+    /// The binding's generation number after this sample.
+    pub generation: u32,
+    /// Monotonic time of the sample (of the freeze, for a frozen set), in nanoseconds.
+    pub hrtime: i64,
+    /// Whether the set is frozen (after an overflow or [`BoundSet::stop`]).
+    pub frozen: bool,
+    /// Whether the backend counted the whole interval since the last (re)start.
+    pub complete: bool,
+    /// Requests that overflowed since the last restart (bit i = request i).
+    pub overflowed: u64,
+    /// Nanoseconds the counters were running since the last (re)start.
+    pub running_ns: u64,
+}
+
+fn zeroed(n: usize) -> Box<[AtomicU64]> {
+    (0..n).map(|_| AtomicU64::new(0)).collect()
+}
+
+/// A bound set: the engine's state for one binding. Reached through a [`Binding`] (which owns
+/// it) or, for the calling thread's current binding, through [`with_current`].
+pub struct BoundSet {
+    id: u64,
+    n: usize,
+    names: Vec<String>,
+    target: Target,
+    owner: i32,
+    backend_name: &'static str,
+    group: Box<dyn Group>,
+    notify: u64,
+    seq: AtomicU64,
+    preset: Box<[AtomicU64]>,
+    base: Box<[AtomicU64]>,
+    origin: Box<[AtomicU64]>,
+    frozen_vals: Box<[AtomicU64]>,
+    frozen: AtomicBool,
+    frozen_at: AtomicU64,
+    overflowed: AtomicU64,
+    enabled0: AtomicU64,
+    running0: AtomicU64,
+    generation: AtomicU32,
+    incomplete: AtomicBool,
+    detached: AtomicBool,
+    user_data: AtomicUsize,
+}
+
+impl BoundSet {
+    /// Unique id of this binding within the process.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Number of requests.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether the set is empty (never true: empty sets cannot be bound).
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Event names as given, in request order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// What the set is bound to.
+    pub fn target(&self) -> Target {
+        self.target
+    }
+
+    /// The thread that made the binding.
+    pub fn owner(&self) -> i32 {
+        self.owner
+    }
+
+    /// The backend's group (for backends that need to reach their own state, and tests).
+    pub fn group(&self) -> &dyn Group {
+        self.group.as_ref()
+    }
+
+    /// Attach a value for the ABI layer (reported in [`OverflowEvent::user_data`]).
+    pub fn set_user_data(&self, v: usize) {
+        self.user_data.store(v, Ordering::Release);
+    }
+
+    /// The attached value.
+    pub fn user_data(&self) -> usize {
+        self.user_data.load(Ordering::Acquire)
+    }
+
+    /// The current generation number.
+    pub fn generation(&self) -> u32 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Whether the set is frozen.
+    pub fn is_frozen(&self) -> bool {
+        self.frozen.load(Ordering::Acquire)
+    }
+
+    /// Requests that overflowed since the last restart.
+    pub fn overflowed(&self) -> u64 {
+        self.overflowed.load(Ordering::Acquire)
+    }
+
+    /// Run `f` as the only writer, with every signal blocked on this thread.
+    fn write<R>(&self, f: impl FnOnce(&Self) -> R) -> R {
+        let _blocked = Blocked::all();
+        loop {
+            let s = self.seq.load(Ordering::Relaxed);
+            if s & 1 == 0
+                && self
+                    .seq
+                    .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        let r = f(self);
+        self.seq.fetch_add(1, Ordering::Release);
+        r
+    }
+
+    /// Read the group's raw counts into `raw`.
+    fn read_raw(&self, raw: &mut [u64]) -> Result<Times> {
+        self.group.read(&mut raw[..self.n]).map_err(|errno| {
+            if errno == libc::ESRCH {
+                Error::NoSuchProcess(0)
+            } else {
+                Error::Os {
+                    op: "reading the counters",
+                    errno,
+                }
+            }
+        })
+    }
+
+    /// Write each request's 64-bit virtual value into `out[..len()]`.
+    ///
+    /// Async-signal-safe. On a frozen set this returns the values at the freeze without
+    /// reading the hardware.
+    pub fn sample(&self, out: &mut [u64]) -> Result<SampleInfo> {
+        if out.len() < self.n {
+            return Err(Error::InvalidArgument(format!(
+                "sample buffer holds {} values, the set has {} requests",
+                out.len(),
+                self.n
+            )));
+        }
+        if self.detached.load(Ordering::Acquire) {
+            return Err(Error::NotBound);
+        }
+        let mut raw = [0u64; MAX_REQUESTS];
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let frozen = self.frozen.load(Ordering::Relaxed);
+            let mut times = Times::default();
+            if frozen {
+                for (i, o) in out.iter_mut().enumerate().take(self.n) {
+                    *o = self.frozen_vals[i].load(Ordering::Relaxed);
+                }
+            } else {
+                times = self.read_raw(&mut raw)?;
+                for (i, o) in out.iter_mut().enumerate().take(self.n) {
+                    let base = self.base[i].load(Ordering::Relaxed);
+                    let origin = self.origin[i].load(Ordering::Relaxed);
+                    *o = virt::virtual_value(base, raw[i].wrapping_sub(origin));
+                }
+            }
+            let hrtime = if frozen {
+                self.frozen_at.load(Ordering::Relaxed) as i64
+            } else {
+                now_ns()
+            };
+            let enabled = times
+                .enabled
+                .wrapping_sub(self.enabled0.load(Ordering::Relaxed));
+            let running = times
+                .running
+                .wrapping_sub(self.running0.load(Ordering::Relaxed));
+            let overflowed = self.overflowed.load(Ordering::Relaxed);
+            if self.seq.load(Ordering::Acquire) != s1 {
+                continue;
+            }
+            let complete = frozen || running >= enabled;
+            if !complete && !self.incomplete.swap(true, Ordering::AcqRel) {
+                // The kernel could not count the whole interval: say so through the generation.
+                self.generation.store(next_generation(), Ordering::Release);
+            }
+            return Ok(SampleInfo {
+                generation: self.generation(),
+                hrtime,
+                frozen,
+                complete: complete && !self.incomplete.load(Ordering::Acquire),
+                overflowed,
+                running_ns: running,
+            });
+        }
+    }
+
+    /// (Re)start counting from the current presets: the state at the start of a binding and
+    /// after [`BoundSet::restart`]. Must run inside `write`.
+    fn start_from_presets(&self) -> Result<()> {
+        self.group.stop();
+        let mut raw = [0u64; MAX_REQUESTS];
+        let times = self.read_raw(&mut raw)?;
+        for i in 0..self.n {
+            let p = self.preset[i].load(Ordering::Relaxed);
+            self.base[i].store(p, Ordering::Relaxed);
+            self.origin[i].store(raw[i], Ordering::Relaxed);
+            if self.notify & (1 << i) != 0 {
+                self.group.arm(i, virt::distance_to_wrap(p));
+            }
+        }
+        self.enabled0.store(times.enabled, Ordering::Relaxed);
+        self.running0.store(times.running, Ordering::Relaxed);
+        self.overflowed.store(0, Ordering::Relaxed);
+        self.incomplete.store(false, Ordering::Relaxed);
+        self.frozen.store(false, Ordering::Release);
+        self.generation.store(next_generation(), Ordering::Release);
+        self.group.start();
+        Ok(())
+    }
+
+    /// Set every request back to its preset and count again; clears a freeze.
+    ///
+    /// Async-signal-safe: meant to be called from the overflow signal handler.
+    pub fn restart(&self) -> Result<()> {
+        if self.detached.load(Ordering::Acquire) {
+            return Err(Error::NotBound);
+        }
+        self.write(|b| b.start_from_presets())
+    }
+
+    /// Change request `index`'s preset; it takes effect at the next [`BoundSet::restart`].
+    ///
+    /// Async-signal-safe.
+    pub fn set_preset(&self, index: usize, preset: u64) -> Result<()> {
+        if index >= self.n {
+            return Err(Error::InvalidArgument(format!(
+                "request index {index} out of range (the set has {} requests)",
+                self.n
+            )));
+        }
+        self.preset[index].store(preset, Ordering::Release);
+        Ok(())
+    }
+
+    /// Freeze the values as they are now (`out`, if given, receives them).
+    fn freeze(&self, overflowed: u64) -> Result<()> {
+        self.group.stop();
+        let mut raw = [0u64; MAX_REQUESTS];
+        self.read_raw(&mut raw)?;
+        for i in 0..self.n {
+            let base = self.base[i].load(Ordering::Relaxed);
+            let origin = self.origin[i].load(Ordering::Relaxed);
+            self.frozen_vals[i].store(
+                virt::virtual_value(base, raw[i].wrapping_sub(origin)),
+                Ordering::Relaxed,
+            );
+        }
+        self.frozen_at.store(now_ns() as u64, Ordering::Relaxed);
+        self.overflowed.fetch_or(overflowed, Ordering::Relaxed);
+        self.frozen.store(true, Ordering::Release);
+        self.generation.store(next_generation(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Stop counting (libcpc's `cpc_disable`). Fails if the set is already frozen.
+    pub fn stop(&self) -> Result<()> {
+        self.write(|b| {
+            if b.frozen.load(Ordering::Relaxed) {
+                return Err(Error::WrongState("the counters are already stopped"));
+            }
+            b.freeze(0)
+        })
+    }
+
+    /// Resume counting after [`BoundSet::stop`] (libcpc's `cpc_enable`): the values go on from
+    /// where they were frozen. Fails if the set is running.
+    pub fn resume(&self) -> Result<()> {
+        self.write(|b| {
+            if !b.frozen.load(Ordering::Relaxed) {
+                return Err(Error::WrongState("the counters are already running"));
+            }
+            let mut raw = [0u64; MAX_REQUESTS];
+            b.read_raw(&mut raw)?;
+            for i in 0..b.n {
+                b.base[i].store(b.frozen_vals[i].load(Ordering::Relaxed), Ordering::Relaxed);
+                b.origin[i].store(raw[i], Ordering::Relaxed);
+                if b.notify & (1 << i) != 0 {
+                    b.group.arm(
+                        i,
+                        virt::distance_to_wrap(b.frozen_vals[i].load(Ordering::Relaxed)),
+                    );
+                }
+            }
+            b.frozen.store(false, Ordering::Release);
+            b.generation.store(next_generation(), Ordering::Release);
+            b.group.start();
+            Ok(())
+        })
+    }
+
+    /// Overflow interrupt from the backend: find the requests that wrapped, freeze, notify.
+    /// Async-signal-safe.
+    pub(crate) fn interrupt(&self, pc: usize) {
+        if self.notify == 0 || self.detached.load(Ordering::Acquire) {
+            return;
+        }
+        let fired = self.write(|b| {
+            if b.frozen.load(Ordering::Relaxed) {
+                return 0;
+            }
+            let mut raw = [0u64; MAX_REQUESTS];
+            if b.read_raw(&mut raw).is_err() {
+                return 0;
+            }
+            let mut mask = 0u64;
+            let mut rearm = [None::<u64>; MAX_REQUESTS];
+            for (i, r) in rearm.iter_mut().enumerate().take(b.n) {
+                if b.notify & (1 << i) == 0 {
+                    continue;
+                }
+                let base = b.base[i].load(Ordering::Relaxed);
+                let events = raw[i].wrapping_sub(b.origin[i].load(Ordering::Relaxed));
+                match virt::distance_to_wrap(base) {
+                    Some(d) if events >= d => mask |= 1 << i,
+                    Some(d) => *r = Some(d - events),
+                    None => {}
+                }
+            }
+            if mask == 0 {
+                // The backend could not be armed that far (perf periods stop at 2^63):
+                // arm again for the rest of the distance.
+                b.group.stop();
+                for (i, r) in rearm.iter().enumerate().take(b.n) {
+                    if r.is_some() {
+                        b.group.arm(i, *r);
+                    }
+                }
+                b.group.start();
+                return 0;
+            }
+            if b.freeze(mask).is_err() {
+                return 0;
+            }
+            mask
+        });
+        if fired != 0 {
+            run_hook(&OverflowEvent {
+                binding: self.id,
+                user_data: self.user_data(),
+                overflowed: fired,
+                pc,
+                tid: self.owner,
+            });
+        }
+    }
+
+    fn detach(&self) {
+        if !self.detached.swap(true, Ordering::AcqRel) {
+            self.write(|b| b.group.stop());
+        }
+    }
+}
+
+/// A bound set, owned by the caller. Dropping it unbinds.
+pub struct Binding {
+    inner: Arc<BoundSet>,
+}
+
+impl std::ops::Deref for Binding {
+    type Target = BoundSet;
+    fn deref(&self) -> &BoundSet {
+        &self.inner
+    }
+}
+
+impl std::fmt::Debug for Binding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Binding")
+            .field("id", &self.id)
+            .field("events", &self.names)
+            .field("target", &self.target)
+            .finish()
+    }
+}
+
+impl Drop for Binding {
+    fn drop(&mut self) {
+        self.inner.detach();
+        if gettid() == self.inner.owner {
+            unregister(&self.inner);
+        }
+        // Otherwise the owner thread sweeps its detached entries at its next bind, unbind or
+        // exit; until then the stopped counters stay open.
+    }
+}
+
+/// Bindings per thread the engine can track.
+pub const MAX_THREAD_BINDINGS: usize = 64;
+
+struct ThreadTable {
+    slots: UnsafeCell<[*const BoundSet; MAX_THREAD_BINDINGS]>,
+    current: Cell<*const BoundSet>,
+}
+
+impl Drop for ThreadTable {
+    fn drop(&mut self) {
+        let slots = self.slots.get_mut();
+        for s in slots.iter_mut() {
+            if !s.is_null() {
+                // SAFETY: every non-null slot holds one strong count from Arc::into_raw.
+                unsafe { drop(Arc::from_raw(*s)) };
+                *s = std::ptr::null();
+            }
+        }
+    }
+}
+
+thread_local! {
+    static THREAD: ThreadTable = const {
+        ThreadTable {
+            slots: UnsafeCell::new([std::ptr::null(); MAX_THREAD_BINDINGS]),
+            current: Cell::new(std::ptr::null()),
+        }
+    };
+}
+
+/// Add a binding to this thread's table. Sweeps detached entries first.
+fn register(b: &Arc<BoundSet>, make_current: bool) -> Result<()> {
+    let _blocked = Blocked::all();
+    THREAD.with(|t| {
+        // SAFETY: only this thread touches its table, and only with signals blocked, so no
+        // handler observes the change half-made.
+        let slots = unsafe { &mut *t.slots.get() };
+        for s in slots.iter_mut() {
+            // SAFETY: non-null slots are live Arcs.
+            if !s.is_null() && unsafe { (**s).detached.load(Ordering::Acquire) } {
+                if t.current.get() == *s {
+                    t.current.set(std::ptr::null());
+                }
+                // SAFETY: releases this slot's strong count.
+                unsafe { drop(Arc::from_raw(*s)) };
+                *s = std::ptr::null();
+            }
+        }
+        let free = slots.iter_mut().find(|s| s.is_null()).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "a thread can hold at most {MAX_THREAD_BINDINGS} bindings"
+            ))
+        })?;
+        *free = Arc::into_raw(b.clone());
+        if make_current {
+            t.current.set(*free);
+        }
+        Ok(())
+    })
+}
+
+fn unregister(b: &Arc<BoundSet>) {
+    let _blocked = Blocked::all();
+    let _ = THREAD.try_with(|t| {
+        // SAFETY: as in `register`.
+        let slots = unsafe { &mut *t.slots.get() };
+        let p = Arc::as_ptr(b);
+        for s in slots.iter_mut() {
+            if *s == p {
+                if t.current.get() == p {
+                    t.current.set(std::ptr::null());
+                }
+                // SAFETY: releases this slot's strong count.
+                unsafe { drop(Arc::from_raw(*s)) };
+                *s = std::ptr::null();
+            }
+        }
+    });
+}
+
+/// Run `f` on the calling thread's current binding (its most recent binding to itself), as
+/// libcpc's `cpc_request_preset` and `cpc_set_restart` need. `None` when there is none.
+/// Async-signal-safe.
+pub fn with_current<R>(f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
+    THREAD
+        .try_with(|t| {
+            let p = t.current.get();
+            if p.is_null() {
+                return None;
+            }
+            // SAFETY: the table holds a strong count for as long as `current` points here, and
+            // only this thread changes it (never while a handler of this thread runs).
+            let b = unsafe { &*p };
+            if b.detached.load(Ordering::Acquire) {
+                None
+            } else {
+                Some(f(b))
+            }
+        })
+        .ok()
+        .flatten()
+}
+
+/// The perf backend's overflow signal arrived carrying `fd`: find the calling thread's binding
+/// that owns it and process the overflow. Async-signal-safe.
+pub(crate) fn on_overflow_fd(fd: i32, pc: usize) {
+    let _ = THREAD.try_with(|t| {
+        // SAFETY: see `with_current`; the table is not being changed (signals are blocked while
+        // it is).
+        let slots = unsafe { &*t.slots.get() };
+        for &s in slots.iter() {
+            if s.is_null() {
+                continue;
+            }
+            // SAFETY: non-null slots are live.
+            let b = unsafe { &*s };
+            if b.group.owns_fd(fd) {
+                b.interrupt(pc);
+                return;
+            }
+        }
+    });
+}
+
+/// Deliver an overflow interrupt to a binding (used by backends that detect overflows
+/// themselves, like the emulated PMUs).
+pub(crate) fn interrupt(b: &BoundSet, pc: usize) {
+    b.interrupt(pc)
+}
+
+/// Check a set against a backend and find where its requests go, without binding.
+pub fn plan(backend: &dyn Backend, set: &CounterSet) -> Result<Vec<crate::sched::Slot>> {
+    if set.is_empty() {
+        return Err(Error::EmptySet);
+    }
+    let info = backend.info();
+    let mut cands: Vec<Candidate> = Vec::with_capacity(set.len());
+    for r in set.requests() {
+        if let Some(c) = r.counter {
+            if c as usize >= info.counters.len() {
+                return Err(Error::InvalidPicnum {
+                    picnum: c,
+                    npic: info.counters.len() as u32,
+                });
+            }
+        }
+        if r.flags.notify_overflow && !info.overflow_interrupt {
+            return Err(Error::OverflowUnsupported {
+                backend: info.name.clone(),
+            });
+        }
+        cands.push(backend.candidate(r)?);
+    }
+    backend.check_set(set.requests())?;
+    let names = resource_namer(backend);
+    sched::schedule(&cands, info.counters.len(), &*names)
+}
+
+fn resource_namer(backend: &dyn Backend) -> Box<dyn Fn(u16) -> String + '_> {
+    if let Some(sim) = backend.as_any().downcast_ref::<backend::sim::SimBackend>() {
+        Box::new(move |r| sim.resource_name(r))
+    } else {
+        Box::new(|r| format!("resource {r}"))
+    }
+}
+
+/// Bind `set` to `target` on the process's backend ([`backend::global`]).
+pub fn bind(set: &CounterSet, target: Target) -> Result<Binding> {
+    bind_with(backend::global()?, set, target)
+}
+
+/// Bind `set` to `target` on a given backend.
+pub fn bind_with(
+    backend: &'static dyn Backend,
+    set: &CounterSet,
+    target: Target,
+) -> Result<Binding> {
+    let slots = plan(backend, set)?;
+    let reqs = set.requests();
+    let n = reqs.len();
+    let notify = reqs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.flags.notify_overflow)
+        .fold(0u64, |m, (i, _)| m | 1 << i);
+    if notify != 0 {
+        crate::signal::install_overflow_handler()?;
+    }
+    let group = backend.open(reqs, &slots, target)?;
+    let b = Arc::new(BoundSet {
+        id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        n,
+        names: reqs.iter().map(|r| r.event.clone()).collect(),
+        target,
+        owner: gettid(),
+        backend_name: if backend.info().name.starts_with("sim:") {
+            "sim"
+        } else {
+            "perf"
+        },
+        group,
+        notify,
+        seq: AtomicU64::new(0),
+        preset: reqs.iter().map(|r| AtomicU64::new(r.preset)).collect(),
+        base: zeroed(n),
+        origin: zeroed(n),
+        frozen_vals: zeroed(n),
+        frozen: AtomicBool::new(false),
+        frozen_at: AtomicU64::new(0),
+        overflowed: AtomicU64::new(0),
+        enabled0: AtomicU64::new(0),
+        running0: AtomicU64::new(0),
+        generation: AtomicU32::new(0),
+        incomplete: AtomicBool::new(false),
+        detached: AtomicBool::new(false),
+        user_data: AtomicUsize::new(0),
+    });
+    let thread_bound = matches!(target, Target::CurrentThread | Target::CurrentThreadInherit);
+    register(&b, thread_bound)?;
+    let binding = Binding { inner: b };
+    binding.write(|b| b.start_from_presets())?;
+    if let Some(sim) = backend.as_any().downcast_ref::<backend::sim::SimBackend>() {
+        sim.attach(&binding.inner);
+    }
+    Ok(binding)
+}
+
+impl BoundSet {
+    /// Name of the backend family (`perf` or `sim`).
+    pub fn backend_family(&self) -> &'static str {
+        self.backend_name
+    }
+}
+
+/// Shared handle used by backends that keep their own list of live bindings.
+pub(crate) type SharedBound = Arc<BoundSet>;

@@ -1,0 +1,308 @@
+//! The engine's error type.
+//!
+//! Every failure names its cause in words a user can act on. The ABI layers map an [`Error`] to
+//! their own conventions: [`Error::errno`] gives the `errno` value libcpc documents, and
+//! [`Error::kind`] the libcpc error subcode family.
+
+use std::fmt;
+
+/// Why a set of requests cannot be placed on the counters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConflictReason {
+    /// The requests can only be counted on the same hardware counter(s).
+    SameCounter {
+        /// The counters they all compete for.
+        counters: Vec<u32>,
+    },
+    /// The requests need the same shared resource (a Pentium 4 ESCR, say).
+    SharedResource {
+        /// Name of the resource.
+        resource: String,
+    },
+    /// More requests than the backend has counters.
+    TooManyRequests {
+        /// Number of requests in the set.
+        requested: usize,
+        /// Number of counters.
+        available: usize,
+    },
+    /// The backend counts all requests of a set with the same user/system mode.
+    DifferentFlags,
+}
+
+/// A set whose requests cannot all be counted at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    /// Indices (into the set) and event names of the requests that conflict.
+    pub requests: Vec<(usize, String)>,
+    /// Why.
+    pub reason: ConflictReason,
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<String> = self
+            .requests
+            .iter()
+            .map(|(i, n)| format!("#{i} ({n})"))
+            .collect();
+        let who = names.join(" and ");
+        match &self.reason {
+            ConflictReason::SameCounter { counters } if counters.len() == 1 => write!(
+                f,
+                "conflicting counters: requests {who} can only be counted on hardware counter {}",
+                counters[0]
+            ),
+            ConflictReason::SameCounter { counters } => write!(
+                f,
+                "conflicting counters: requests {who} can only be counted on hardware counters {:?}, \
+                 fewer than there are requests",
+                counters
+            ),
+            ConflictReason::SharedResource { resource } => write!(
+                f,
+                "conflicting requests: {who} all need the shared resource {resource}"
+            ),
+            ConflictReason::TooManyRequests {
+                requested,
+                available,
+            } => write!(
+                f,
+                "too many requests: {requested} requested, the backend has {available} counters"
+            ),
+            ConflictReason::DifferentFlags => write!(
+                f,
+                "conflicting requests: {who} use different user/system modes, but this PMU counts \
+                 all requests in one mode"
+            ),
+        }
+    }
+}
+
+/// The family an error belongs to; the libcpc layer turns it into a subcode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Unknown event name or code.
+    InvalidEvent,
+    /// Bad counter number.
+    InvalidPicnum,
+    /// Unknown attribute.
+    InvalidAttribute,
+    /// Attribute value out of range.
+    AttributeOutOfRange,
+    /// Resources (counters, ESCRs) unavailable.
+    ResourceUnavailable,
+    /// Event cannot be counted on the requested counter.
+    PicNotCapable,
+    /// Unknown request flags.
+    InvalidFlags,
+    /// Requests conflict with each other.
+    ConflictingRequests,
+    /// Needs privileges the caller lacks.
+    RequiresPrivilege,
+    /// Anything else; only the errno matters.
+    Other,
+}
+
+/// An engine error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// The backend does not know this event.
+    UnknownEvent {
+        /// The event as given.
+        event: String,
+        /// The backend that was asked.
+        backend: String,
+    },
+    /// The event is known but cannot be counted on this host.
+    EventUnavailable {
+        /// The event as given.
+        event: String,
+        /// Why (no PMU, no host equivalent, ...).
+        reason: String,
+    },
+    /// An attribute the backend does not know.
+    InvalidAttribute {
+        /// Attribute name.
+        name: String,
+        /// The backend that was asked.
+        backend: String,
+    },
+    /// An attribute value out of range.
+    AttributeOutOfRange {
+        /// Attribute name.
+        name: String,
+        /// The value given.
+        value: u64,
+        /// The largest accepted value.
+        max: u64,
+    },
+    /// A counter number that does not exist.
+    InvalidPicnum {
+        /// The counter number given.
+        picnum: u32,
+        /// How many counters there are.
+        npic: u32,
+    },
+    /// The event cannot be counted on the pinned counter.
+    PicNotCapable {
+        /// The event.
+        event: String,
+        /// The counter it was pinned to.
+        picnum: u32,
+    },
+    /// Request flags outside the known set.
+    InvalidFlags {
+        /// The flags given.
+        flags: u32,
+    },
+    /// The requests cannot all be counted at once.
+    Conflict(Conflict),
+    /// A set without requests cannot be bound.
+    EmptySet,
+    /// The operation needs a bound set.
+    NotBound,
+    /// The operation needs a frozen (or a running) set, and it is in the other state.
+    WrongState(&'static str),
+    /// Overflow notification asked of a backend that cannot interrupt on overflow.
+    OverflowUnsupported {
+        /// The backend.
+        backend: String,
+    },
+    /// The kernel refused for lack of privilege.
+    PermissionDenied {
+        /// What was attempted.
+        what: String,
+        /// What would fix it.
+        fix: String,
+    },
+    /// The counters were taken away (invalidated) or are in use by someone else.
+    Busy(String),
+    /// No such process or thread.
+    NoSuchProcess(i32),
+    /// No such CPU (or it is offline).
+    NoSuchCpu(u32),
+    /// The operation is not supported by this backend.
+    Unsupported(String),
+    /// A configuration file (event map, cost table) is malformed.
+    BadFile {
+        /// The file.
+        file: String,
+        /// 1-based line number (0 when the whole file is at fault).
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Any other invalid argument.
+    InvalidArgument(String),
+    /// A system call failed in a way not covered above.
+    Os {
+        /// What the engine was doing.
+        op: &'static str,
+        /// The errno it got.
+        errno: i32,
+    },
+}
+
+impl Error {
+    /// The `errno` value the C ABIs report for this error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            Error::PermissionDenied { .. } => libc::EACCES,
+            Error::Busy(_) => libc::EAGAIN,
+            Error::NoSuchProcess(_) => libc::ESRCH,
+            Error::OverflowUnsupported { .. } => libc::ENOTSUP,
+            Error::NoSuchCpu(_) => libc::EINVAL,
+            Error::Unsupported(_) => libc::ENOTSUP,
+            Error::BadFile { .. } => libc::EINVAL,
+            Error::Os { errno, .. } => *errno,
+            _ => libc::EINVAL,
+        }
+    }
+
+    /// The family of the error (the libcpc subcode).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::UnknownEvent { .. } | Error::EventUnavailable { .. } => ErrorKind::InvalidEvent,
+            Error::InvalidAttribute { .. } => ErrorKind::InvalidAttribute,
+            Error::AttributeOutOfRange { .. } => ErrorKind::AttributeOutOfRange,
+            Error::InvalidPicnum { .. } => ErrorKind::InvalidPicnum,
+            Error::PicNotCapable { .. } => ErrorKind::PicNotCapable,
+            Error::InvalidFlags { .. } => ErrorKind::InvalidFlags,
+            Error::Conflict(c) => match c.reason {
+                ConflictReason::SharedResource { .. } => ErrorKind::ResourceUnavailable,
+                ConflictReason::TooManyRequests { .. } => ErrorKind::Other,
+                _ => ErrorKind::ConflictingRequests,
+            },
+            Error::PermissionDenied { .. } => ErrorKind::RequiresPrivilege,
+            _ => ErrorKind::Other,
+        }
+    }
+
+    /// Build an [`Error::Os`] from the current `errno`.
+    pub fn last_os(op: &'static str) -> Error {
+        Error::Os {
+            op,
+            errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::UnknownEvent { event, backend } => {
+                write!(f, "unknown event '{event}' on the {backend} backend")
+            }
+            Error::EventUnavailable { event, reason } => {
+                write!(f, "event '{event}' cannot be counted here: {reason}")
+            }
+            Error::InvalidAttribute { name, backend } => {
+                write!(f, "unknown attribute '{name}' on the {backend} backend")
+            }
+            Error::AttributeOutOfRange { name, value, max } => write!(
+                f,
+                "attribute '{name}' value {value:#x} out of range (at most {max:#x})"
+            ),
+            Error::InvalidPicnum { picnum, npic } => write!(
+                f,
+                "counter number {picnum} does not exist (counters are 0..{})",
+                npic.saturating_sub(1)
+            ),
+            Error::PicNotCapable { event, picnum } => {
+                write!(f, "event '{event}' cannot be counted on counter {picnum}")
+            }
+            Error::InvalidFlags { flags } => write!(f, "invalid request flags {flags:#x}"),
+            Error::Conflict(c) => c.fmt(f),
+            Error::EmptySet => write!(f, "the set does not contain any requests"),
+            Error::NotBound => write!(f, "the set is not bound"),
+            Error::WrongState(s) => write!(f, "{s}"),
+            Error::OverflowUnsupported { backend } => write!(
+                f,
+                "the {backend} backend cannot interrupt on counter overflow"
+            ),
+            Error::PermissionDenied { what, fix } => {
+                write!(f, "permission denied: {what}; {fix}")
+            }
+            Error::Busy(s) => write!(f, "counters unavailable: {s}"),
+            Error::NoSuchProcess(p) => write!(f, "no such process or thread {p}"),
+            Error::NoSuchCpu(c) => write!(f, "no such CPU {c}, or it is offline"),
+            Error::Unsupported(s) => write!(f, "not supported: {s}"),
+            Error::BadFile { file, line, reason } if *line > 0 => {
+                write!(f, "{file}:{line}: {reason}")
+            }
+            Error::BadFile { file, reason, .. } => write!(f, "{file}: {reason}"),
+            Error::InvalidArgument(s) => write!(f, "invalid argument: {s}"),
+            Error::Os { op, errno } => write!(
+                f,
+                "{op} failed: {}",
+                std::io::Error::from_raw_os_error(*errno)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The engine's result type.
+pub type Result<T> = std::result::Result<T, Error>;

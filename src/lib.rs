@@ -1,0 +1,40 @@
+//! # perfcompat: the counter-virtualisation engine
+//!
+//! One engine behind two classic hardware-counter C ABIs, IRIX `libperfex` and Solaris
+//! `libcpc` v2 (the ABI layers live in the `perfcompat-capi` crate). The engine is safe Rust
+//! with no C types:
+//!
+//! - [`set`]: a [`CounterSet`] of [`Request`]s (event, 64-bit preset, flags, pinned counter,
+//!   attributes) and the [`Target`]s a set can be bound to;
+//! - [`engine`]: [`bind`] places and programs a set and returns a [`Binding`]; sampling gives
+//!   64-bit virtual values, presets, overflow notification with freezing, restart, generation
+//!   numbers (see the module documentation for the signal-safety rules);
+//! - [`virt`]: the 64-bit virtualisation arithmetic over narrow counters;
+//! - [`sched`]: placing requests on counters and explaining conflicts;
+//! - [`backend`]: the Linux `perf_event_open` backend and the emulated PMUs (R10000, R12000,
+//!   UltraSPARC, Pentium 4), chosen at run time by `PERFCOMPAT_BACKEND`;
+//! - [`eventmap`]: the R10000 event numbers and their closest Linux events, overridable by a
+//!   `PERFCOMPAT_EVENTS` file.
+//!
+//! ```no_run
+//! use perfcompat::{bind, CounterSet, Request, Target};
+//! let set = CounterSet::new().with(Request::new("page-faults"))?;
+//! let b = bind(&set, Target::CurrentThread)?;
+//! let mut v = [0u64; 1];
+//! b.sample(&mut v)?;
+//! println!("{} page faults", v[0]);
+//! # Ok::<(), perfcompat::Error>(())
+//! ```
+
+pub mod backend;
+pub mod engine;
+pub mod error;
+pub mod eventmap;
+pub mod sched;
+pub mod set;
+pub mod signal;
+pub mod virt;
+
+pub use engine::{bind, bind_with, Binding, BoundSet, OverflowEvent, SampleInfo};
+pub use error::{Error, Result};
+pub use set::{Attr, CounterSet, Request, RequestFlags, Target};

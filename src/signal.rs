@@ -1,0 +1,141 @@
+//! Signal plumbing: blocking signals around state changes, and the handler for the perf
+//! backend's overflow signal.
+//!
+//! Every change to a bound set's state is made with all signals blocked on the changing thread
+//! ([`Blocked`]). A signal handler therefore never sees a half-made change on its own thread,
+//! and lock-free readers only ever wait (briefly) for another thread, never for the thread they
+//! interrupted. That is what makes sample, restart and the overflow path async-signal-safe.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+/// All signals blocked on this thread until dropped (then the previous mask is restored).
+pub struct Blocked {
+    old: libc::sigset_t,
+}
+
+impl Blocked {
+    /// Block every signal that can be blocked.
+    #[inline]
+    pub fn all() -> Blocked {
+        // SAFETY: sigfillset/pthread_sigmask only write to the local sets.
+        unsafe {
+            let mut full: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut full);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &full, &mut old);
+            Blocked { old }
+        }
+    }
+}
+
+impl Drop for Blocked {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved in `all`.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
+        }
+    }
+}
+
+/// The signal the perf backend asks the kernel to send on counter overflow. A real-time
+/// signal, so that overflows queue instead of coalescing; `PERFCOMPAT_OVERFLOW_SIGNAL` can
+/// name another one (a number) when the program uses this one itself.
+pub fn overflow_signal() -> i32 {
+    static SIG: AtomicI32 = AtomicI32::new(0);
+    let s = SIG.load(Ordering::Relaxed);
+    if s != 0 {
+        return s;
+    }
+    let default = libc::SIGRTMAX() - 2;
+    let s = std::env::var("PERFCOMPAT_OVERFLOW_SIGNAL")
+        .ok()
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .filter(|&n| n >= libc::SIGRTMIN() && n <= libc::SIGRTMAX())
+        .unwrap_or(default);
+    SIG.store(s, Ordering::Relaxed);
+    s
+}
+
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Install the overflow signal handler once per process.
+pub fn install_overflow_handler() -> crate::Result<()> {
+    if INSTALLED.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let _b = Blocked::all();
+    if INSTALLED.swap(true, Ordering::AcqRel) {
+        return Ok(());
+    }
+    // SAFETY: a plain sigaction with an extern "C" handler.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_overflow_signal as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        if libc::sigaction(overflow_signal(), &sa, std::ptr::null_mut()) != 0 {
+            INSTALLED.store(false, Ordering::Release);
+            return Err(crate::Error::last_os("sigaction for the overflow signal"));
+        }
+    }
+    Ok(())
+}
+
+/// `si_fd` of a SIGPOLL-style siginfo (Linux: after `si_band`, a `long` at offset 16).
+///
+/// # Safety
+/// `info` must point to a siginfo delivered for an F_SETSIG signal.
+unsafe fn si_fd(info: *const libc::siginfo_t) -> i32 {
+    // SAFETY: the kernel's layout for SIGPOLL: int si_signo, si_errno, si_code, [pad], then
+    // the union; in it `long si_band` then `int si_fd`.
+    unsafe {
+        let base = info as *const u8;
+        let off = 3 * std::mem::size_of::<i32>();
+        let off = off.next_multiple_of(std::mem::align_of::<libc::c_long>());
+        *(base.add(off + std::mem::size_of::<libc::c_long>()) as *const i32)
+    }
+}
+
+/// The interrupted program counter from a ucontext, 0 where not known.
+///
+/// # Safety
+/// `uc` must be the third argument of an SA_SIGINFO handler, or null.
+pub unsafe fn interrupted_pc(uc: *const libc::c_void) -> usize {
+    if uc.is_null() {
+        return 0;
+    }
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    // SAFETY: the kernel passes a ucontext_t.
+    unsafe {
+        let uc = &*(uc as *const libc::ucontext_t);
+        uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize
+    }
+    #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+    // SAFETY: the kernel passes a ucontext_t.
+    unsafe {
+        let uc = &*(uc as *const libc::ucontext_t);
+        uc.uc_mcontext.pc as usize
+    }
+    #[cfg(not(any(
+        all(target_os = "linux", target_arch = "x86_64"),
+        all(target_os = "linux", target_arch = "aarch64")
+    )))]
+    {
+        0
+    }
+}
+
+extern "C" fn on_overflow_signal(
+    _sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    uc: *mut libc::c_void,
+) {
+    // SAFETY: errno is thread-local; save and restore it around the handler.
+    let saved = unsafe { *libc::__errno_location() };
+    // SAFETY: installed with SA_SIGINFO for an F_SETSIG signal.
+    let (fd, pc) = unsafe { (si_fd(info), interrupted_pc(uc)) };
+    crate::engine::on_overflow_fd(fd, pc);
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+}

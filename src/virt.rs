@@ -1,0 +1,113 @@
+//! 64-bit virtual counters over narrow hardware counters.
+//!
+//! This is the perfctr model: per counter a 64-bit `sum` of the periods already finished and
+//! the hardware value `start` at the beginning of the current period. The count so far is
+//! `sum + ((hw - start) mod 2^width)`; at the end of a period (an overflow interrupt, a context
+//! switch) the difference is folded into `sum`. As long as a period never spans more than one
+//! full wrap of the register, the 64-bit count is exact, however narrow the hardware.
+//!
+//! On top of that, each request's *virtual value* is `preset + count` modulo 2^64: libcpc
+//! programs preset a request to `UINT64_MAX - k` and are notified when it wraps past 2^64,
+//! exactly `k + 1` events later. [`distance_to_wrap`] gives that distance.
+
+/// The mask of a `width`-bit register (`width` in 1..=64).
+#[inline]
+pub const fn mask(width: u32) -> u64 {
+    if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    }
+}
+
+/// Events counted by a `width`-bit register that went from `start` to `now`, taking at most
+/// one wrap into account.
+#[inline]
+pub const fn delta(start: u64, now: u64, width: u32) -> u64 {
+    now.wrapping_sub(start) & mask(width)
+}
+
+/// A 64-bit accumulation of a narrow counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Accumulator {
+    /// Events of the finished periods.
+    pub sum: u64,
+    /// Hardware value when the current period started.
+    pub start: u64,
+}
+
+impl Accumulator {
+    /// Start accumulating with the register at `hw`.
+    pub const fn new(hw: u64) -> Accumulator {
+        Accumulator { sum: 0, start: hw }
+    }
+
+    /// The 64-bit count if the register now reads `hw`; does not change the state.
+    #[inline]
+    pub const fn peek(&self, hw: u64, width: u32) -> u64 {
+        self.sum.wrapping_add(delta(self.start, hw, width))
+    }
+
+    /// End the current period with the register at `hw` and start a new one at `reload`.
+    #[inline]
+    pub fn fold(&mut self, hw: u64, width: u32, reload: u64) {
+        self.sum = self.peek(hw, width);
+        self.start = reload;
+    }
+}
+
+/// Number of events after which a virtual counter that now holds `value` wraps past 2^64
+/// (`2^64 - value`), or `None` when that is 2^64 itself (value 0: it would take 2^64 events).
+#[inline]
+pub const fn distance_to_wrap(value: u64) -> Option<u64> {
+    if value == 0 {
+        None
+    } else {
+        Some(value.wrapping_neg())
+    }
+}
+
+/// The virtual value of a request: `preset` plus the events counted since, modulo 2^64.
+#[inline]
+pub const fn virtual_value(preset: u64, events: u64) -> u64 {
+    preset.wrapping_add(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delta_handles_one_wrap() {
+        assert_eq!(delta(0xffff_fff0, 0x10, 32), 0x20);
+        assert_eq!(delta(5, 5, 32), 0);
+        assert_eq!(delta(u64::MAX, 1, 64), 2);
+        assert_eq!(delta(0xff_ffff_ffff, 0, 40), 1);
+    }
+
+    #[test]
+    fn accumulates_many_wraps_exactly() {
+        // A 32-bit register folded at every wrap counts 5 * 2^32 + 7 events exactly.
+        let mut acc = Accumulator::new(0);
+        let mut hw: u64 = 0;
+        let mut total: u64 = 0;
+        let chunk = 0x7fff_ffffu64; // less than a full wrap per period
+        while total + chunk <= 5 * (1u64 << 32) + 7 {
+            hw = (hw + chunk) & mask(32);
+            total += chunk;
+            acc.fold(hw, 32, hw);
+        }
+        let rest = 5 * (1u64 << 32) + 7 - total;
+        hw = (hw + rest) & mask(32);
+        assert_eq!(acc.peek(hw, 32), 5 * (1u64 << 32) + 7);
+    }
+
+    #[test]
+    fn preset_distance() {
+        assert_eq!(distance_to_wrap(u64::MAX - 999), Some(1000));
+        assert_eq!(distance_to_wrap(u64::MAX), Some(1));
+        assert_eq!(distance_to_wrap(0), None);
+        assert_eq!(virtual_value(u64::MAX - 999, 1000), 0);
+        assert_eq!(virtual_value(u64::MAX - 999, 999), u64::MAX);
+    }
+}
