@@ -547,14 +547,16 @@ impl SimGroup {
                         sum: c.sum.load(Ordering::Relaxed),
                         start: c.start.load(Ordering::Relaxed),
                     };
-                    let reg = pos & virt::mask(g.width);
+                    // The interrupt itself says the register reached `irq_at`; on a wrapping
+                    // model the register now reads 0, and a masked difference would lose the
+                    // whole period, so fold the position the interrupt stands for.
                     let remaining = c.remaining.load(Ordering::Relaxed);
                     let reload = if c.armed.load(Ordering::Relaxed) && remaining > 0 {
                         g.load_for(remaining)
                     } else {
                         0
                     };
-                    acc.fold(reg, g.width, reload);
+                    acc.fold(pos, 64, reload);
                     c.sum.store(acc.sum, Ordering::Relaxed);
                     c.start.store(acc.start, Ordering::Relaxed);
                     c.reg.store(reload, Ordering::Relaxed);

@@ -1,0 +1,318 @@
+//! The engine on Linux `perf_event_open`, with software events (which work on every host,
+//! including VMs without a PMU) and, where a PMU exists, hardware events.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use perfcompat::backend::perf::PerfBackend;
+use perfcompat::backend::Backend;
+use perfcompat::engine::{self, OverflowEvent};
+use perfcompat::{bind_with, CounterSet, Error, Request, RequestFlags, Target};
+
+fn perf() -> &'static PerfBackend {
+    static B: OnceLock<PerfBackend> = OnceLock::new();
+    B.get_or_init(|| PerfBackend::new().expect("perf_event_open works here"))
+}
+
+/// Anonymous memory whose pages fault exactly once each on first touch.
+struct Pages {
+    p: *mut u8,
+    n: usize,
+}
+impl Pages {
+    fn new(n: usize) -> Pages {
+        // SAFETY: a fresh private anonymous mapping.
+        let p = unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                n * 4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED);
+            libc::madvise(p, n * 4096, libc::MADV_NOHUGEPAGE);
+            p as *mut u8
+        };
+        Pages { p, n }
+    }
+    fn touch(&self, i: usize) {
+        assert!(i < self.n);
+        // SAFETY: in bounds of the mapping.
+        unsafe { std::ptr::write_volatile(self.p.add(i * 4096), 1) };
+    }
+}
+impl Drop for Pages {
+    fn drop(&mut self) {
+        // SAFETY: our mapping.
+        unsafe { libc::munmap(self.p.cast(), self.n * 4096) };
+    }
+}
+// SAFETY: the mapping is plain memory.
+unsafe impl Send for Pages {}
+
+fn sample(b: &perfcompat::Binding) -> Vec<u64> {
+    let mut v = vec![0; b.len()];
+    b.sample(&mut v).unwrap();
+    v
+}
+
+#[test]
+fn page_faults_count_exactly() {
+    let set = CounterSet::new()
+        .with(Request::new("page-faults"))
+        .unwrap()
+        .with(Request::new("task-clock"))
+        .unwrap();
+    let pages = Pages::new(3000);
+    let b = bind_with(perf(), &set, Target::CurrentThread).unwrap();
+    let before = sample(&b);
+    for i in 0..3000 {
+        pages.touch(i);
+    }
+    let after = sample(&b);
+    assert_eq!(after[0] - before[0], 3000, "one fault per fresh page");
+    assert!(after[1] > before[1], "task-clock advanced");
+}
+
+// Overflow records, written from the signal handler (atomics only).
+static SIG_AT: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+static SIG_VAL: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+static NSIG: AtomicU64 = AtomicU64::new(0);
+static TOUCHED: AtomicU64 = AtomicU64::new(0);
+
+fn overflow_hook(ev: &OverflowEvent) {
+    if ev.user_data != 0xfa017 {
+        return;
+    }
+    let k = NSIG.fetch_add(1, Ordering::SeqCst) as usize;
+    if k < 16 {
+        SIG_AT[k].store(TOUCHED.load(Ordering::SeqCst), Ordering::SeqCst);
+        let mut v = [0u64; 2];
+        engine::with_current(|b| b.sample(&mut v)).unwrap().unwrap();
+        SIG_VAL[k].store(v[0], Ordering::SeqCst);
+    }
+    engine::with_current(|b| b.restart()).unwrap().unwrap();
+}
+
+#[test]
+fn page_fault_overflow_signals_after_exactly_n_faults() {
+    const N: u64 = 100;
+    engine::set_overflow_hook(Some(overflow_hook));
+    let set = CounterSet::new()
+        .with(Request::new("page-faults").preset(u64::MAX - (N - 1)).notify())
+        .unwrap()
+        .with(Request::new("task-clock"))
+        .unwrap();
+    let pages = Pages::new(1000);
+    let b = bind_with(perf(), &set, Target::CurrentThread).unwrap();
+    b.set_user_data(0xfa017);
+    for i in 0..(5 * N as usize + 50) {
+        pages.touch(i);
+        TOUCHED.store(i as u64 + 1, Ordering::SeqCst);
+    }
+    assert_eq!(NSIG.load(Ordering::SeqCst), 5, "one overflow per {N} faults");
+    for k in 0..5 {
+        assert_eq!(SIG_AT[k].load(Ordering::SeqCst), (k as u64 + 1) * N - 1,
+            "overflow {k} arrived during fault {} (the touch counter is bumped after it)", (k + 1) as u64 * N);
+        assert_eq!(SIG_VAL[k].load(Ordering::SeqCst), 0, "frozen exactly at the wrap");
+    }
+    // After the last restart: preset + 50 faults.
+    assert_eq!(sample(&b)[0], u64::MAX - (N - 1) + 50);
+    assert!(!b.is_frozen());
+}
+
+#[test]
+fn overflow_without_restart_freezes_the_whole_set() {
+    let set = CounterSet::new()
+        .with(Request::new("minor-faults").preset(u64::MAX - 9).notify())
+        .unwrap()
+        .with(Request::new("page-faults"))
+        .unwrap();
+    let pages = Pages::new(100);
+    let b = bind_with(perf(), &set, Target::CurrentThread).unwrap();
+    for i in 0..60 {
+        pages.touch(i);
+    }
+    let mut v = [0u64; 2];
+    let s = b.sample(&mut v).unwrap();
+    assert!(s.frozen);
+    assert_eq!(s.overflowed, 0b01);
+    assert_eq!(v[0], 0);
+    assert_eq!(v[1], 10, "the other request froze at the same instant");
+    b.restart().unwrap();
+    for i in 60..65 {
+        pages.touch(i);
+    }
+    assert_eq!(sample(&b), vec![u64::MAX - 4, 5]);
+}
+
+#[test]
+fn inheritance_sums_threads_created_after_the_bind() {
+    let set = CounterSet::new().with(Request::new("page-faults")).unwrap();
+    let inh = bind_with(perf(), &set, Target::CurrentThreadInherit).unwrap();
+    let own = bind_with(perf(), &set, Target::CurrentThread).unwrap();
+    let (i0, o0) = (sample(&inh)[0], sample(&own)[0]);
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            let p = Pages::new(1000);
+            std::thread::spawn(move || {
+                for i in 0..1000 {
+                    p.touch(i);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let (i1, o1) = (sample(&inh)[0], sample(&own)[0]);
+    assert!(i1 - i0 >= 8000, "inherited threads counted: {}", i1 - i0);
+    assert!(o1 - o0 < 1000, "a plain binding does not count other threads: {}", o1 - o0);
+}
+
+#[test]
+fn binds_to_another_process() {
+    let mut rd = [0i32; 2];
+    // SAFETY: pipe/fork/_exit; the child only reads, touches memory and exits.
+    unsafe { assert_eq!(libc::pipe(rd.as_mut_ptr()), 0) };
+    let pages = Pages::new(2000);
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let mut c = 0u8;
+        // SAFETY: child side: async-signal-safe calls only.
+        unsafe {
+            libc::read(rd[0], (&mut c as *mut u8).cast(), 1);
+            for i in 0..2000 {
+                std::ptr::write_volatile(pages.p.add(i * 4096), 1);
+            }
+            libc::_exit(0);
+        }
+    }
+    let set = CounterSet::new().with(Request::new("page-faults")).unwrap();
+    let b = bind_with(perf(), &set, Target::Process(pid)).unwrap();
+    // SAFETY: parent side.
+    unsafe {
+        libc::write(rd[1], b"x".as_ptr().cast(), 1);
+        let mut st = 0;
+        libc::waitpid(pid, &mut st, 0);
+    }
+    let v = sample(&b)[0];
+    assert!(v >= 2000, "the child's faults were counted: {v}");
+    let e = bind_with(perf(), &set, Target::Process(i32::MAX - 1)).unwrap_err();
+    assert!(matches!(e, Error::NoSuchProcess(_)), "{e}");
+}
+
+#[test]
+fn binds_to_a_cpu_or_says_why_not() {
+    let set = CounterSet::new().with(Request::new("cpu-clock")).unwrap();
+    match bind_with(perf(), &set, Target::Cpu(0)) {
+        Ok(b) => {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert!(sample(&b)[0] > 0);
+        }
+        Err(Error::PermissionDenied { fix, .. }) => {
+            assert!(!perf().caps().root, "root may count a CPU");
+            assert!(fix.contains("perf_event_paranoid"), "{fix}");
+            println!("CPU bind refused as expected without privilege: {fix}");
+        }
+        Err(e) => panic!("unexpected: {e}"),
+    }
+    let e = bind_with(perf(), &set, Target::Cpu(100_000)).unwrap_err();
+    assert!(matches!(e, Error::NoSuchCpu(100_000) | Error::PermissionDenied { .. }), "{e}");
+}
+
+#[test]
+fn hardware_events_need_a_pmu() {
+    let set = CounterSet::new().with(Request::new("instructions")).unwrap();
+    if perf().caps().pmu {
+        let b = bind_with(perf(), &set, Target::CurrentThread).unwrap();
+        let mut x = 0u64;
+        for i in 0..1_000_000u64 {
+            x = std::hint::black_box(x.wrapping_add(i));
+        }
+        assert!(sample(&b)[0] > 1_000_000);
+    } else {
+        println!("skipped hardware counting: this host has no PMU (hardware events give ENOENT)");
+        let e = bind_with(perf(), &set, Target::CurrentThread).unwrap_err();
+        match &e {
+            Error::EventUnavailable { event, reason } => {
+                assert_eq!(event, "instructions");
+                assert!(reason.contains("no hardware PMU"), "{reason}");
+            }
+            other => panic!("expected EventUnavailable, got {other}"),
+        }
+        assert!(perf().info().notes.iter().any(|n| n.contains("no hardware PMU")));
+    }
+}
+
+#[test]
+fn cycles_fall_back_to_cpu_time_without_a_pmu() {
+    if perf().caps().pmu {
+        println!("skipped: this host has a PMU, cycles are real");
+        return;
+    }
+    let set = CounterSet::new()
+        .with(Request::new("cycles"))
+        .unwrap()
+        .with(Request::new("task-clock"))
+        .unwrap();
+    let b = bind_with(perf(), &set, Target::CurrentThread).unwrap();
+    let mut x = 0u64;
+    for i in 0..20_000_000u64 {
+        x = std::hint::black_box(x ^ i.wrapping_mul(31));
+    }
+    let v = sample(&b);
+    let expect = v[1] as f64 * perf().caps().mhz / 1000.0;
+    assert!(v[0] > 0);
+    assert!((v[0] as f64 - expect).abs() / expect < 0.01, "{v:?} vs {expect}");
+    assert!(perf().info().notes.iter().any(|n| n.contains("'cycles' is estimated")));
+}
+
+#[test]
+fn kernel_mode_and_too_many_requests() {
+    let mut set = CounterSet::new();
+    for _ in 0..17 {
+        set.add(Request::new("page-faults")).unwrap();
+    }
+    let e = bind_with(perf(), &set, Target::CurrentThread).unwrap_err();
+    assert!(e.to_string().contains("too many requests"), "{e}");
+    let sys = RequestFlags {
+        user: true,
+        system: true,
+        ..RequestFlags::USER
+    };
+    let set = CounterSet::new()
+        .with(Request::new("task-clock").flags(sys))
+        .unwrap();
+    let caps = perf().caps();
+    match bind_with(perf(), &set, Target::CurrentThread) {
+        Ok(_) => assert!(caps.root || caps.paranoid <= 1),
+        Err(Error::PermissionDenied { what, .. }) => {
+            assert!(!caps.root && caps.paranoid > 1);
+            assert!(what.contains("kernel mode"));
+        }
+        Err(e) => panic!("{e}"),
+    }
+    let e = bind_with(
+        perf(),
+        &CounterSet::new().with(Request::new("no-such-event")).unwrap(),
+        Target::CurrentThread,
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::UnknownEvent { .. }), "{e}");
+}
+
+#[test]
+fn generation_is_stable_across_a_complete_interval() {
+    let set = CounterSet::new().with(Request::new("task-clock")).unwrap();
+    let b = bind_with(perf(), &set, Target::CurrentThread).unwrap();
+    let g = b.generation();
+    let mut v = [0u64];
+    let s = b.sample(&mut v).unwrap();
+    assert!(s.complete);
+    assert_eq!(s.generation, g);
+    b.restart().unwrap();
+    assert_ne!(b.generation(), g);
+}
