@@ -55,10 +55,7 @@ fn exact_64_bit_counts_across_32_bit_wraps() {
         // The register obeys the R10000 rule: the interrupt (and fold) comes when bit 31 is set.
         assert!(g.register(0).unwrap() < 1 << 31);
     }
-    assert_eq!(
-        sample(&b)[1],
-        chunks.iter().map(|c| c / 2).sum::<u64>()
-    );
+    assert_eq!(sample(&b)[1], chunks.iter().map(|c| c / 2).sum::<u64>());
     assert!(total > 5 << 32);
 }
 
@@ -73,13 +70,21 @@ fn ultrasparc_and_pentium4_wrap_their_own_widths() {
         if model == "pentium4" {
             req = req.attr("emask", 1);
         }
-        let b = bind_with(be, &CounterSet::new().with(req).unwrap(), Target::CurrentThread)
-            .unwrap();
+        let b = bind_with(
+            be,
+            &CounterSet::new().with(req).unwrap(),
+            Target::CurrentThread,
+        )
+        .unwrap();
         let n = (1u64 << width) * 3 + 17;
         be.advance(event, n).unwrap();
         assert_eq!(sample(&b)[0], n, "{model}");
         let g = b.group().as_any().downcast_ref::<SimGroup>().unwrap();
-        assert_eq!(g.register(0).unwrap(), 17, "{model}: register keeps the low bits");
+        assert_eq!(
+            g.register(0).unwrap(),
+            17,
+            "{model}: register keeps the low bits"
+        );
     }
 }
 
@@ -87,9 +92,17 @@ fn ultrasparc_and_pentium4_wrap_their_own_widths() {
 fn presets_near_max_overflow_after_exactly_k_plus_one_events() {
     engine::set_overflow_hook(Some(hook));
     let be = sim("r10000");
-    for (slot, k) in [0u64, 1, 999, (1 << 31) - 1, 1 << 31, (1 << 32) + 5, i32::MAX as u64]
-        .into_iter()
-        .enumerate()
+    for (slot, k) in [
+        0u64,
+        1,
+        999,
+        (1 << 31) - 1,
+        1 << 31,
+        (1 << 32) + 5,
+        i32::MAX as u64,
+    ]
+    .into_iter()
+    .enumerate()
     {
         let slot = slot + 1;
         let preset = u64::MAX - k;
@@ -133,11 +146,7 @@ fn restart_in_the_handler_counts_every_overflow_and_loses_nothing() {
     let slot = 20;
     RESTART[slot].store(1, Ordering::SeqCst);
     let set = CounterSet::new()
-        .with(
-            Request::new("PAPI_tot_ins")
-                .preset(u64::MAX - 999)
-                .notify(),
-        )
+        .with(Request::new("PAPI_tot_ins").preset(u64::MAX - 999).notify())
         .unwrap();
     let b = bind_with(be, &set, Target::CurrentThread).unwrap();
     b.set_user_data(slot);
@@ -171,10 +180,16 @@ fn conflicts_say_which_requests_and_why() {
         .with(Request::new("10"))
         .unwrap();
     let c = conflict(bind_with(r10k, &set, Target::CurrentThread));
-    assert_eq!(c.requests.iter().map(|r| r.0).collect::<Vec<_>>(), vec![0, 1]);
+    assert_eq!(
+        c.requests.iter().map(|r| r.0).collect::<Vec<_>>(),
+        vec![0, 1]
+    );
     assert_eq!(c.reason, ConflictReason::SameCounter { counters: vec![0] });
     let msg = Error::Conflict(c).to_string();
-    assert!(msg.contains("#0 (9)") && msg.contains("#1 (10)") && msg.contains("counter 0"), "{msg}");
+    assert!(
+        msg.contains("#0 (9)") && msg.contains("#1 (10)") && msg.contains("counter 0"),
+        "{msg}"
+    );
 
     // Three requests, two counters.
     let set = CounterSet::new()
@@ -195,8 +210,16 @@ fn conflicts_say_which_requests_and_why() {
 
     // Pentium 4: branch_retired pinned to counters 12 and 13 needs CRU_ESCR2 twice.
     let p4 = sim("pentium4");
-    let br = |pic| Request::new("branch_retired").attr("emask", 0xc).on_counter(pic);
-    let set = CounterSet::new().with(br(12)).unwrap().with(br(13)).unwrap();
+    let br = |pic| {
+        Request::new("branch_retired")
+            .attr("emask", 0xc)
+            .on_counter(pic)
+    };
+    let set = CounterSet::new()
+        .with(br(12))
+        .unwrap()
+        .with(br(13))
+        .unwrap();
     let c = conflict(bind_with(p4, &set, Target::CurrentThread));
     assert_eq!(
         c.reason,
@@ -206,7 +229,11 @@ fn conflicts_say_which_requests_and_why() {
     );
     assert!(Error::Conflict(c).to_string().contains("CRU_ESCR2"));
     // Pinned to a counter behind CRU_ESCR3 instead: accepted.
-    let set = CounterSet::new().with(br(12)).unwrap().with(br(14)).unwrap();
+    let set = CounterSet::new()
+        .with(br(12))
+        .unwrap()
+        .with(br(14))
+        .unwrap();
     let b = bind_with(p4, &set, Target::CurrentThread).unwrap();
     let g = b.group().as_any().downcast_ref::<SimGroup>().unwrap();
     assert_eq!(g.placement(), vec![12, 14]);
@@ -220,28 +247,55 @@ fn conflicts_say_which_requests_and_why() {
     let b = bind_with(p4, &set, Target::CurrentThread).unwrap();
     let g = b.group().as_any().downcast_ref::<SimGroup>().unwrap();
     let p = g.placement();
-    assert!([12, 13, 16].contains(&p[0]) != [12, 13, 16].contains(&p[1]), "{p:?}");
+    assert!(
+        [12, 13, 16].contains(&p[0]) != [12, 13, 16].contains(&p[1]),
+        "{p:?}"
+    );
 }
 
 #[test]
 fn request_errors_name_their_cause() {
     let us2 = sim("ultrasparc2");
     let one = |r: Request| CounterSet::new().with(r).unwrap();
-    let e = bind_with(us2, &one(Request::new("No_such_event")), Target::CurrentThread).unwrap_err();
+    let e = bind_with(
+        us2,
+        &one(Request::new("No_such_event")),
+        Target::CurrentThread,
+    )
+    .unwrap_err();
     assert!(matches!(e, Error::UnknownEvent { .. }), "{e}");
     assert!(e.to_string().contains("No_such_event"));
-    let e = bind_with(us2, &one(Request::new("EC_hit").on_counter(0)), Target::CurrentThread)
-        .unwrap_err();
+    let e = bind_with(
+        us2,
+        &one(Request::new("EC_hit").on_counter(0)),
+        Target::CurrentThread,
+    )
+    .unwrap_err();
     assert!(matches!(e, Error::PicNotCapable { picnum: 0, .. }), "{e}");
-    let e = bind_with(us2, &one(Request::new("EC_hit").on_counter(2)), Target::CurrentThread)
-        .unwrap_err();
-    assert!(matches!(e, Error::InvalidPicnum { picnum: 2, npic: 2 }), "{e}");
-    let e = bind_with(us2, &one(Request::new("Cycle_cnt").notify()), Target::CurrentThread)
-        .unwrap_err();
+    let e = bind_with(
+        us2,
+        &one(Request::new("EC_hit").on_counter(2)),
+        Target::CurrentThread,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidPicnum { picnum: 2, npic: 2 }),
+        "{e}"
+    );
+    let e = bind_with(
+        us2,
+        &one(Request::new("Cycle_cnt").notify()),
+        Target::CurrentThread,
+    )
+    .unwrap_err();
     assert!(matches!(e, Error::OverflowUnsupported { .. }), "{e}");
     assert_eq!(e.errno(), libc::ENOTSUP);
-    let e = bind_with(us2, &one(Request::new("Cycle_cnt").attr("umask", 1)), Target::CurrentThread)
-        .unwrap_err();
+    let e = bind_with(
+        us2,
+        &one(Request::new("Cycle_cnt").attr("umask", 1)),
+        Target::CurrentThread,
+    )
+    .unwrap_err();
     assert!(matches!(e, Error::InvalidAttribute { .. }), "{e}");
     // UltraSPARC counts both PICs in one mode.
     let sys = RequestFlags {
@@ -270,7 +324,10 @@ fn request_errors_name_their_cause() {
         Target::CurrentThread,
     )
     .unwrap_err();
-    assert!(matches!(e, Error::AttributeOutOfRange { max: 15, .. }), "{e}");
+    assert!(
+        matches!(e, Error::AttributeOutOfRange { max: 15, .. }),
+        "{e}"
+    );
     let e = bind_with(sim("r10000"), &CounterSet::new(), Target::CurrentThread).unwrap_err();
     assert_eq!(e, Error::EmptySet);
 }
@@ -325,7 +382,11 @@ fn inheriting_binding_sums_threads_created_after_the_bind() {
         .map(|i| std::thread::spawn(move || be.advance("Instr_cnt", 1000 * (i + 1)).unwrap()))
         .collect();
     for w in workers {
-        assert_eq!(w.join().unwrap(), 1, "each worker reaches only the inheriting binding");
+        assert_eq!(
+            w.join().unwrap(),
+            1,
+            "each worker reaches only the inheriting binding"
+        );
     }
     be.advance("Instr_cnt", 5).unwrap();
     assert_eq!(sample(&inh)[0], 36_000 + 5);
@@ -348,7 +409,9 @@ fn r12000_numbers_and_names() {
     // Cycles exist only on counter 0 on the R12000.
     let e = bind_with(
         be,
-        &CounterSet::new().with(Request::new("cycles").on_counter(1)).unwrap(),
+        &CounterSet::new()
+            .with(Request::new("cycles").on_counter(1))
+            .unwrap(),
         Target::CurrentThread,
     )
     .unwrap_err();

@@ -395,7 +395,7 @@ impl Backend for SimBackend {
                      needs the perf backend"
                 )))
             }
-            Target::Cpu(c) if i64::from(c) >= ncpu as i64 => return Err(Error::NoSuchCpu(c)),
+            Target::Cpu(c) if i64::from(c) >= ncpu => return Err(Error::NoSuchCpu(c)),
             _ => {}
         }
         let preexisting = if target == Target::CurrentThreadInherit {
