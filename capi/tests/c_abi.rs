@@ -2,11 +2,32 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
-/// `target/<profile>`, where cargo put the cdylib.
+/// Build the shared library fresh (plain `cargo test` builds only the rlib, and a `.so` left in
+/// target/ could be stale) into a target directory of its own, and return where it is.
 fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("capi-build");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "perfcompat-capi",
+                "--lib",
+                "--target-dir",
+            ])
+            .arg(&target)
+            .current_dir(repo())
+            .status()
+            .expect("cargo runs");
+        assert!(st.success(), "building the perfcompat-capi cdylib failed");
+        target.join("debug")
+    })
+    .clone()
 }
 
 fn repo() -> PathBuf {
