@@ -40,7 +40,7 @@ use crate::backend::{self, Backend, Group, Times};
 use crate::error::{Error, Result};
 use crate::sched::{self, Candidate};
 use crate::set::{CounterSet, Target, MAX_REQUESTS};
-use crate::signal::Blocked;
+use crate::signal::{Blocked, SeqCount};
 use crate::virt;
 
 /// What an overflow hook is told.
@@ -135,7 +135,7 @@ pub struct BoundSet {
     backend_name: &'static str,
     group: Box<dyn Group>,
     notify: u64,
-    seq: AtomicU64,
+    seq: SeqCount,
     preset: Box<[AtomicU64]>,
     base: Box<[AtomicU64]>,
     origin: Box<[AtomicU64]>,
@@ -212,24 +212,9 @@ impl BoundSet {
         self.overflowed.load(Ordering::Acquire)
     }
 
-    /// Run `f` as the only writer, with every signal blocked on this thread.
+    /// Run `f` as the only writer (see [`SeqCount`]).
     fn write<R>(&self, f: impl FnOnce(&Self) -> R) -> R {
-        let _blocked = Blocked::all();
-        loop {
-            let s = self.seq.load(Ordering::Relaxed);
-            if s & 1 == 0
-                && self
-                    .seq
-                    .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                break;
-            }
-            std::hint::spin_loop();
-        }
-        let r = f(self);
-        self.seq.fetch_add(1, Ordering::Release);
-        r
+        self.seq.write(|| f(self))
     }
 
     /// Read the group's raw counts into `raw`.
@@ -263,11 +248,7 @@ impl BoundSet {
         }
         let mut raw = [0u64; MAX_REQUESTS];
         loop {
-            let s1 = self.seq.load(Ordering::Acquire);
-            if s1 & 1 == 1 {
-                std::hint::spin_loop();
-                continue;
-            }
+            let s1 = self.seq.begin();
             let frozen = self.frozen.load(Ordering::Relaxed);
             let mut times = Times::default();
             if frozen {
@@ -294,7 +275,7 @@ impl BoundSet {
                 .running
                 .wrapping_sub(self.running0.load(Ordering::Relaxed));
             let overflowed = self.overflowed.load(Ordering::Relaxed);
-            if self.seq.load(Ordering::Acquire) != s1 {
+            if !self.seq.valid(s1) {
                 continue;
             }
             let complete = frozen || running >= enabled;
@@ -715,7 +696,7 @@ pub fn bind_with(
         },
         group,
         notify,
-        seq: AtomicU64::new(0),
+        seq: SeqCount::new(),
         preset: reqs.iter().map(|r| AtomicU64::new(r.preset)).collect(),
         base: zeroed(n),
         origin: zeroed(n),

@@ -139,3 +139,60 @@ extern "C" fn on_overflow_signal(
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved };
 }
+
+/// A sequence counter guarding state that signal handlers read and change.
+///
+/// Writers claim it with a compare-and-swap (even to odd) and make their change with every
+/// signal blocked on their thread; readers retry while it is odd or when it moved. So a handler
+/// never observes a half-made change on its own thread, two threads never write at once, and a
+/// reader only ever waits for a writer on another thread, which always finishes.
+#[derive(Debug, Default)]
+pub struct SeqCount(std::sync::atomic::AtomicU64);
+
+impl SeqCount {
+    /// A counter with no write in progress.
+    pub const fn new() -> SeqCount {
+        SeqCount(std::sync::atomic::AtomicU64::new(0))
+    }
+
+    /// Run `f` as the only writer, with every signal blocked on this thread.
+    #[inline]
+    pub fn write<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _blocked = Blocked::all();
+        loop {
+            let s = self.0.load(Ordering::Relaxed);
+            if s & 1 == 0
+                && self
+                    .0
+                    .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        let r = f();
+        self.0.fetch_add(1, Ordering::Release);
+        r
+    }
+
+    /// Start a read: the value to hand to [`SeqCount::valid`] (waits out a write in progress on
+    /// another thread).
+    #[inline]
+    pub fn begin(&self) -> u64 {
+        loop {
+            let s = self.0.load(Ordering::Acquire);
+            if s & 1 == 0 {
+                return s;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Whether nothing was written since `begin` returned `s`.
+    #[inline]
+    pub fn valid(&self, s: u64) -> bool {
+        std::sync::atomic::fence(Ordering::Acquire);
+        self.0.load(Ordering::Acquire) == s
+    }
+}

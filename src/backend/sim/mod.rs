@@ -32,7 +32,7 @@ use crate::error::{Conflict, ConflictReason, Error, Result};
 use crate::eventmap::EventMap;
 use crate::sched::{Candidate, Slot};
 use crate::set::{Request, Target};
-use crate::signal::Blocked;
+use crate::signal::SeqCount;
 use crate::virt;
 
 pub mod mips;
@@ -432,7 +432,7 @@ impl Backend for SimBackend {
             preexisting,
             counters,
             running: AtomicBool::new(false),
-            seq: AtomicU64::new(0),
+            seq: SeqCount::new(),
         }))
     }
 
@@ -470,7 +470,7 @@ pub struct SimGroup {
     preexisting: Vec<i32>,
     counters: Box<[SimCounter]>,
     running: AtomicBool,
-    seq: AtomicU64,
+    seq: SeqCount,
 }
 
 impl SimGroup {
@@ -484,22 +484,7 @@ impl SimGroup {
     }
 
     fn write<R>(&self, f: impl FnOnce(&Self) -> R) -> R {
-        let _b = Blocked::all();
-        loop {
-            let s = self.seq.load(Ordering::Relaxed);
-            if s & 1 == 0
-                && self
-                    .seq
-                    .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                break;
-            }
-            std::hint::spin_loop();
-        }
-        let r = f(self);
-        self.seq.fetch_add(1, Ordering::Release);
-        r
+        self.seq.write(|| f(self))
     }
 
     /// Register position at which the interrupt fires, as a count from 0.
@@ -577,11 +562,7 @@ impl SimGroup {
 impl Group for SimGroup {
     fn read(&self, out: &mut [u64]) -> std::result::Result<Times, i32> {
         loop {
-            let s = self.seq.load(Ordering::Acquire);
-            if s & 1 == 1 {
-                std::hint::spin_loop();
-                continue;
-            }
+            let s = self.seq.begin();
             for (o, c) in out.iter_mut().zip(self.counters.iter()) {
                 let acc = virt::Accumulator {
                     sum: c.sum.load(Ordering::Relaxed),
@@ -592,7 +573,7 @@ impl Group for SimGroup {
                     self.width,
                 );
             }
-            if self.seq.load(Ordering::Acquire) == s {
+            if self.seq.valid(s) {
                 return Ok(Times::default());
             }
         }
