@@ -1,0 +1,110 @@
+//! The sample, restart and preset paths, and the perf overflow path up to and including the
+//! hook, allocate nothing: counted with a global allocator that tallies per thread.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use perfcompat::backend::perf::PerfBackend;
+use perfcompat::engine::{self, OverflowEvent};
+use perfcompat::{bind_with, CounterSet, Request, Target};
+
+struct Counting;
+thread_local! {
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+// SAFETY: forwards to the system allocator; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: forwarded.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+#[global_allocator]
+static A: Counting = Counting;
+
+fn allocs() -> u64 {
+    ALLOCS.with(|c| c.get())
+}
+
+static HOOK_ALLOCS: AtomicU64 = AtomicU64::new(0);
+static HOOK_RUNS: AtomicU64 = AtomicU64::new(0);
+
+fn hook(_: &OverflowEvent) {
+    let before = allocs();
+    let mut v = [0u64; 2];
+    engine::with_current(|b| {
+        b.sample(&mut v).unwrap();
+        b.set_preset(0, u64::MAX - 9).unwrap();
+        b.restart().unwrap();
+    });
+    HOOK_ALLOCS.fetch_add(allocs() - before, Ordering::SeqCst);
+    HOOK_RUNS.fetch_add(1, Ordering::SeqCst);
+}
+
+#[test]
+fn hot_paths_do_not_allocate() {
+    // An allocation in the handler path does not just fail the count below: when the overflow
+    // fires inside malloc (a page fault on fresh heap), the handler's malloc deadlocks on the
+    // arena lock. Turn that hang into a prompt failure.
+    std::thread::spawn(|| {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        eprintln!("no_alloc: still running after 60 s: deadlock in the overflow path?");
+        std::process::exit(101);
+    });
+    let perf: &'static PerfBackend = Box::leak(Box::new(PerfBackend::new().unwrap()));
+    engine::set_overflow_hook(Some(hook));
+    let set = CounterSet::new()
+        .with(Request::new("page-faults").preset(u64::MAX - 9).notify())
+        .unwrap()
+        .with(Request::new("task-clock"))
+        .unwrap();
+    // SAFETY: a private anonymous mapping without huge pages: one fault per page touched.
+    let mem = unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            400 * 4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        libc::madvise(p, 400 * 4096, libc::MADV_NOHUGEPAGE);
+        p as *mut u8
+    };
+    let b = bind_with(perf, &set, Target::CurrentThread).unwrap();
+    let before = allocs();
+    let mut v = [0u64; 2];
+    for _ in 0..1000 {
+        b.sample(&mut v).unwrap();
+    }
+    b.set_preset(1, 5).unwrap();
+    b.restart().unwrap();
+    for i in 0..300 {
+        // SAFETY: in bounds; each touch faults once.
+        unsafe { std::ptr::write_volatile(mem.add(i * 4096), 1) };
+    }
+    let used = allocs() - before;
+    let runs = HOOK_RUNS.load(Ordering::SeqCst);
+    assert_eq!(runs, 30, "the overflow path ran once per 10 faults");
+    assert_eq!(
+        HOOK_ALLOCS.load(Ordering::SeqCst),
+        0,
+        "allocations in the overflow hook path"
+    );
+    assert_eq!(
+        used, 0,
+        "allocations in sample/restart/preset and the signal path"
+    );
+}
