@@ -81,8 +81,10 @@ fn run_hook(ev: &OverflowEvent) {
 static NEXT_GENERATION: AtomicU32 = AtomicU32::new(0);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// A fresh generation number: positive, never 0, fits in a C `int`.
-fn next_generation() -> u32 {
+/// A fresh generation number: positive, never 0, fits in a C `int`, unique within the process
+/// until it wraps after 2^31 - 1 numbers. ABI layers that keep their own generations (libperfex)
+/// draw from the same sequence.
+pub fn next_generation() -> u32 {
     NEXT_GENERATION.fetch_add(1, Ordering::Relaxed) % 0x7fff_ffff + 1
 }
 
@@ -118,6 +120,9 @@ pub struct SampleInfo {
     pub overflowed: u64,
     /// Nanoseconds the counters were running since the last (re)start.
     pub running_ns: u64,
+    /// Nanoseconds the counters were enabled since the last (re)start; more than
+    /// `running_ns` when the kernel multiplexed them.
+    pub enabled_ns: u64,
 }
 
 fn zeroed(n: usize) -> Box<[AtomicU64]> {
@@ -290,6 +295,7 @@ impl BoundSet {
                 complete: complete && !self.incomplete.load(Ordering::Acquire),
                 overflowed,
                 running_ns: running,
+                enabled_ns: enabled,
             });
         }
     }

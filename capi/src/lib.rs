@@ -10,6 +10,8 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+pub mod perfex;
+
 /// Run `f`; if it panics, say so on stderr and abort (a panic must not unwind into C).
 pub fn ffi_boundary<R>(name: &str, f: impl FnOnce() -> R) -> R {
     match catch_unwind(AssertUnwindSafe(f)) {
@@ -26,7 +28,7 @@ pub fn ffi_boundary<R>(name: &str, f: impl FnOnce() -> R) -> R {
     }
 }
 
-fn set_errno(e: c_int) {
+pub(crate) fn set_errno(e: c_int) {
     // SAFETY: errno is thread-local.
     unsafe { *libc::__errno_location() = e };
 }

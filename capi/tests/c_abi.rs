@@ -66,10 +66,15 @@ fn build(src: &str, cxx: bool) -> PathBuf {
     out
 }
 
-fn run(bin: &Path, backend: &str, args: &[&str]) {
+fn run(bin: &Path, backend: &str, args: &[&str]) -> String {
+    run_env(bin, backend, args, &[])
+}
+
+fn run_env(bin: &Path, backend: &str, args: &[&str], env: &[(&str, &str)]) -> String {
     let out = Command::new(bin)
         .args(args)
         .env("PERFCOMPAT_BACKEND", backend)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -80,6 +85,7 @@ fn run(bin: &Path, backend: &str, args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("0 failures"), "{stdout}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -94,4 +100,54 @@ fn sim_hook_from_c_and_cxx() {
         );
         run(&bin, "perf", &["perf"]);
     }
+}
+
+/// Compare with a golden file; `PERFCOMPAT_BLESS=1` rewrites it.
+fn golden(name: &str, got: &str) {
+    let path = repo().join("tests/c").join(name);
+    if std::env::var_os("PERFCOMPAT_BLESS").is_some() {
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(got, want, "output differs from {}", path.display());
+}
+
+#[test]
+fn libperfex_usage_pattern_and_errors() {
+    for cxx in [false, true] {
+        let bin = build("tests/c/perfex_basic.c", cxx);
+        let stderr = run(&bin, "sim:r10000", &["sim"]);
+        golden("perfex_basic.sim.stderr", &stderr);
+        let map = Path::new(env!("CARGO_TARGET_TMPDIR")).join("perfex-map");
+        std::fs::write(
+            &map,
+            "# event 25 (L1 D misses) counted as page faults here\n25 = page-faults\n",
+        )
+        .unwrap();
+        run_env(
+            &bin,
+            "perf",
+            &["perf"],
+            &[("PERFCOMPAT_EVENTS", map.to_str().unwrap())],
+        );
+    }
+}
+
+#[test]
+fn t5_event_variables_override_the_arguments() {
+    let bin = build("tests/c/perfex_env.c", false);
+    let err = run_env(
+        &bin,
+        "sim:r10000",
+        &[],
+        &[("T5_EVENT0", "2"), ("T5EVENT1", "19")],
+    );
+    assert!(!err.contains("ignoring"), "{err}");
+    let err = run_env(&bin, "sim:r10000", &["noenv"], &[("T5_EVENT1", "forty")]);
+    assert_eq!(
+        err.matches("ignoring T5_EVENT1=\"forty\"").count(),
+        1,
+        "{err}"
+    );
 }

@@ -3,10 +3,9 @@
 
 use std::path::PathBuf;
 
-#[test]
-fn perfcompat_h_is_up_to_date() {
+fn check(config_file: &str, header: &str) {
     let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).unwrap();
+    let config = cbindgen::Config::from_file(crate_dir.join(config_file)).unwrap();
     let mut out = Vec::new();
     cbindgen::Builder::new()
         .with_crate(&crate_dir)
@@ -14,7 +13,7 @@ fn perfcompat_h_is_up_to_date() {
         .generate()
         .expect("cbindgen generates the header")
         .write(&mut out);
-    let path = crate_dir.join("../include/perfcompat.h");
+    let path = crate_dir.join("../include").join(header);
     if std::env::var_os("PERFCOMPAT_BLESS").is_some() {
         std::fs::write(&path, &out).unwrap();
         return;
@@ -22,7 +21,17 @@ fn perfcompat_h_is_up_to_date() {
     let committed = std::fs::read(&path).unwrap_or_default();
     assert!(
         committed == out,
-        "include/perfcompat.h is stale: regenerate it with \
+        "include/{header} is stale: regenerate it with \
          PERFCOMPAT_BLESS=1 cargo test -p perfcompat-capi --test header, and commit it"
     );
+}
+
+#[test]
+fn perfcompat_h_is_up_to_date() {
+    check("cbindgen.toml", "perfcompat.h");
+}
+
+#[test]
+fn libperfex_h_is_up_to_date() {
+    check("cbindgen-libperfex.toml", "libperfex.h");
 }
