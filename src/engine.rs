@@ -242,11 +242,10 @@ impl BoundSet {
     /// reading the hardware.
     pub fn sample(&self, out: &mut [u64]) -> Result<SampleInfo> {
         if out.len() < self.n {
-            return Err(Error::InvalidArgument(format!(
-                "sample buffer holds {} values, the set has {} requests",
-                out.len(),
-                self.n
-            )));
+            return Err(Error::BufferTooSmall {
+                len: out.len(),
+                need: self.n,
+            });
         }
         if self.detached.load(Ordering::Acquire) {
             return Err(Error::NotBound);
@@ -339,10 +338,7 @@ impl BoundSet {
     /// Async-signal-safe.
     pub fn set_preset(&self, index: usize, preset: u64) -> Result<()> {
         if index >= self.n {
-            return Err(Error::InvalidArgument(format!(
-                "request index {index} out of range (the set has {} requests)",
-                self.n
-            )));
+            return Err(Error::IndexOutOfRange { index, len: self.n });
         }
         self.preset[index].store(preset, Ordering::Release);
         Ok(())
@@ -636,6 +632,23 @@ pub fn plan(backend: &dyn Backend, set: &CounterSet) -> Result<Vec<crate::sched:
         return Err(Error::EmptySet);
     }
     let info = backend.info();
+    // Two requests pinned to one counter conflict whatever their events are, and whether or
+    // not this host can count them (Solaris rejects duplicate picnums before configuring).
+    let reqs = set.requests();
+    for (j, b) in reqs.iter().enumerate() {
+        if let Some((i, a)) = reqs[..j]
+            .iter()
+            .enumerate()
+            .find(|(_, a)| a.counter.is_some() && a.counter == b.counter)
+        {
+            return Err(Error::Conflict(crate::error::Conflict {
+                requests: vec![(i, a.event.clone()), (j, b.event.clone())],
+                reason: crate::error::ConflictReason::SameCounter {
+                    counters: vec![b.counter.unwrap_or(0)],
+                },
+            }));
+        }
+    }
     let mut cands: Vec<Candidate> = Vec::with_capacity(set.len());
     for r in set.requests() {
         if let Some(c) = r.counter {

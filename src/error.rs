@@ -195,6 +195,20 @@ pub enum Error {
     },
     /// Any other invalid argument.
     InvalidArgument(String),
+    /// A request index outside the set (no allocation: used on signal-safe paths).
+    IndexOutOfRange {
+        /// The index given.
+        index: usize,
+        /// Number of requests in the set.
+        len: usize,
+    },
+    /// A sample buffer smaller than the set (no allocation: used on signal-safe paths).
+    BufferTooSmall {
+        /// Values the buffer holds.
+        len: usize,
+        /// Requests in the set.
+        need: usize,
+    },
     /// A system call failed in a way not covered above.
     Os {
         /// What the engine was doing.
@@ -293,6 +307,14 @@ impl fmt::Display for Error {
             }
             Error::BadFile { file, reason, .. } => write!(f, "{file}: {reason}"),
             Error::InvalidArgument(s) => write!(f, "invalid argument: {s}"),
+            Error::IndexOutOfRange { index, len } => write!(
+                f,
+                "request index {index} out of range (the set has {len} requests)"
+            ),
+            Error::BufferTooSmall { len, need } => write!(
+                f,
+                "sample buffer holds {len} values, the set has {need} requests"
+            ),
             Error::Os { op, errno } => write!(
                 f,
                 "{op} failed: {}",

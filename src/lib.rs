@@ -13,6 +13,7 @@
 //! - [`sched`]: placing requests on counters and explaining conflicts;
 //! - [`backend`]: the Linux `perf_event_open` backend and the emulated PMUs (R10000, R12000,
 //!   UltraSPARC, Pentium 4), chosen at run time by `PERFCOMPAT_BACKEND`;
+//! - [`perfex`]: IRIX libperfex semantics (per-thread start/read pairs, generations, report);
 //! - [`eventmap`]: the R10000 event numbers and their closest Linux events, overridable by a
 //!   `PERFCOMPAT_EVENTS` file.
 //!
@@ -30,6 +31,7 @@ pub mod backend;
 pub mod engine;
 pub mod error;
 pub mod eventmap;
+pub mod perfex;
 pub mod sched;
 pub mod set;
 pub mod signal;

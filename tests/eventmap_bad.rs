@@ -2,13 +2,15 @@
 //! built-in table stays in force.
 
 use perfcompat::eventmap::EventMap;
+
+mod common;
+use common::TempDir;
 use perfcompat::Error;
 
 #[test]
 fn bad_line_rejects_the_whole_file() {
-    let dir = std::env::temp_dir().join(format!("perfcompat-badmap-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("events");
+    let dir = TempDir::new("badmap");
+    let file = dir.0.join("events");
     std::fs::write(&file, "25 = page-faults\n40 = cycles\n").unwrap();
     let e = EventMap::load(&file).unwrap_err();
     match &e {
@@ -28,5 +30,4 @@ fn bad_line_rejects_the_whole_file() {
     let g = EventMap::global();
     assert_eq!(g.number(25), None);
     assert_eq!(g.host_spec(25).unwrap(), "L1-dcache-load-misses");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -6,13 +6,15 @@ use perfcompat::backend::perf::PerfBackend;
 use perfcompat::backend::sim::SimBackend;
 use perfcompat::backend::Backend;
 use perfcompat::eventmap::EventMap;
+
+mod common;
+use common::TempDir;
 use perfcompat::{bind_with, CounterSet, Request, Target};
 
 #[test]
 fn map_file_points_numbers_and_names_at_events() {
-    let dir = std::env::temp_dir().join(format!("perfcompat-map-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("events");
+    let dir = TempDir::new("map");
+    let file = dir.0.join("events");
     std::fs::write(
         &file,
         "# test map\n25 = page-faults   # L1 D-cache misses -> page faults here\n\
@@ -60,5 +62,4 @@ fn map_file_points_numbers_and_names_at_events() {
     let mut x = [0u64];
     b.sample(&mut x).unwrap();
     assert_eq!(x[0], 10);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

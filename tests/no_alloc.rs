@@ -9,6 +9,9 @@ use perfcompat::backend::perf::PerfBackend;
 use perfcompat::engine::{self, OverflowEvent};
 use perfcompat::{bind_with, CounterSet, Request, Target};
 
+mod common;
+use common::Pages;
+
 struct Counting;
 thread_local! {
     static ALLOCS: Cell<u64> = const { Cell::new(0) };
@@ -69,20 +72,7 @@ fn hot_paths_do_not_allocate() {
         .unwrap()
         .with(Request::new("task-clock"))
         .unwrap();
-    // SAFETY: a private anonymous mapping without huge pages: one fault per page touched.
-    let mem = unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            400 * 4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        libc::madvise(p, 400 * 4096, libc::MADV_NOHUGEPAGE);
-        p as *mut u8
-    };
+    let mem = Pages::new(400);
     let b = bind_with(perf, &set, Target::CurrentThread).unwrap();
     let before = allocs();
     let mut v = [0u64; 2];
@@ -92,8 +82,7 @@ fn hot_paths_do_not_allocate() {
     b.set_preset(1, 5).unwrap();
     b.restart().unwrap();
     for i in 0..300 {
-        // SAFETY: in bounds; each touch faults once.
-        unsafe { std::ptr::write_volatile(mem.add(i * 4096), 1) };
+        mem.touch(i);
     }
     let used = allocs() - before;
     let runs = HOOK_RUNS.load(Ordering::SeqCst);

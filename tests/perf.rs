@@ -9,61 +9,12 @@ use perfcompat::backend::Backend;
 use perfcompat::engine::{self, OverflowEvent};
 use perfcompat::{bind_with, CounterSet, Error, Request, RequestFlags, Target};
 
+mod common;
+use common::{sample, skip, Pages};
+
 fn perf() -> &'static PerfBackend {
     static B: OnceLock<PerfBackend> = OnceLock::new();
     B.get_or_init(|| PerfBackend::new().expect("perf_event_open works here"))
-}
-
-/// Anonymous memory whose pages fault exactly once each on first touch.
-struct Pages {
-    p: *mut u8,
-    n: usize,
-}
-impl Pages {
-    fn new(n: usize) -> Pages {
-        // SAFETY: a fresh private anonymous mapping.
-        let p = unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                n * 4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            assert_ne!(p, libc::MAP_FAILED);
-            libc::madvise(p, n * 4096, libc::MADV_NOHUGEPAGE);
-            p as *mut u8
-        };
-        Pages { p, n }
-    }
-    fn touch(&self, i: usize) {
-        assert!(i < self.n);
-        // SAFETY: in bounds of the mapping.
-        unsafe { std::ptr::write_volatile(self.p.add(i * 4096), 1) };
-    }
-}
-impl Drop for Pages {
-    fn drop(&mut self) {
-        // SAFETY: our mapping.
-        unsafe { libc::munmap(self.p.cast(), self.n * 4096) };
-    }
-}
-// SAFETY: the mapping is plain memory.
-unsafe impl Send for Pages {}
-
-/// Say why a test was skipped where the user sees it: straight to fd 2, which the test
-/// harness does not capture (it captures only the print macros).
-fn skip(msg: &str) {
-    let line = format!("SKIPPED: {msg}\n");
-    // SAFETY: write(2) of a local buffer.
-    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
-}
-
-fn sample(b: &perfcompat::Binding) -> Vec<u64> {
-    let mut v = vec![0; b.len()];
-    b.sample(&mut v).unwrap();
-    v
 }
 
 #[test]

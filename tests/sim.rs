@@ -8,6 +8,9 @@ use perfcompat::engine::{self, OverflowEvent};
 use perfcompat::error::ConflictReason;
 use perfcompat::{bind_with, CounterSet, Error, Request, RequestFlags, Target};
 
+mod common;
+use common::sample;
+
 fn sim(model: &str) -> &'static SimBackend {
     Box::leak(Box::new(SimBackend::new(model).unwrap()))
 }
@@ -24,12 +27,6 @@ fn hook(ev: &OverflowEvent) {
     if RESTART[slot].load(Ordering::SeqCst) != 0 {
         engine::with_current(|b| b.restart().unwrap()).expect("a current binding");
     }
-}
-
-fn sample(b: &perfcompat::Binding) -> Vec<u64> {
-    let mut v = vec![0; b.len()];
-    b.sample(&mut v).unwrap();
-    v
 }
 
 #[test]
@@ -190,6 +187,15 @@ fn conflicts_say_which_requests_and_why() {
         msg.contains("#0 (9)") && msg.contains("#1 (10)") && msg.contains("counter 0"),
         "{msg}"
     );
+
+    // Two requests pinned to one counter conflict before their events are even looked at.
+    let set = CounterSet::new()
+        .with(Request::new("no_such_a").on_counter(1))
+        .unwrap()
+        .with(Request::new("no_such_b").on_counter(1))
+        .unwrap();
+    let c = conflict(bind_with(r10k, &set, Target::CurrentThread));
+    assert_eq!(c.reason, ConflictReason::SameCounter { counters: vec![1] });
 
     // Three requests, two counters.
     let set = CounterSet::new()

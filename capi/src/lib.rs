@@ -28,9 +28,22 @@ pub fn ffi_boundary<R>(name: &str, f: impl FnOnce() -> R) -> R {
     }
 }
 
-pub(crate) fn set_errno(e: c_int) {
+fn set_errno(e: c_int) {
     // SAFETY: errno is thread-local.
     unsafe { *libc::__errno_location() = e };
+}
+
+/// The C error convention of every export: the message on stderr prefixed with the function
+/// name, `errno` set, -1 returned.
+pub(crate) fn fail(func: &str, errno: c_int, msg: impl std::fmt::Display) -> c_int {
+    eprintln!("{func}: {msg}");
+    set_errno(errno);
+    -1
+}
+
+/// [`fail`] for an engine error: its own errno and message.
+pub(crate) fn fail_with(func: &str, e: &perfcompat::Error) -> c_int {
+    fail(func, e.errno(), e)
 }
 
 /// Test hook of the emulated PMUs: `n` occurrences of `event` happen now on the calling thread.
@@ -52,18 +65,13 @@ pub(crate) fn set_errno(e: c_int) {
 pub unsafe extern "C" fn perfcompat_sim_advance(event: *const c_char, n: u64) -> c_int {
     ffi_boundary("perfcompat_sim_advance", || {
         if event.is_null() {
-            set_errno(libc::EINVAL);
-            return -1;
+            return fail("perfcompat_sim_advance", libc::EINVAL, "NULL event name");
         }
         // SAFETY: the caller promises a NUL-terminated string.
         let name = unsafe { CStr::from_ptr(event) }.to_string_lossy();
         match perfcompat::backend::sim::advance(&name, n) {
             Ok(hit) => hit.min(c_int::MAX as usize) as c_int,
-            Err(e) => {
-                eprintln!("perfcompat_sim_advance: {e}");
-                set_errno(e.errno());
-                -1
-            }
+            Err(e) => fail_with("perfcompat_sim_advance", &e),
         }
     })
 }

@@ -146,3 +146,23 @@ pub fn global() -> Result<&'static dyn Backend> {
         Err(e) => Err(e.clone()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_is_perf_never_an_emulation() {
+        for n in ["", "auto", "perf"] {
+            assert_eq!(from_name(n).unwrap().info().name, "perf", "{n:?}");
+        }
+        assert_eq!(
+            from_name("sim:pentium4").unwrap().info().name,
+            "sim:pentium4"
+        );
+        let e = from_name("sim:z80").err().unwrap().to_string();
+        assert!(e.contains("z80") && e.contains("r10000"), "{e}");
+        let e = from_name("papi").err().unwrap().to_string();
+        assert!(e.contains("unknown backend 'papi'"), "{e}");
+    }
+}

@@ -375,6 +375,19 @@ pub struct PerfGroup {
 
 const MAX_PERIOD: u64 = (1u64 << 63) - 1;
 
+/// The kernel sampling period for an overflow `distance` in virtual events: converted through
+/// the request's scale (the `cycles` fallback counts nanoseconds) and clamped to what the kernel
+/// accepts (1 ..= 2^63 - 1; longer distances are re-armed by the engine).
+fn period(distance: Option<u64>, scale: f64) -> u64 {
+    let d = distance.unwrap_or(MAX_PERIOD);
+    let d = if scale != 1.0 {
+        (d as f64 / scale).ceil() as u64
+    } else {
+        d
+    };
+    d.clamp(1, MAX_PERIOD)
+}
+
 impl PerfGroup {
     fn read_unit(&self, u: &Unit, out: &mut [u64]) -> std::result::Result<Times, i32> {
         if let Some(p) = &u.mmaps {
@@ -419,8 +432,8 @@ impl Group for PerfGroup {
                         t.enabled += x.enabled;
                         t.running += x.running;
                     }
-                    // A thread of the target that exited and was reaped: its final counts are
-                    // still in its event; other errors are real.
+                    // A thread of the target that has exited still reads its final counts,
+                    // so an error here is real.
                     Err(e) => return Err(e),
                 }
             }
@@ -453,13 +466,7 @@ impl Group for PerfGroup {
         if self.notify & (1 << index) == 0 {
             return;
         }
-        let d = distance.unwrap_or(MAX_PERIOD);
-        let d = if self.scale[index] != 1.0 {
-            (d as f64 / self.scale[index]).ceil() as u64
-        } else {
-            d
-        };
-        let d = d.clamp(1, MAX_PERIOD);
+        let d = period(distance, self.scale[index]);
         for u in &self.units {
             // SAFETY: ioctl on our own fd with a pointer to a local.
             unsafe { sys::ioctls::PERIOD(u.fds[index].as_raw_fd(), d) };
@@ -608,13 +615,8 @@ impl Backend for PerfBackend {
                 a.set_exclude_kernel(u64::from(!r.flags.system));
                 a.set_exclude_hv(u64::from(!r.flags.hypervisor));
                 if r.flags.notify_overflow {
-                    let d = crate::virt::distance_to_wrap(r.preset).unwrap_or(MAX_PERIOD);
-                    let d = if scale[i] != 1.0 {
-                        (d as f64 / scale[i]).ceil() as u64
-                    } else {
-                        d
-                    };
-                    a.__bindgen_anon_1.sample_period = d.clamp(1, MAX_PERIOD);
+                    a.__bindgen_anon_1.sample_period =
+                        period(crate::virt::distance_to_wrap(r.preset), scale[i]);
                     a.__bindgen_anon_2.wakeup_events = 1;
                 }
                 let group = fds.first().map_or(-1, |f| f.as_raw_fd());

@@ -1,0 +1,76 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+/// Anonymous memory without huge pages: each page faults exactly once on its first touch.
+pub struct Pages {
+    pub p: *mut u8,
+    pub n: usize,
+}
+
+impl Pages {
+    pub fn new(n: usize) -> Pages {
+        // SAFETY: a fresh private anonymous mapping.
+        let p = unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                n * 4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED);
+            libc::madvise(p, n * 4096, libc::MADV_NOHUGEPAGE);
+            p as *mut u8
+        };
+        Pages { p, n }
+    }
+
+    pub fn touch(&self, i: usize) {
+        assert!(i < self.n);
+        // SAFETY: in bounds of the mapping.
+        unsafe { std::ptr::write_volatile(self.p.add(i * 4096), 1) };
+    }
+}
+
+impl Drop for Pages {
+    fn drop(&mut self) {
+        // SAFETY: our mapping.
+        unsafe { libc::munmap(self.p.cast(), self.n * 4096) };
+    }
+}
+
+// SAFETY: the mapping is plain memory.
+unsafe impl Send for Pages {}
+
+/// All values of a binding.
+pub fn sample(b: &perfcompat::Binding) -> Vec<u64> {
+    let mut v = vec![0; b.len()];
+    b.sample(&mut v).unwrap();
+    v
+}
+
+/// Say why a test was skipped where the user sees it: straight to fd 2, which the test
+/// harness does not capture (it captures only the print macros).
+pub fn skip(msg: &str) {
+    let line = format!("SKIPPED: {msg}\n");
+    // SAFETY: write(2) of a local buffer.
+    unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("perfcompat-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
