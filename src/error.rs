@@ -193,6 +193,13 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A configuration file (event map, cost table) cannot be read.
+    FileUnreadable {
+        /// The file.
+        file: String,
+        /// The errno of the failed open or read.
+        errno: i32,
+    },
     /// Any other invalid argument.
     InvalidArgument(String),
     /// A request index outside the set (no allocation: used on signal-safe paths).
@@ -229,7 +236,7 @@ impl Error {
             Error::NoSuchCpu(_) => libc::EINVAL,
             Error::Unsupported(_) => libc::ENOTSUP,
             Error::BadFile { .. } => libc::EINVAL,
-            Error::Os { errno, .. } => *errno,
+            Error::Os { errno, .. } | Error::FileUnreadable { errno, .. } => *errno,
             _ => libc::EINVAL,
         }
     }
@@ -306,6 +313,11 @@ impl fmt::Display for Error {
                 write!(f, "{file}:{line}: {reason}")
             }
             Error::BadFile { file, reason, .. } => write!(f, "{file}: {reason}"),
+            Error::FileUnreadable { file, errno } => write!(
+                f,
+                "{file}: cannot read it: {}",
+                std::io::Error::from_raw_os_error(*errno)
+            ),
             Error::InvalidArgument(s) => write!(f, "invalid argument: {s}"),
             Error::IndexOutOfRange { index, len } => write!(
                 f,

@@ -375,33 +375,12 @@ impl EventMap {
 
     /// Read and parse the event map file at `path`.
     ///
-    /// A file that cannot be read is an [`Error::BadFile`] at line 0 with the I/O error as
-    /// the reason; so is a file over 1 MiB. Content that is not UTF-8 is reported at the line
-    /// holding the first bad byte.
+    /// A file that cannot be read is an [`Error::FileUnreadable`]; a file over 1 MiB is an
+    /// [`Error::BadFile`] at line 0. Content that is not UTF-8 is reported at the line holding
+    /// the first bad byte.
     pub fn load(path: &Path) -> Result<EventMap> {
-        let file = path.display().to_string();
-        let io_err = |e: std::io::Error| Error::BadFile {
-            file: file.clone(),
-            line: 0,
-            reason: e.to_string(),
-        };
-        let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|f| f.take(MAX_FILE_SIZE as u64 + 1).read_to_end(&mut bytes))
-            .map_err(io_err)?;
-        if bytes.len() > MAX_FILE_SIZE {
-            return Err(too_large(&file));
-        }
-        let text = std::str::from_utf8(&bytes).map_err(|e| {
-            let at = e.valid_up_to();
-            let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
-            Error::BadFile {
-                file: file.clone(),
-                line,
-                reason: format!("the file is not valid UTF-8 (bad byte at offset {at})"),
-            }
-        })?;
-        EventMap::parse(text, &file)
+        let text = read_config(path)?;
+        EventMap::parse(&text, &path.display().to_string())
     }
 
     /// The map from the file named by `PERFCOMPAT_EVENTS`; an empty map when the variable is
@@ -475,6 +454,35 @@ fn too_large(file: &str) -> Error {
         line: 0,
         reason: format!("the file is larger than {MAX_FILE_SIZE} bytes (1 MiB)"),
     }
+}
+
+/// Read a configuration file (event map, cost table) as UTF-8 text of at most 1 MiB.
+///
+/// A file that cannot be read is an [`Error::FileUnreadable`] with the errno; a file over 1 MiB
+/// is an [`Error::BadFile`] at line 0. Content that is not UTF-8 is reported at the line
+/// holding the first bad byte.
+pub(crate) fn read_config(path: &Path) -> Result<String> {
+    let file = path.display().to_string();
+    let io_err = |e: std::io::Error| Error::FileUnreadable {
+        file: file.clone(),
+        errno: e.raw_os_error().unwrap_or(libc::EIO),
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_FILE_SIZE as u64 + 1).read_to_end(&mut bytes))
+        .map_err(io_err)?;
+    if bytes.len() > MAX_FILE_SIZE {
+        return Err(too_large(&file));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        Error::BadFile {
+            file: file.clone(),
+            line,
+            reason: format!("the file is not valid UTF-8 (bad byte at offset {at})"),
+        }
+    })
 }
 
 /// Whether `key` is a valid user-defined event name.
@@ -688,10 +696,11 @@ mod tests {
     fn load_errors() {
         let missing = std::env::temp_dir().join("perfcompat-no-such-dir/none.map");
         match EventMap::load(&missing) {
-            Err(Error::BadFile { file, line, reason }) => {
-                assert_eq!(file, missing.display().to_string());
-                assert_eq!(line, 0);
-                assert!(reason.contains("No such file"), "{reason}");
+            Err(e @ Error::FileUnreadable { .. }) => {
+                assert_eq!(e.errno(), libc::ENOENT);
+                let msg = e.to_string();
+                assert!(msg.starts_with(&missing.display().to_string()), "{msg}");
+                assert!(msg.contains("No such file"), "{msg}");
             }
             other => panic!("{other:?}"),
         }
@@ -766,7 +775,7 @@ mod tests {
         std::env::set_var(ENV_VAR, p.with_file_name("missing"));
         assert!(matches!(
             EventMap::from_env(),
-            Err(Error::BadFile { line: 0, .. })
+            Err(Error::FileUnreadable { .. })
         ));
         std::env::remove_var(ENV_VAR);
     }

@@ -14,6 +14,7 @@
 //! - [`backend`]: the Linux `perf_event_open` backend and the emulated PMUs (R10000, R12000,
 //!   UltraSPARC, Pentium 4), chosen at run time by `PERFCOMPAT_BACKEND`;
 //! - [`perfex`]: IRIX libperfex semantics (per-thread start/read pairs, generations, report);
+//! - [`costs`]: perfex cost tables (built-in, system, loaded), time estimates and statistics;
 //! - [`eventmap`]: the R10000 event numbers and their closest Linux events, overridable by a
 //!   `PERFCOMPAT_EVENTS` file.
 //!
@@ -28,6 +29,7 @@
 //! ```
 
 pub mod backend;
+pub mod costs;
 pub mod engine;
 pub mod error;
 pub mod eventmap;

@@ -19,6 +19,7 @@
 use std::cell::RefCell;
 use std::sync::Once;
 
+use crate::costs::{self, EventCount};
 use crate::engine::next_generation;
 use crate::error::{Error, Result};
 use crate::eventmap::r10k_event;
@@ -170,4 +171,26 @@ pub fn format_counters(e0: i32, c0: i64, e1: i32, c1: i64) -> Result<String> {
         out.push_str(&format!("{label:.<60} {c:>20}\n"));
     }
     Ok(out)
+}
+
+/// The cost report `print_costs` writes: the two counts with their time estimates under the
+/// cost table in force (see [`crate::costs`]), then the derived statistics they allow.
+pub fn format_costs(e0: i32, c0: i64, e1: i32, c1: i64) -> Result<String> {
+    let counts = [
+        EventCount {
+            event: check_range(e0)? as usize,
+            count: c0 as f64,
+        },
+        EventCount {
+            event: check_range(e1)? as usize,
+            count: c1 as f64,
+        },
+    ];
+    Ok(costs::format_costs(&costs::current(), &counts, None))
+}
+
+/// Load the cost table file at `path` over the default table, for every thread: what
+/// `load_costs` does. All or nothing (see [`crate::costs::load`]).
+pub fn load_costs(path: &std::path::Path) -> Result<()> {
+    costs::load(path)
 }

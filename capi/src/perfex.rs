@@ -3,7 +3,9 @@
 //! libperfex convention: a positive generation number, or -1 with `errno` set and a message on
 //! stderr naming the cause.
 
-use std::ffi::{c_int, c_longlong};
+use std::ffi::{c_char, c_int, c_longlong, CStr, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 use perfcompat::perfex;
 
@@ -37,6 +39,26 @@ fn print_impl(e0: c_int, c0: i64, e1: c_int, c1: i64) -> c_int {
             perfex::generation() as c_int
         }
         Err(e) => fail_with("print_counters", &e),
+    }
+}
+
+fn costs_impl(e0: c_int, c0: i64, e1: c_int, c1: i64) -> c_int {
+    match perfex::format_costs(e0, c0, e1, c1) {
+        Ok(s) => {
+            eprint!("{s}");
+            perfex::generation() as c_int
+        }
+        Err(e) => fail_with("print_costs", &e),
+    }
+}
+
+fn load_impl(name: &[u8]) -> c_int {
+    if name.is_empty() {
+        return fail("load_costs", libc::ENOENT, "empty cost file name");
+    }
+    match perfex::load_costs(Path::new(OsStr::from_bytes(name))) {
+        Ok(()) => perfex::generation() as c_int,
+        Err(e) => fail_with("load_costs", &e),
     }
 }
 
@@ -88,6 +110,69 @@ pub extern "C" fn print_counters(e0: c_int, c0: c_longlong, e1: c_int, c1: c_lon
     ffi_boundary("print_counters", || print_impl(e0, c0, e1, c1))
 }
 
+/// Print the counts `c0` and `c1` of events `e0` and `e1` to standard error with their time
+/// estimates under the cost table in force, most costly first, then the derived statistics
+/// the two events allow. Has no effect on the counters.
+///
+/// # Returns
+/// The calling thread's current generation number, or -1 with `errno` `EINVAL` when an event
+/// number is out of range.
+#[no_mangle]
+pub extern "C" fn print_costs(e0: c_int, c0: c_longlong, e1: c_int, c1: c_longlong) -> c_int {
+    ffi_boundary("print_costs", || costs_impl(e0, c0, e1, c1))
+}
+
+/// Load a cost table from the file `CostFileName` over the default table (built-in, then
+/// `/etc/perfex.costs`), for the whole process; it replaces any table loaded before. The file
+/// format is what `perfex -t` prints; partial tables are allowed.
+///
+/// # Returns
+/// A positive number (the calling thread's generation number) on success. -1 with `errno` set
+/// and a message naming the file, the line and the reason when the file cannot be read
+/// (`errno` from the system) or is malformed (`EINVAL`); the table in force is then unchanged.
+///
+/// # Safety
+/// `CostFileName` is NULL or points to a NUL-terminated string.
+#[no_mangle]
+#[allow(non_snake_case)]
+pub unsafe extern "C" fn load_costs(CostFileName: *const c_char) -> c_int {
+    ffi_boundary("load_costs", || {
+        if CostFileName.is_null() {
+            return fail("load_costs", libc::EFAULT, "NULL file name");
+        }
+        // SAFETY: the caller promises a NUL-terminated string.
+        let name = unsafe { CStr::from_ptr(CostFileName) };
+        load_impl(name.to_bytes())
+    })
+}
+
+/// The file name a Fortran `CHARACTER*(*)` argument holds: `len` bytes, blank-padded (trailing
+/// blanks trimmed), cut at a NUL if the program passed a C-style string.
+fn fortran_string(bytes: &[u8]) -> &[u8] {
+    let bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
+    let end = bytes.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+    &bytes[..end]
+}
+
+/// Call `f` on the values behind four Fortran references, or fail with `EFAULT` for NULL.
+///
+/// # Safety
+/// Every pointer is NULL or points to its Fortran variable.
+unsafe fn by_ref(
+    func: &str,
+    e0: *const c_int,
+    c0: *const i64,
+    e1: *const c_int,
+    c1: *const i64,
+    f: fn(c_int, i64, c_int, i64) -> c_int,
+) -> c_int {
+    // SAFETY: the caller promises NULL or valid pointers.
+    match unsafe { (e0.as_ref(), c0.as_ref(), e1.as_ref(), c1.as_ref()) } {
+        (Some(e0), Some(c0), Some(e1), Some(c1)) => f(*e0, *c0, *e1, *c1),
+        _ => fail(func, libc::EFAULT, "NULL argument"),
+    }
+}
+
 // Fortran (libperfex(3F)): every argument by reference; gfortran appends one underscore, some
 // compilers two.
 
@@ -96,7 +181,10 @@ pub mod fortran {
     use super::*;
 
     macro_rules! entry {
-        ($start:ident, $read:ident, $print:ident, $s:literal, $r:literal, $p:literal) => {
+        (
+            $start:ident, $read:ident, $print:ident, $costs:ident, $load:ident,
+            $s:literal, $r:literal, $p:literal, $c:literal, $l:literal
+        ) => {
             /// Fortran `INTEGER*4 FUNCTION START_COUNTERS(E0, E1)`: see [`start_counters`].
             ///
             /// # Safety
@@ -148,12 +236,44 @@ pub mod fortran {
                 e1: *const c_int,
                 c1: *const i64,
             ) -> c_int {
-                ffi_boundary($p, || {
-                    // SAFETY: Fortran passes valid references.
-                    match unsafe { (e0.as_ref(), c0.as_ref(), e1.as_ref(), c1.as_ref()) } {
-                        (Some(e0), Some(c0), Some(e1), Some(c1)) => print_impl(*e0, *c0, *e1, *c1),
-                        _ => fail("print_counters", libc::EFAULT, "NULL argument"),
+                // SAFETY: the caller's promise is passed on.
+                ffi_boundary($p, || unsafe {
+                    by_ref("print_counters", e0, c0, e1, c1, print_impl)
+                })
+            }
+
+            /// Fortran `INTEGER*4 FUNCTION PRINT_COSTS(E0, C0, E1, C1)`: see [`print_costs`].
+            ///
+            /// # Safety
+            /// Every argument is NULL or points to its Fortran variable.
+            #[export_name = $c]
+            pub unsafe extern "C" fn $costs(
+                e0: *const c_int,
+                c0: *const i64,
+                e1: *const c_int,
+                c1: *const i64,
+            ) -> c_int {
+                // SAFETY: the caller's promise is passed on.
+                ffi_boundary($c, || unsafe {
+                    by_ref("print_costs", e0, c0, e1, c1, costs_impl)
+                })
+            }
+
+            /// Fortran `INTEGER*4 FUNCTION LOAD_COSTS(COSTFILENAME)` with a `CHARACTER*(*)`
+            /// argument: gfortran passes its length as a hidden trailing `size_t`. Trailing
+            /// blanks are trimmed. See [`load_costs`].
+            ///
+            /// # Safety
+            /// `name` is NULL or points to `len` readable bytes.
+            #[export_name = $l]
+            pub unsafe extern "C" fn $load(name: *const c_char, len: usize) -> c_int {
+                ffi_boundary($l, || {
+                    if name.is_null() {
+                        return fail("load_costs", libc::EFAULT, "NULL file name");
                     }
+                    // SAFETY: Fortran passes the string and its length.
+                    let bytes = unsafe { std::slice::from_raw_parts(name.cast::<u8>(), len) };
+                    load_impl(fortran_string(bytes))
                 })
             }
         };
@@ -163,16 +283,38 @@ pub mod fortran {
         start_counters_,
         read_counters_,
         print_counters_,
+        print_costs_,
+        load_costs_,
         "start_counters_",
         "read_counters_",
-        "print_counters_"
+        "print_counters_",
+        "print_costs_",
+        "load_costs_"
     );
     entry!(
         start_counters__,
         read_counters__,
         print_counters__,
+        print_costs__,
+        load_costs__,
         "start_counters__",
         "read_counters__",
-        "print_counters__"
+        "print_counters__",
+        "print_costs__",
+        "load_costs__"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fortran_string;
+
+    #[test]
+    fn fortran_strings_lose_trailing_blanks_and_stop_at_nul() {
+        assert_eq!(fortran_string(b"costs.txt      "), b"costs.txt");
+        assert_eq!(fortran_string(b" a b  "), b" a b");
+        assert_eq!(fortran_string(b"x.costs\0garbage"), b"x.costs");
+        assert_eq!(fortran_string(b"     "), b"");
+        assert_eq!(fortran_string(b""), b"");
+    }
 }

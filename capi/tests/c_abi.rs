@@ -71,7 +71,10 @@ fn run(bin: &Path, backend: &str, args: &[&str]) -> String {
 }
 
 fn run_env(bin: &Path, backend: &str, args: &[&str], env: &[(&str, &str)]) -> String {
+    // cargo test puts target/debug/deps on LD_LIBRARY_PATH, which would win over the rpath and
+    // load whatever (possibly stale) libperfcompat_capi.so the main build left there.
     let out = Command::new(bin)
+        .env_remove("LD_LIBRARY_PATH")
         .args(args)
         .env("PERFCOMPAT_BACKEND", backend)
         .envs(env.iter().copied())
@@ -113,11 +116,55 @@ fn golden(name: &str, got: &str) {
     assert_eq!(got, want, "output differs from {}", path.display());
 }
 
+/// A good partial cost file and a malformed one, for the libperfex tests.
+fn cost_files() -> (PathBuf, PathBuf) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let good = dir.join("good.costs");
+    let bad = dir.join("bad.costs");
+    std::fs::write(
+        &good,
+        "# partial table: the clock and one event\nclock 100 MHz\n\
+         26 Secondary data cache misses ..... 500 100 900 nsec\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &bad,
+        "clock 100 MHz\n26 500 100 900 nsec\n25 1 2 three clks\n",
+    )
+    .unwrap();
+    (good, bad)
+}
+
+/// No system cost file and no host calibration cache, so every machine prints the same.
+const NO_COST_FILES: [(&str, &str); 2] = [
+    ("PERFCOMPAT_SYSTEM_COSTS", "/nonexistent/perfex.costs"),
+    ("PERFCOMPAT_HOST_COSTS", "/nonexistent/host.costs"),
+];
+
 #[test]
 fn libperfex_usage_pattern_and_errors() {
+    let (good, bad) = cost_files();
+    let files = [good.to_str().unwrap(), bad.to_str().unwrap()];
     for cxx in [false, true] {
         let bin = build("tests/c/perfex_basic.c", cxx);
-        let stderr = run(&bin, "sim:r10000", &["sim"]);
+        let stderr = run_env(
+            &bin,
+            "sim:r10000",
+            &["sim", files[0], files[1]],
+            &NO_COST_FILES,
+        );
+        let stderr = stderr.replace(env!("CARGO_TARGET_TMPDIR"), "<tmp>");
+        // The table loaded before the bad file stays in force: both reports are the same.
+        let reports: Vec<&str> = stderr.split("Cost estimates:").collect();
+        assert_eq!(reports.len(), 4, "{stderr}");
+        assert!(reports[2].contains("<tmp>/good.costs"), "{stderr}");
+        let table = |r: &str| r.split("\nload_costs").next().unwrap().to_string();
+        let table = |r: &str| table(r).split("\nprint_costs").next().unwrap().to_string();
+        assert_eq!(table(reports[2]), table(reports[3]));
+        assert!(
+            stderr.contains("load_costs: <tmp>/bad.costs:3: event 25: maximum cost 'three'"),
+            "{stderr}"
+        );
         golden("perfex_basic.sim.stderr", &stderr);
         let map = Path::new(env!("CARGO_TARGET_TMPDIR")).join("perfex-map");
         std::fs::write(
@@ -125,12 +172,17 @@ fn libperfex_usage_pattern_and_errors() {
             "# event 25 (L1 D misses) counted as page faults here\n25 = page-faults\n",
         )
         .unwrap();
-        run_env(
+        let stderr = run_env(
             &bin,
             "perf",
-            &["perf"],
-            &[("PERFCOMPAT_EVENTS", map.to_str().unwrap())],
+            &["perf", files[0], files[1]],
+            &[
+                ("PERFCOMPAT_EVENTS", map.to_str().unwrap()),
+                NO_COST_FILES[0],
+                NO_COST_FILES[1],
+            ],
         );
+        assert!(stderr.contains("Linux host cost table"), "{stderr}");
     }
 }
 

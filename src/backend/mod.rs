@@ -117,6 +117,12 @@ pub trait Backend: Send + Sync + 'static {
     fn as_any(&self) -> &dyn Any;
 }
 
+/// This machine's nominal core clock in MHz (cpufreq base or maximum frequency, else
+/// `/proc/cpuinfo`, else 1000).
+pub fn nominal_mhz() -> f64 {
+    perf::nominal_mhz()
+}
+
 /// Build the backend named `name` (`auto`, `perf`, `sim:<model>`).
 pub fn from_name(name: &str) -> Result<Box<dyn Backend>> {
     match name {

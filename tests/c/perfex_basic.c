@@ -1,6 +1,8 @@
-/* libperfex(3C) usage pattern: start, work, read, compare generations, print; then the
- * documented error cases. argv[1]: "sim" (counts injected through the emulated PMU, exact)
- * or "perf" (event 25 mapped to page-faults by PERFCOMPAT_EVENTS, pages really touched). */
+/* libperfex(3C) usage pattern: start, work, read, compare generations, print counts and
+ * costs, load cost tables; then the documented error cases. argv[1]: "sim" (counts injected
+ * through the emulated PMU, exact) or "perf" (event 25 mapped to page-faults by
+ * PERFCOMPAT_EVENTS, pages really touched). argv[2], argv[3]: a good and a malformed cost
+ * file. */
 #define _DEFAULT_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -35,10 +37,11 @@ int main(int argc, char **argv) {
     work(sim, 123456, 789);
     if ((gen_read = read_counters(e0, &c0, e1, &c1)) < 0) perror("read_counters");
     CHECK(gen_read == gen_start);
+    CHECK(print_counters(e0, c0, e1, c1) == gen_read);
+    CHECK(print_costs(e0, c0, e1, c1) == gen_read);
     if (sim) {
         CHECK(c0 == 123456);
         CHECK(c1 == 789);
-        print_counters(e0, c0, e1, c1);
     } else {
         CHECK(c0 > 0);
         CHECK(c1 >= 789 && c1 < 789 + 50);
@@ -67,6 +70,24 @@ int main(int argc, char **argv) {
     CHECK(read_counters(0, &c0, 25, &c1) > 0);                          /* still readable */
     errno = 0;
     CHECK(print_counters(0, 1, 99, 2) < 0 && errno == EINVAL);
+
+    /* Cost tables: a good file is used by the next print_costs; a bad or missing one is
+     * refused and the loaded table stays in force. */
+    if (argc > 3) {
+        CHECK(load_costs(argv[2]) > 0);
+        CHECK(print_costs(0, 195000000, 26, 1000000) > 0);
+        errno = 0;
+        CHECK(load_costs(argv[3]) < 0 && errno == EINVAL);
+        errno = 0;
+        CHECK(load_costs("/nonexistent/perfex.costs") < 0 && errno == ENOENT);
+        errno = 0;
+        CHECK(load_costs("") < 0 && errno == ENOENT);
+        errno = 0;
+        CHECK(load_costs(NULL) < 0 && errno == EFAULT);
+        CHECK(print_costs(0, 195000000, 26, 1000000) > 0);
+    }
+    errno = 0;
+    CHECK(print_costs(0, 1, -1, 2) < 0 && errno == EINVAL);
 
     printf("%s: %d failures\n", sim ? "sim" : "perf", fails);
     return fails != 0;

@@ -104,7 +104,7 @@ fn read_paranoid() -> i32 {
         .unwrap_or(2)
 }
 
-fn nominal_mhz() -> f64 {
+pub(crate) fn nominal_mhz() -> f64 {
     for p in [
         "/sys/devices/system/cpu/cpu0/cpufreq/base_frequency",
         "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",
