@@ -607,6 +607,32 @@ pub fn host_cache_path() -> Option<PathBuf> {
     Some(dir.join("perfcompat").join(format!("{}.costs", hostname())))
 }
 
+/// Write `table` (a host table) to the calibration cache at [`host_cache_path`], atomically
+/// (a temporary file renamed over the old one), creating the directory; returns the path.
+pub fn write_host_cache(table: &CostTable) -> Result<PathBuf> {
+    let path = host_cache_path().ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "no place for the host cost cache: set {HOST_CACHE_ENV}, XDG_CACHE_HOME or HOME"
+        ))
+    })?;
+    let os = |op: &'static str| {
+        move |e: std::io::Error| Error::Os {
+            op,
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+        }
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(os("creating the cost cache directory"))?;
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, table.dump()).map_err(os("writing the host cost cache"))?;
+    std::fs::rename(&tmp, &path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        os("renaming the host cost cache")(e)
+    })?;
+    Ok(path)
+}
+
 fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success.
@@ -923,6 +949,43 @@ mod tests {
         .unwrap();
         assert_eq!(o.clock_mhz, Some(250.0));
         assert_eq!(o.costs[9], Some(clks(1.5, 1.0, 2.0)));
+    }
+
+    #[test]
+    fn host_cache_round_trips_and_becomes_the_default() {
+        // The only test here touching PERFCOMPAT_HOST_COSTS / PERFCOMPAT_SYSTEM_COSTS.
+        let dir = std::env::temp_dir().join(format!("perfcompat-costs-{}", std::process::id()));
+        let cache = dir.join("sub/host.costs");
+        std::env::set_var(HOST_CACHE_ENV, &cache);
+        std::env::set_var(SYSTEM_COSTS_ENV, dir.join("system.costs"));
+        let figures = HostFigures {
+            clock_mhz: 3000.0,
+            l2_ns: 3.0,
+            llc_ns: 12.0,
+            mem_ns: 80.0,
+            tlb_miss_ns: 7.0,
+            branch_miss_ns: 5.0,
+            line_bytes: 64,
+        };
+        let t = CostTable::for_host(&figures);
+        assert_eq!(write_host_cache(&t).unwrap(), cache);
+        let (d, warnings) = default_table(Flavor::Host);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!((d.clock_mhz, d.costs), (3000.0, t.costs));
+        assert!(d.sources[0].contains("calibrated"), "{:?}", d.sources);
+        // A system file goes over it; a bad one is ignored with a warning.
+        std::fs::write(dir.join("system.costs"), "clock 2000 MHz\n").unwrap();
+        assert_eq!(default_table(Flavor::Host).0.clock_mhz, 2000.0);
+        std::fs::write(dir.join("system.costs"), "clock 2000 GHz\n").unwrap();
+        let (d, warnings) = default_table(Flavor::Host);
+        assert_eq!(d.clock_mhz, 3000.0);
+        assert!(
+            warnings[0].contains("system.costs:1: clock unit"),
+            "{warnings:?}"
+        );
+        // The emulated processors never use the host cache.
+        assert_eq!(default_table(Flavor::R10000).0.clock_mhz, 195.0);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
