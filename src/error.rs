@@ -216,6 +216,13 @@ pub enum Error {
         /// Requests in the set.
         need: usize,
     },
+    /// A command to count (the `perfex` command's) could not be started.
+    CannotRun {
+        /// The command name.
+        command: String,
+        /// The errno of the failed `execvp`.
+        errno: i32,
+    },
     /// A system call failed in a way not covered above.
     Os {
         /// What the engine was doing.
@@ -236,7 +243,9 @@ impl Error {
             Error::NoSuchCpu(_) => libc::EINVAL,
             Error::Unsupported(_) => libc::ENOTSUP,
             Error::BadFile { .. } => libc::EINVAL,
-            Error::Os { errno, .. } | Error::FileUnreadable { errno, .. } => *errno,
+            Error::Os { errno, .. }
+            | Error::FileUnreadable { errno, .. }
+            | Error::CannotRun { errno, .. } => *errno,
             _ => libc::EINVAL,
         }
     }
@@ -326,6 +335,11 @@ impl fmt::Display for Error {
             Error::BufferTooSmall { len, need } => write!(
                 f,
                 "sample buffer holds {len} values, the set has {need} requests"
+            ),
+            Error::CannotRun { command, errno } => write!(
+                f,
+                "cannot run '{command}': {}",
+                std::io::Error::from_raw_os_error(*errno)
             ),
             Error::Os { op, errno } => write!(
                 f,

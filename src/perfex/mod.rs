@@ -22,8 +22,9 @@ use std::sync::Once;
 use crate::costs::{self, EventCount};
 use crate::engine::next_generation;
 use crate::error::{Error, Result};
-use crate::eventmap::r10k_event;
-use crate::{backend, bind, Binding, CounterSet, Request, Target};
+use crate::{backend, bind, Binding, CounterSet, Request, RequestFlags, Target};
+
+pub mod command;
 
 struct ThreadCounters {
     events: (i32, i32),
@@ -73,7 +74,8 @@ pub fn events(e0: i32, e1: i32) -> (i32, i32) {
     (env_override(0).unwrap_or(e0), env_override(1).unwrap_or(e1))
 }
 
-fn check_range(e: i32) -> Result<u32> {
+/// `e` as an R10000 event number, or an error naming it when it is not in 0..31.
+pub fn check_range(e: i32) -> Result<u32> {
     u32::try_from(e).ok().filter(|&n| n < 32).ok_or_else(|| {
         Error::InvalidArgument(format!(
             "event {e} is out of range (R10000 events are 0-31)"
@@ -81,11 +83,22 @@ fn check_range(e: i32) -> Result<u32> {
     })
 }
 
+/// A set counting R10000 `events` with `flags`, each pinned to its R10000 hardware counter
+/// (0..15 on counter 0, 16..31 on counter 1), so that two events of one counter are a
+/// "conflicting counters" error on every backend.
+pub fn pinned_set(events: &[u32], flags: RequestFlags) -> Result<CounterSet> {
+    let mut set = CounterSet::new();
+    for &e in events {
+        set.add(Request::new(e.to_string()).on_counter(e / 16).flags(flags))?;
+    }
+    Ok(set)
+}
+
 fn bind_pair(e0: u32, e1: u32) -> Result<Binding> {
-    let set = CounterSet::new()
-        .with(Request::new(e0.to_string()).on_counter(e0 / 16))?
-        .with(Request::new(e1.to_string()).on_counter(e1 / 16))?;
-    bind(&set, Target::CurrentThread)
+    bind(
+        &pinned_set(&[e0, e1], RequestFlags::USER)?,
+        Target::CurrentThread,
+    )
 }
 
 /// Start counting events `e0` and `e1` (after the environment overrides) on the calling
@@ -163,14 +176,20 @@ pub fn generation() -> u32 {
 /// The count table `print_counters` writes (our layout, pinned by a golden test).
 pub fn format_counters(e0: i32, c0: i64, e1: i32, c1: i64) -> Result<String> {
     let backend = backend::global().map_or_else(|_| "none".to_string(), |b| b.info().name.clone());
-    let r12k = backend == "sim:r12000";
+    let flavor = costs::Flavor::for_backend(&backend);
     let mut out = format!("Event counts (libperfex on the {backend} backend):\n");
     for (e, c) in [(e0, c0), (e1, c1)] {
-        let ev = r10k_event(check_range(e)?).expect("0..31 are in the table");
-        let label = format!("{e:>2} {} ", if r12k { ev.r12000 } else { ev.r10000 });
-        out.push_str(&format!("{label:.<60} {c:>20}\n"));
+        out.push_str(&count_line(flavor, check_range(e)?, &c.to_string()));
+        out.push('\n');
     }
     Ok(out)
+}
+
+/// One line of a count table: event number and name with a dotted leader, then `count`
+/// right-aligned (shared by `print_counters` and the `perfex` command).
+pub fn count_line(flavor: costs::Flavor, event: u32, count: &str) -> String {
+    let label = format!("{event:>2} {} ", flavor.event_name(event as usize));
+    format!("{label:.<60} {count:>20}")
 }
 
 /// The cost report `print_costs` writes: the two counts with their time estimates under the

@@ -1,0 +1,448 @@
+//! The `perfex` command: runs real programs on the perf backend (software events here, mapped
+//! through an event map) and checks counts, exit statuses, errors and the report layouts.
+//!
+//! Layouts are pinned by golden files in `tests/golden/` (`PERFCOMPAT_BLESS=1` rewrites them).
+//! Counts vary from run to run, so the perf-backend goldens have every number after the first
+//! word of a line replaced by `N`; the counts themselves are checked against bounds through
+//! the JSON report. `perfex -t` on the emulated R10000 is compared exactly.
+
+mod common;
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use common::TempDir;
+
+const PERFEX: &str = env!("CARGO_BIN_EXE_perfex");
+
+fn tmp() -> &'static Path {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+}
+
+/// The workload program (tests/c/perfex_workload.c), built once.
+fn workload() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = tmp().join("perfex_workload");
+        let st = Command::new("cc")
+            .args([
+                "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", "-o",
+            ])
+            .arg(&out)
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/perfex_workload.c"))
+            .status()
+            .expect("a C compiler (cc) is installed");
+        assert!(st.success(), "compiling perfex_workload.c failed");
+        out
+    })
+}
+
+/// Event 25 (primary data cache misses) and 21 (graduated FP instructions) counted as page
+/// faults and minor faults: software events that work without a PMU.
+fn event_map() -> &'static Path {
+    static MAP: OnceLock<PathBuf> = OnceLock::new();
+    MAP.get_or_init(|| {
+        let p = tmp().join("perfex-cmd.events");
+        std::fs::write(
+            &p,
+            "# software stand-ins for the tests\n25 = page-faults\n21 = minor-faults\n",
+        )
+        .unwrap();
+        p
+    })
+}
+
+/// `perfex args...` on the perf backend with the test event map and no cost files of the
+/// machine (no system file, no calibration cache), so every machine prints the same layout.
+fn perfex(args: &[&str]) -> Output {
+    perfex_env(args, &[])
+}
+
+fn perfex_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    // A process group of its own: the sigint workload signals its whole group, which must not
+    // include the test harness.
+    Command::new(PERFEX)
+        .process_group(0)
+        .args(args)
+        .env("PERFCOMPAT_BACKEND", "perf")
+        .env("PERFCOMPAT_EVENTS", event_map())
+        .env("PERFCOMPAT_SYSTEM_COSTS", "/nonexistent/perfex.costs")
+        .env("PERFCOMPAT_HOST_COSTS", "/nonexistent/host.costs")
+        .envs(env.iter().copied())
+        .output()
+        .expect("perfex runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Run the workload under perfex with `--json` and return the parsed report.
+fn json(args: &[&str], mode: &str, pages: u32) -> (Output, serde_json::Value) {
+    let dir = TempDir::new(&format!("perfex-json-{mode}"));
+    let report = dir.0.join("report.json");
+    let pages = pages.to_string();
+    let mut all = vec!["--json", "-o", report.to_str().unwrap()];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&[workload().to_str().unwrap(), mode, &pages]);
+    let out = perfex(&all);
+    let text = std::fs::read_to_string(&report)
+        .unwrap_or_else(|e| panic!("no report ({e}); perfex said:\n{}", stderr(&out)));
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("bad JSON ({e}):\n{text}"));
+    (out, v)
+}
+
+/// The count of `event` in a JSON report.
+fn count(v: &serde_json::Value, event: u64) -> f64 {
+    v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == event)
+        .unwrap_or_else(|| panic!("event {event} not in {v}"))["count"]
+        .as_f64()
+        .unwrap()
+}
+
+fn has_pmu() -> bool {
+    perfcompat::backend::perf::PerfBackend::new()
+        .map(|b| b.caps().pmu)
+        .unwrap_or(false)
+}
+
+/// Page faults a process takes besides the pages it touches (loader, libc, stack).
+const SLACK: f64 = 400.0;
+
+fn assert_faults(got: f64, want: f64) {
+    assert!(
+        got >= want && got < want + SLACK,
+        "{got} page faults, expected {want} (+ fewer than {SLACK} for start-up)"
+    );
+}
+
+/// Every number that is not the first word of its line becomes `N`, with the blanks before it
+/// folded to one: the layout stays, the run-to-run values go.
+fn mask(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let mut words: Vec<String> = Vec::new();
+        for (i, w) in line[indent..].split(' ').enumerate() {
+            let bare = w.trim_end_matches([',', ')', ':', '%']);
+            let numeric = i > 0
+                && bare.starts_with(|c: char| c.is_ascii_digit())
+                && bare.parse::<f64>().is_ok();
+            if numeric {
+                while words.len() > 1 && words.last().is_some_and(|l| l.is_empty()) {
+                    words.pop();
+                }
+                words.push(format!("N{}", &w[bare.len()..]));
+            } else {
+                words.push(w.to_string());
+            }
+        }
+        out.push_str(&line[..indent]);
+        out.push_str(&words.join(" "));
+        out.push('\n');
+    }
+    out
+}
+
+/// Compare with `tests/golden/<name>`; `PERFCOMPAT_BLESS=1` rewrites it.
+fn golden(name: &str, got: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    let got = got.replace(workload().to_str().unwrap(), "<workload>");
+    if std::env::var_os("PERFCOMPAT_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(got, want, "output differs from {}", path.display());
+}
+
+/// The report part of perfex's stderr (without the backend's one-line notes).
+fn report(o: &Output) -> String {
+    stderr(o)
+        .lines()
+        .filter(|l| !l.starts_with("perfcompat:"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+#[test]
+fn mask_keeps_the_layout_and_hides_the_values() {
+    assert_eq!(
+        mask(" 0 Cycles ......       123456\n"),
+        " 0 Cycles ...... N\n"
+    );
+    assert_eq!(
+        mask("Elapsed 0.5 s, user 1 s\nat 2.5 MHz (x) 42%\n"),
+        "Elapsed N s, user N s\nat N MHz (x) N%\n"
+    );
+}
+
+#[test]
+fn two_events_counted_with_golden_layout() {
+    let wl = workload().to_str().unwrap();
+    let out = perfex(&["-e", "0", "-e", "21", wl, "touch", "3000"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("perfex-e0-e21.txt", &mask(&report(&out)));
+    let (_, v) = json(&["-e", "0", "-e", "21"], "touch", 3000);
+    assert_faults(count(&v, 21), 3000.0);
+    assert!(count(&v, 0) > 0.0, "{v}");
+    assert_eq!(v["exit_status"], 0);
+    assert_eq!(v["events"][1]["linux_event"], "minor-faults");
+}
+
+#[test]
+fn all_events_with_costs_multiplexed() {
+    let wl = workload().to_str().unwrap();
+    let out = perfex(&["-a", "-y", wl, "touch", "2000"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = report(&out);
+    assert!(
+        text.starts_with("perfex: -a counts all 32 events multiplexed"),
+        "{text}"
+    );
+    // Which events are counted depends on the PMU: the golden file is this VM's (no PMU).
+    if has_pmu() {
+        common::skip("perfex -a golden layout: it is recorded on a host without a PMU");
+    } else {
+        golden("perfex-a-y.txt", &mask(&text));
+    }
+    let (_, v) = json(&["-a", "-y"], "touch", 2000);
+    assert_faults(count(&v, 25), 2000.0);
+    assert_faults(count(&v, 21), 2000.0);
+    let listed = v["events"].as_array().unwrap().len() + v["not_counted"].as_array().unwrap().len();
+    assert_eq!(
+        listed, 32,
+        "every event is either counted or said not counted: {v}"
+    );
+    assert!(v["statistics"].as_object().is_some(), "{v}");
+}
+
+#[test]
+fn cost_table_dump_is_the_file_format() {
+    // The emulated R10000's table is fixed: compared exactly.
+    let out = perfex_env(&["-t"], &[("PERFCOMPAT_BACKEND", "sim:r10000")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("perfex-t.r10000.txt", &stdout(&out));
+    // What -t prints loads back (all 32 lines) and changes nothing.
+    let dir = TempDir::new("perfex-t");
+    let dump = dir.0.join("dump.costs");
+    std::fs::write(&dump, stdout(&out)).unwrap();
+    let again = perfex_env(
+        &["-c", dump.to_str().unwrap(), "-t"],
+        &[("PERFCOMPAT_BACKEND", "sim:r10000")],
+    );
+    assert!(again.status.success(), "{}", stderr(&again));
+    let table = |s: String| s.lines().skip(1).map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(table(stdout(&again)), table(stdout(&out)));
+    // The host table has the same layout.
+    let host = perfex(&["-t"]);
+    assert!(host.status.success(), "{}", stderr(&host));
+    golden("perfex-t.host.txt", &mask(&stdout(&host)));
+}
+
+#[test]
+fn loaded_cost_file_is_used_for_estimates() {
+    let dir = TempDir::new("perfex-c");
+    let file = dir.0.join("my.costs");
+    std::fs::write(
+        &file,
+        "# a partial table\n25 Primary data cache misses ... 1000 500 2000 nsec\n",
+    )
+    .unwrap();
+    let wl = workload().to_str().unwrap();
+    let f = file.to_str().unwrap();
+    let out = perfex(&["-c", f, "-y", "-e", "25", wl, "touch", "1000"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = report(&out).replace(f, "<my.costs>");
+    assert!(text.contains("then <my.costs>"), "{text}");
+    golden("perfex-c-y.txt", &mask(&text));
+    let (_, v) = json(&["-c", f, "-y", "-e", "25"], "touch", 1000);
+    let c = count(&v, 25);
+    assert_faults(c, 1000.0);
+    let t = &v["events"][0]["time_s"];
+    for (k, ns) in [("typical", 1000.0), ("minimum", 500.0), ("maximum", 2000.0)] {
+        let want = c * ns * 1e-9;
+        let got = t[k].as_f64().unwrap();
+        assert!((got - want).abs() <= want * 1e-9, "{k}: {got} != {want}");
+    }
+    // -t shows the loaded entry over the built-in one.
+    let dump = perfex(&["-c", f, "-t"]);
+    assert!(
+        stdout(&dump).contains("1000.00    500.00   2000.00 nsec"),
+        "{}",
+        stdout(&dump)
+    );
+}
+
+#[test]
+fn bad_arguments_and_files_fail_before_the_command_runs() {
+    let dir = TempDir::new("perfex-errors");
+    let marker = dir.0.join("ran");
+    let sh = format!("touch {}", marker.display());
+    let bad = dir.0.join("bad.costs");
+    std::fs::write(&bad, "clock 100 MHz\n25 1 2 three clks\n").unwrap();
+    let bad = bad.to_str().unwrap().to_string();
+    let cases: [(&[&str], i32, &str); 7] = [
+        (
+            &["-e", "0", "-e", "15"],
+            1,
+            "conflicting counters: requests #0 (0) and #1 (15)",
+        ),
+        (
+            &["-e", "9", "-e", "10"],
+            1,
+            "can only be counted on hardware counter 0",
+        ),
+        (&["-e", "32"], 2, "-e 32: not an R10000 event number"),
+        (&["-e", "0", "-e", "16", "-e", "1"], 2, "at most two -e"),
+        (&["-a", "-e", "0"], 2, "-a and -e exclude each other"),
+        (
+            &["-c", &bad, "-y"],
+            1,
+            "bad.costs:2: event 25: maximum cost 'three'",
+        ),
+        (
+            &["-c", "/nonexistent/x.costs"],
+            1,
+            "/nonexistent/x.costs: cannot read it",
+        ),
+    ];
+    for (args, code, msg) in cases {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&["sh", "-c", &sh]);
+        let out = perfex(&all);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(msg), "{args:?}: {}", stderr(&out));
+        assert!(!marker.exists(), "{args:?} ran the command");
+    }
+    // An event this host has no equivalent for (no map entry): the error names it and the fix.
+    let out = perfex(&["-e", "20", "sh", "-c", &sh]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("event '20'") && stderr(&out).contains("PERFCOMPAT_EVENTS"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!marker.exists());
+    let out = perfex(&["/nonexistent/program"]);
+    assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot run '/nonexistent/program'"));
+    let out = perfex(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no command to count"));
+    // The emulated backends cannot count another program.
+    let out = perfex_env(&["true"], &[("PERFCOMPAT_BACKEND", "sim:r10000")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("cannot count another program"));
+}
+
+#[test]
+fn exit_status_and_signals_of_the_command_pass_through() {
+    let wl = workload().to_str().unwrap();
+    let out = perfex(&[wl, "touch", "10", "3"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(report(&out).contains("Summary for execution of"));
+    let (out, v) = json(&["-e", "25"], "term", 100);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM));
+    assert_eq!(v["signal"], libc::SIGTERM);
+    assert_faults(count(&v, 25), 100.0);
+    // SIGINT to the process group reaches the command; perfex ignores it and still reports.
+    let (out, v) = json(&["-e", "25"], "sigint", 500);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_faults(count(&v, 25), 500.0);
+}
+
+#[test]
+fn descendants_and_threads_are_counted() {
+    let (out, v) = json(&["-e", "25"], "fork", 1500);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_faults(count(&v, 25), 3000.0);
+    let (out, v) = json(&["-e", "25"], "threads", 1500);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_faults(count(&v, 25), 3000.0);
+}
+
+#[test]
+fn sigusr1_and_sigusr2_bracket_the_counting() {
+    let (out, v) = json(&["-s", "-e", "25"], "signals", 1000);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // 3000 pages before SIGUSR1 and 3000 after SIGUSR2 are not counted.
+    let c = count(&v, 25);
+    assert!(
+        (1000.0..1200.0).contains(&c),
+        "{c} page faults counted, expected 1000"
+    );
+    let counting = v["counting_s"].as_f64().unwrap();
+    let elapsed = v["elapsed_s"].as_f64().unwrap();
+    assert!(counting > 0.2 && counting < elapsed, "{v}");
+}
+
+#[test]
+fn report_goes_to_the_output_file() {
+    let dir = TempDir::new("perfex-o");
+    let file = dir.0.join("report.txt");
+    let wl = workload().to_str().unwrap();
+    let out = perfex(&["-o", file.to_str().unwrap(), "-e", "25", wl, "touch", "10"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("Summary"), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.starts_with("Summary for execution of"), "{text}");
+    let out = perfex(&["-o", "/nonexistent/dir/report", "-e", "25", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("-o /nonexistent/dir/report"));
+}
+
+#[test]
+fn kernel_mode_counts_or_says_why_not() {
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .unwrap_or(2);
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let (out, v) = {
+        let dir = TempDir::new("perfex-k");
+        let report = dir.0.join("r.json");
+        let wl = workload().to_str().unwrap();
+        let out = perfex(&[
+            "-k",
+            "--json",
+            "-o",
+            report.to_str().unwrap(),
+            "-e",
+            "25",
+            wl,
+            "touch",
+            "500",
+        ]);
+        let v = std::fs::read_to_string(&report).ok();
+        (out, v)
+    };
+    if root || paranoid <= 1 {
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&v.unwrap()).unwrap();
+        assert_eq!(v["kernel_mode"], true);
+        assert_faults(count(&v, 25), 500.0);
+    } else {
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr(&out).contains("perf_event_paranoid"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}

@@ -1,0 +1,190 @@
+//! `perfex`: run a command and report its event counts and cost estimates, as IRIX perfex(1)
+//! did, on the perfcompat engine. `perfex --help` lists the options; the README and
+//! `perfcompat::perfex::command` document the decisions.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use perfcompat::costs;
+use perfcompat::perfex::command::{self, Options};
+
+const USAGE: &str = "\
+usage: perfex [-a | -e event0 [-e event1]] [-s] [-x] [-k] [-y] [-t] [-T] [-o file] [-c file]
+              [--json] command [args...]
+       perfex -t [-c file]
+       perfex --calibrate [--quick]
+
+  -e N      count R10000 event N (0-31; at most two, not two of the same counter: 0-15 are
+            counter 0, 16-31 counter 1); default: event 0, cycles
+  -a        count all 32 events, multiplexed; totals are scaled (and may be inaccurate)
+  -s        count only between SIGUSR1 and SIGUSR2 sent to perfex
+  -k, -x    count in kernel mode too (Linux handles exceptions in the kernel); needs
+            perf_event_paranoid <= 1 or CAP_PERFMON
+  -y        report cost estimates and derived statistics instead of bare counts
+  -t        print the cost table in force (the cost file format) on standard output
+  -c file   load a cost table file over the default one (for -y and -t)
+  -o file   write the report to file instead of standard error
+  -T        accepted for compatibility (mixed-CPU systems); no effect
+  --json    write the report as one JSON object
+  --calibrate  measure this machine's latencies and cache the host cost table
+  --quick   with --calibrate: a shorter, rougher measurement
+
+The exit status is the command's (128 + N when signal N killed it); 2 for a usage error,
+1 when counting failed, 126/127 when the command could not be run.
+Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (event map), PERFCOMPAT_SYSTEM_COSTS,
+PERFCOMPAT_HOST_COSTS (see the README).";
+
+#[derive(Default)]
+struct Args {
+    opts: Options,
+    costs: bool,
+    table: bool,
+    cost_file: Option<PathBuf>,
+    output: Option<PathBuf>,
+    json: bool,
+    calibrate: bool,
+    quick: bool,
+}
+
+fn usage_error(msg: &str) -> ExitCode {
+    eprintln!("perfex: {msg} (perfex --help lists the options)");
+    ExitCode::from(2)
+}
+
+fn event(v: &OsString) -> Result<u32, String> {
+    let s = v.to_string_lossy();
+    match s.trim().parse::<u32>() {
+        Ok(n) if n < 32 => Ok(n),
+        _ => Err(format!(
+            "-e {s}: not an R10000 event number (events are 0-31)"
+        )),
+    }
+}
+
+/// Parse the command line; `Err` is a usage error message.
+fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
+    let mut a = Args::default();
+    let mut it = argv.into_iter();
+    let value = |it: &mut std::vec::IntoIter<OsString>, opt: &str| {
+        it.next().ok_or_else(|| format!("{opt} needs an argument"))
+    };
+    while let Some(arg) = it.next() {
+        let bytes = arg.as_bytes();
+        if bytes.first() != Some(&b'-') || bytes == b"-" {
+            a.opts.command.push(arg);
+            break;
+        }
+        match arg.to_string_lossy().as_ref() {
+            "--" => break,
+            "-h" | "--help" => return Ok(None),
+            "-a" => a.opts.all = true,
+            "-e" => a.opts.events.push(event(&value(&mut it, "-e")?)?),
+            e if e.starts_with("-e") => a.opts.events.push(event(&OsString::from(&e[2..]))?),
+            "-s" => a.opts.signals = true,
+            "-k" | "-x" => a.opts.kernel = true,
+            "-y" => a.costs = true,
+            "-t" => a.table = true,
+            "-T" => {}
+            "-o" => a.output = Some(value(&mut it, "-o")?.into()),
+            "-c" => a.cost_file = Some(value(&mut it, "-c")?.into()),
+            "--json" => a.json = true,
+            "--calibrate" => a.calibrate = true,
+            "--quick" => a.quick = true,
+            "-mp" => {
+                return Err(
+                    "-mp (per-thread reports) is not supported yet; counts of all \
+                            threads are aggregated without it"
+                        .into(),
+                )
+            }
+            "-p" => return Err("-p (periodic sampling) is not supported: use perf record".into()),
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    a.opts.command.extend(it);
+    if a.opts.all && !a.opts.events.is_empty() {
+        return Err("-a and -e exclude each other".into());
+    }
+    if a.opts.events.len() > 2 {
+        return Err("at most two -e events (the R10000 has two counters; -a counts all)".into());
+    }
+    if a.quick && !a.calibrate {
+        return Err("--quick goes with --calibrate".into());
+    }
+    if a.calibrate && !a.opts.command.is_empty() {
+        return Err("--calibrate takes no command".into());
+    }
+    if a.opts.command.is_empty() && !a.table && !a.calibrate {
+        return Err("no command to count".into());
+    }
+    Ok(Some(a))
+}
+
+fn main() -> ExitCode {
+    let a = match parse(std::env::args_os().skip(1).collect()) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(msg) => return usage_error(&msg),
+    };
+    if a.calibrate {
+        eprintln!("perfex: --calibrate is not built yet");
+        return ExitCode::from(2);
+    }
+    if let Some(f) = &a.cost_file {
+        if let Err(e) = costs::load(f) {
+            eprintln!("perfex: -c: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    if a.table {
+        print!("{}", costs::current().dump());
+        if a.opts.command.is_empty() {
+            return ExitCode::SUCCESS;
+        }
+    }
+    // Open the report file before the command runs, so a bad path costs nothing.
+    let mut out: Box<dyn Write> = match &a.output {
+        Some(p) => match std::fs::File::create(p) {
+            Ok(f) => Box::new(f),
+            Err(e) => {
+                eprintln!("perfex: -o {}: {e}", p.display());
+                return ExitCode::from(1);
+            }
+        },
+        None => Box::new(std::io::stderr()),
+    };
+    if a.opts.all {
+        eprintln!(
+            "perfex: -a counts all 32 events multiplexed over the PMU's counters; each total is \
+             scaled from the time it was counted and may be inaccurate"
+        );
+    }
+    let outcome = match command::run(&a.opts) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("perfex: {e}");
+            return ExitCode::from(match e {
+                perfcompat::Error::CannotRun { errno, .. } if errno == libc::ENOENT => 127,
+                perfcompat::Error::CannotRun { .. } => 126,
+                _ => 1,
+            });
+        }
+    };
+    let table = a.costs.then(costs::current);
+    let report = if a.json {
+        outcome.json(table.as_ref())
+    } else {
+        outcome.text(table.as_ref())
+    };
+    if let Err(e) = out.write_all(report.as_bytes()).and_then(|_| out.flush()) {
+        eprintln!("perfex: writing the report: {e}");
+        return ExitCode::from(1);
+    }
+    ExitCode::from(outcome.status.exit_code().clamp(0, 255) as u8)
+}
