@@ -1,4 +1,4 @@
-/* libperfex.h: the IRIX libperfex C interface (start_counters, read_counters, print_counters) on perfcompat. SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* libperfex.h: the IRIX libperfex C interface (start_counters, read_counters, print_counters, print_costs, load_costs) on perfcompat. SPDX-License-Identifier: MIT OR Apache-2.0 */
 
 #ifndef LIBPERFEX_H
 #define LIBPERFEX_H

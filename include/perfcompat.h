@@ -30,32 +30,6 @@ extern "C" {
  */
 int perfcompat_sim_advance(const char *event, uint64_t n);
 
-/*
- Print the counts `c0` and `c1` of events `e0` and `e1` to standard error with their time
- estimates under the cost table in force, most costly first, then the derived statistics
- the two events allow. Has no effect on the counters.
-
- # Returns
- The calling thread's current generation number, or -1 with `errno` `EINVAL` when an event
- number is out of range.
- */
-int print_costs(int e0, long long c0, int e1, long long c1);
-
-/*
- Load a cost table from the file `CostFileName` over the default table (built-in, then
- `/etc/perfex.costs`), for the whole process; it replaces any table loaded before. The file
- format is what `perfex -t` prints; partial tables are allowed.
-
- # Returns
- A positive number (the calling thread's generation number) on success. -1 with `errno` set
- and a message naming the file, the line and the reason when the file cannot be read
- (`errno` from the system) or is malformed (`EINVAL`); the table in force is then unchanged.
-
- # Safety
- `CostFileName` is NULL or points to a NUL-terminated string.
- */
-int load_costs(const char *CostFileName);
-
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

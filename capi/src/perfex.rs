@@ -146,9 +146,9 @@ pub unsafe extern "C" fn load_costs(CostFileName: *const c_char) -> c_int {
     })
 }
 
-/// The file name a Fortran `CHARACTER*(*)` argument holds: `len` bytes, blank-padded (trailing
-/// blanks trimmed), cut at a NUL if the program passed a C-style string.
-fn fortran_string(bytes: &[u8]) -> &[u8] {
+/// The text a Fortran `CHARACTER*(*)` argument (a file or event name) holds: `len` bytes,
+/// blank-padded (trailing blanks trimmed), cut at a NUL if the program passed a C-style string.
+pub(crate) fn fortran_string(bytes: &[u8]) -> &[u8] {
     let bytes = bytes.split(|&b| b == 0).next().unwrap_or(&[]);
     let end = bytes.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
     &bytes[..end]
