@@ -1,0 +1,248 @@
+//! Helpers shared by the tests that build C and Fortran programs against the C ABI: the freshly
+//! built library, running the programs, golden files, cost files and event maps, gfortran.
+#![allow(dead_code)]
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+// The engine tests' helpers, for `skip`.
+#[path = "../../../tests/common/mod.rs"]
+mod engine;
+pub use engine::skip;
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// This test crate's scratch directory (stable across runs, under target/).
+pub fn tmp() -> &'static Path {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+}
+
+/// Build the shared library fresh (plain `cargo test` builds only the rlib, and a `.so` left in
+/// target/ could be stale) into a target directory of its own, and return where it is.
+pub fn lib_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let target = tmp().join("capi-build");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "perfcompat-capi",
+                "--lib",
+                "--target-dir",
+            ])
+            .arg(&target)
+            .current_dir(repo())
+            .status()
+            .expect("cargo runs");
+        assert!(st.success(), "building the perfcompat-capi cdylib failed");
+        let dir = target.join("debug");
+        assert!(
+            dir.join("libperfcompat_capi.so").exists(),
+            "cargo did not build the cdylib in {}",
+            dir.display()
+        );
+        dir
+    })
+    .clone()
+}
+
+/// The linker arguments that link against the built library only, found again at run time
+/// through the rpath.
+pub fn link_args() -> Vec<String> {
+    let lib = lib_dir();
+    vec![
+        format!("-L{}", lib.display()),
+        format!("-Wl,-rpath,{}", lib.display()),
+        "-lperfcompat_capi".into(),
+    ]
+}
+
+/// Run a compiler command; fail the test if it fails.
+pub fn compile(cmd: &mut Command, what: &str) {
+    let st = cmd
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {:?} for {what}: {e}", cmd.get_program()));
+    assert!(st.success(), "compiling {what} failed: {cmd:?}");
+}
+
+/// Run `bin` on `backend` with `args` and the extra environment `env`.
+pub fn run_output(bin: &Path, backend: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(bin);
+    // cargo test puts target/debug/deps on LD_LIBRARY_PATH, which would win over the rpath and
+    // load whatever (possibly stale) libperfcompat_capi.so the main build left there.
+    cmd.env_remove("LD_LIBRARY_PATH")
+        .args(args)
+        .env("PERFCOMPAT_BACKEND", backend)
+        .envs(env.iter().copied());
+    // The programs count page faults of pages they touch once: with transparent huge pages
+    // ("always" on some distributions) one fault could map many of them.
+    // SAFETY: prctl is a system call, safe between fork and exec; the setting survives exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+            Ok(())
+        })
+    };
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()))
+}
+
+/// Run a test program: it must succeed and print "0 failures"; returns its standard error.
+pub fn run_env(bin: &Path, backend: &str, args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = run_output(bin, backend, args, env);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{} under {backend} failed:\n{stdout}\n{}",
+        bin.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("0 failures"), "{stdout}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// [`run_env`] without extra environment.
+pub fn run(bin: &Path, backend: &str, args: &[&str]) -> String {
+    run_env(bin, backend, args, &[])
+}
+
+/// Compare with a golden file (`path` from the repository's root); `PERFCOMPAT_BLESS=1` rewrites
+/// it.
+pub fn golden(path: &str, got: &str) {
+    let path = repo().join(path);
+    if std::env::var_os("PERFCOMPAT_BLESS").is_some() {
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(got, want, "output differs from {}", path.display());
+}
+
+/// A good partial cost file and a malformed one, for the libperfex tests.
+pub fn cost_files() -> (PathBuf, PathBuf) {
+    let good = tmp().join("good.costs");
+    let bad = tmp().join("bad.costs");
+    write_file(
+        &good,
+        "# partial table: the clock and one event\nclock 100 MHz\n\
+         26 Secondary data cache misses ..... 500 100 900 nsec\n",
+    );
+    write_file(
+        &bad,
+        "clock 100 MHz\n26 500 100 900 nsec\n25 1 2 three clks\n",
+    );
+    (good, bad)
+}
+
+/// Write `path` whole at once (through a rename), so that a program another test thread runs
+/// never reads it half-written.
+pub fn write_file(path: &Path, text: &str) {
+    let part = path.with_extension(format!("part-{:?}", std::thread::current().id()));
+    std::fs::write(&part, text).unwrap();
+    std::fs::rename(&part, path).unwrap();
+}
+
+/// No system cost file and no host calibration cache, so every machine prints the same.
+pub const NO_COST_FILES: [(&str, &str); 2] = [
+    ("PERFCOMPAT_SYSTEM_COSTS", "/nonexistent/perfex.costs"),
+    ("PERFCOMPAT_HOST_COSTS", "/nonexistent/host.costs"),
+];
+
+/// A `PERFCOMPAT_EVENTS` file counting R10000 event `event` as page faults, so that perf-backend
+/// runs count something real without a hardware PMU.
+pub fn page_fault_map(event: u32) -> PathBuf {
+    let map = tmp().join(format!("page-faults-as-{event}.map"));
+    write_file(
+        &map,
+        &format!("# event {event} counted as page faults here\n{event} = page-faults\n"),
+    );
+    map
+}
+
+/// Run a libperfex test program (tests/c/perfex_basic.c, tests/fortran/perfex_*) the way they
+/// all take it: `sim <good> <bad>` on `sim:r10000`, whose standard error must match the golden
+/// file `golden_file`, then `perf <good> <bad>` on perf with event 25 counted as page faults.
+/// Both with the cost files of [`cost_files`] and none of the machine's own.
+pub fn run_libperfex_program(bin: &Path, golden_file: &str) {
+    let (good, bad) = cost_files();
+    let files = [good.to_str().unwrap(), bad.to_str().unwrap()];
+    let stderr = run_env(
+        bin,
+        "sim:r10000",
+        &["sim", files[0], files[1]],
+        &NO_COST_FILES,
+    );
+    let stderr = stderr.replace(tmp().to_str().unwrap(), "<tmp>");
+    check_cost_reports(&stderr);
+    golden(golden_file, &stderr);
+    let map = page_fault_map(25);
+    let env = [
+        ("PERFCOMPAT_EVENTS", map.to_str().unwrap()),
+        NO_COST_FILES[0],
+        NO_COST_FILES[1],
+    ];
+    let stderr = run_env(bin, "perf", &["perf", files[0], files[1]], &env);
+    let stderr = stderr.replace(tmp().to_str().unwrap(), "<tmp>");
+    assert!(stderr.contains("Linux host cost table"), "{stderr}");
+    check_cost_reports(&stderr);
+}
+
+/// Four cost reports, the last two from the good file, the malformed file refused in between
+/// and the good table still in force after it (both reports the same).
+fn check_cost_reports(stderr: &str) {
+    let reports: Vec<&str> = stderr.split("Cost estimates:").collect();
+    assert_eq!(reports.len(), 4, "{stderr}");
+    assert!(reports[2].contains("<tmp>/good.costs"), "{stderr}");
+    let table = |r: &str| r.split("\nload_costs").next().unwrap().to_string();
+    let table = |r: &str| table(r).split("\nprint_costs").next().unwrap().to_string();
+    assert_eq!(table(reports[2]), table(reports[3]));
+    assert!(
+        stderr.contains("load_costs: <tmp>/bad.costs:3: event 25: maximum cost 'three'"),
+        "{stderr}"
+    );
+}
+
+/// Whether gfortran can be run. Without it the Fortran tests are skipped with a message, except
+/// in CI (`CI` set), where they fail: CI must install it.
+pub fn have_gfortran() -> bool {
+    if Command::new("gfortran").arg("--version").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "gfortran not found: CI must install it (apt-get install gfortran; .ci/run does)"
+    );
+    skip("gfortran not found (apt-get install gfortran)");
+    false
+}
+
+/// Compile the `perfex` Fortran module (fortran/perfex.f90), writing `perfex.mod` into `dir`.
+/// The module holds interfaces only, so programs need the `.mod` and no object: checking the
+/// syntax writes it.
+pub fn fortran_module(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    compile(
+        Command::new("gfortran")
+            .args(GFORTRAN_FLAGS)
+            .args(["-std=f2008", "-pedantic", "-fsyntax-only"])
+            .arg(format!("-J{}", dir.display()))
+            .arg(repo().join("fortran/perfex.f90")),
+        "fortran/perfex.f90",
+    );
+    assert!(
+        dir.join("perfex.mod").exists(),
+        "no perfex.mod in {}",
+        dir.display()
+    );
+}
+
+/// What every Fortran source is compiled with.
+pub const GFORTRAN_FLAGS: [&str; 5] = ["-Wall", "-Wextra", "-Werror", "-fcheck=all", "-g"];
