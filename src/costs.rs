@@ -633,7 +633,8 @@ pub fn write_host_cache(table: &CostTable) -> Result<PathBuf> {
     Ok(path)
 }
 
-fn hostname() -> String {
+/// This machine's host name, made safe for a file name (`localhost` when unknown).
+pub(crate) fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };

@@ -15,6 +15,8 @@
 //!   UltraSPARC, Pentium 4), chosen at run time by `PERFCOMPAT_BACKEND`;
 //! - [`perfex`]: IRIX libperfex semantics (per-thread start/read pairs, generations, report);
 //! - [`costs`]: perfex cost tables (built-in, system, loaded), time estimates and statistics;
+//! - [`calibrate`]: the host calibration microbenchmarks (`perfex --calibrate`): clock, cache,
+//!   memory and TLB-miss latencies, branch mispredict penalty, written to the host cost cache;
 //! - [`eventmap`]: the R10000 event numbers and their closest Linux events, overridable by a
 //!   `PERFCOMPAT_EVENTS` file.
 //!
@@ -29,6 +31,7 @@
 //! ```
 
 pub mod backend;
+pub mod calibrate;
 pub mod costs;
 pub mod engine;
 pub mod error;
