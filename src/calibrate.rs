@@ -312,8 +312,8 @@ impl Plan {
             }
         } else {
             Plan {
-                reps: 7,
-                clock_reps: 15,
+                reps: 11,
+                clock_reps: 25,
                 clock_iters: 300_000,
                 cache_loads: 2_000_000,
                 mem_loads: 400_000,
