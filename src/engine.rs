@@ -731,7 +731,11 @@ pub fn bind_with(
         user_data: AtomicUsize::new(0),
     });
     let thread_bound = matches!(target, Target::CurrentThread | Target::CurrentThreadInherit);
-    register(&b, thread_bound)?;
+    // The thread table serves `with_current` and the perf overflow signal's dispatch: a
+    // binding that is neither thread-bound nor notifying needs no slot (perfex -mp holds many).
+    if thread_bound || notify != 0 {
+        register(&b, thread_bound)?;
+    }
     let binding = Binding { inner: b };
     binding.write(|b| b.start_from_presets())?;
     if let Some(sim) = backend.as_any().downcast_ref::<backend::sim::SimBackend>() {

@@ -169,6 +169,10 @@ pub enum Target {
     /// Every thread of another process (and, on the perf backend, the threads and children it
     /// creates later).
     Process(i32),
+    /// One thread (by its thread id), of this or another process, without inheritance: what
+    /// libcpc's `cpc_bind_pctx` and `perfex -mp` bind (the perf backend; the emulated PMUs
+    /// count only threads of the calling process).
+    Thread(i32),
     /// Everything that runs on one CPU. The calling thread is not moved.
     Cpu(u32),
 }

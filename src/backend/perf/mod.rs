@@ -308,6 +308,7 @@ impl PerfBackend {
                 let what = match target {
                     Target::Cpu(c) => format!("counting everything on CPU {c}"),
                     Target::Process(pid) => format!("counting process {pid}"),
+                    Target::Thread(tid) => format!("counting thread {tid}"),
                     _ if req.flags.system => format!("counting '{event}' in kernel mode"),
                     _ => format!("counting '{event}'"),
                 };
@@ -321,7 +322,7 @@ impl PerfBackend {
                 }
             }
             libc::ESRCH => Error::NoSuchProcess(match target {
-                Target::Process(p) => p,
+                Target::Process(p) | Target::Thread(p) => p,
                 _ => 0,
             }),
             libc::ENODEV | libc::EINVAL if matches!(target, Target::Cpu(_)) => {
@@ -592,6 +593,7 @@ impl Backend for PerfBackend {
             Target::CurrentThread => (vec![(0, -1)], false),
             Target::CurrentThreadInherit => (vec![(0, -1)], true),
             Target::Process(pid) => (task_ids(pid)?.into_iter().map(|t| (t, -1)).collect(), true),
+            Target::Thread(tid) => (vec![(tid, -1)], false),
             Target::Cpu(c) => (vec![(-1, c as i32)], false),
         };
         let notify = reqs

@@ -395,6 +395,12 @@ impl Backend for SimBackend {
                      needs the perf backend"
                 )))
             }
+            Target::Thread(t) if !thread_ids().contains(&t) => {
+                return Err(Error::Unsupported(format!(
+                    "the emulated PMU counts only the calling process; thread {t} is not one \
+                     of its threads (binding another process's thread needs the perf backend)"
+                )))
+            }
             Target::Cpu(c) if i64::from(c) >= ncpu => return Err(Error::NoSuchCpu(c)),
             _ => {}
         }
@@ -479,6 +485,7 @@ impl SimGroup {
             Target::CurrentThread => tid == self.owner,
             Target::CurrentThreadInherit => tid == self.owner || !self.preexisting.contains(&tid),
             Target::Process(p) => p == pid,
+            Target::Thread(t) => tid == t,
             Target::Cpu(c) => cpu >= 0 && c == cpu as u32,
         }
     }
