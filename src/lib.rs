@@ -14,6 +14,8 @@
 //! - [`backend`]: the Linux `perf_event_open` backend and the emulated PMUs (R10000, R12000,
 //!   UltraSPARC, Pentium 4), chosen at run time by `PERFCOMPAT_BACKEND`;
 //! - [`perfex`]: IRIX libperfex semantics (per-thread start/read pairs, generations, report);
+//! - [`pctx`]: process control under ptrace (thread create/exit callbacks) for `perfex -mp`
+//!   and libpctx;
 //! - [`costs`]: perfex cost tables (built-in, system, loaded), time estimates and statistics;
 //! - [`calibrate`]: the host calibration microbenchmarks (`perfex --calibrate`): clock, cache,
 //!   memory and TLB-miss latencies, branch mispredict penalty, written to the host cost cache;
@@ -36,6 +38,7 @@ pub mod costs;
 pub mod engine;
 pub mod error;
 pub mod eventmap;
+pub mod pctx;
 pub mod perfex;
 pub mod sched;
 pub mod set;
