@@ -13,30 +13,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use common::TempDir;
+use common::{workload, TempDir};
 
 const PERFEX: &str = env!("CARGO_BIN_EXE_perfex");
 
 fn tmp() -> &'static Path {
     Path::new(env!("CARGO_TARGET_TMPDIR"))
-}
-
-/// The workload program (tests/c/perfex_workload.c), built once.
-fn workload() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let out = tmp().join("perfex_workload");
-        let st = Command::new("cc")
-            .args([
-                "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", "-o",
-            ])
-            .arg(&out)
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/perfex_workload.c"))
-            .status()
-            .expect("a C compiler (cc) is installed");
-        assert!(st.success(), "compiling perfex_workload.c failed");
-        out
-    })
 }
 
 /// Event 25 (primary data cache misses) and 21 (graduated FP instructions) counted as page
@@ -85,7 +67,10 @@ fn stdout(o: &Output) -> String {
 
 /// Run the workload under perfex with `--json` and return the parsed report.
 fn json(args: &[&str], mode: &str, pages: u32) -> (Output, serde_json::Value) {
-    let dir = TempDir::new(&format!("perfex-json-{mode}"));
+    // Tests run in parallel: every report gets a directory of its own.
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = TempDir::new(&format!("perfex-json-{mode}-{n}"));
     let report = dir.0.join("report.json");
     let pages = pages.to_string();
     let mut all = vec!["--json", "-o", report.to_str().unwrap()];
@@ -445,4 +430,80 @@ fn kernel_mode_counts_or_says_why_not() {
             stderr(&out)
         );
     }
+}
+
+#[test]
+fn per_thread_reports_then_totals() {
+    let wl = workload().to_str().unwrap();
+    let out = perfex(&["-mp", "-e", "25", "-e", "0", wl, "threads", "1500"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    golden("perfex-mp.txt", &mask(&report(&out)));
+    for (mode, processes) in [("threads", 1), ("fork", 2)] {
+        let (out, v) = json(&["-mp", "-e", "25"], mode, 1500);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let threads = v["threads"].as_array().unwrap();
+        let mut pids: Vec<i64> = threads.iter().map(|t| t["pid"].as_i64().unwrap()).collect();
+        pids.dedup();
+        assert_eq!(pids.len(), processes, "{v}");
+        // Two threads (or processes) touched 1500 pages each; every thread counted its own.
+        let per: Vec<f64> = threads
+            .iter()
+            .map(|t| t["events"][0]["count"].as_f64().unwrap())
+            .collect();
+        assert_eq!(per.iter().filter(|&&c| c >= 1500.0).count(), 2, "{per:?}");
+        assert!(per.iter().all(|&c| c < 1500.0 + SLACK), "{per:?}");
+        assert_eq!(
+            count(&v, 25),
+            per.iter().sum::<f64>(),
+            "totals are the sums: {v}"
+        );
+        assert!(threads.iter().all(|t| t["still_running"] == false), "{v}");
+    }
+    // Signals still reach the traced command, and its fate is passed through.
+    let (out, v) = json(&["-mp", "-e", "25"], "sigint", 300);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_faults(count(&v, 25), 300.0);
+    let (out, _) = json(&["-mp", "-e", "25"], "term", 10);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM));
+    let out = perfex(&["-mp", "-s", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("-mp and -s exclude each other"));
+    let out = perfex(&["-mp", "/nonexistent/program"]);
+    assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
+}
+
+#[test]
+fn calibrate_writes_the_host_table_that_perfex_then_uses() {
+    let dir = TempDir::new("perfex-calibrate");
+    let cache = dir.0.join("sub/host.costs");
+    let c = cache.to_str().unwrap();
+    let out = perfex_env(&["--calibrate", "--quick"], &[("PERFCOMPAT_HOST_COSTS", c)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("memory access"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(&format!("written to {c}")),
+        "{}",
+        stdout(&out)
+    );
+    let t = perfex_env(&["-t"], &[("PERFCOMPAT_HOST_COSTS", c)]);
+    assert!(
+        stdout(&t).starts_with(&format!(
+            "# perfex cost table: Linux host (host table calibrated in {c})"
+        )),
+        "{}",
+        stdout(&t)
+    );
+    // The cached table is the file format, and -t shows exactly its entries.
+    let cached = std::fs::read_to_string(&cache).unwrap();
+    let entries = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(entries(&cached), entries(&stdout(&t)));
+    let out = perfex(&["--quick"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = perfex(&["--calibrate", "true"]);
+    assert_eq!(out.status.code(), Some(2));
 }

@@ -12,7 +12,7 @@ use perfcompat::costs;
 use perfcompat::perfex::command::{self, Options};
 
 const USAGE: &str = "\
-usage: perfex [-a | -e event0 [-e event1]] [-s] [-x] [-k] [-y] [-t] [-T] [-o file] [-c file]
+usage: perfex [-a | -e event0 [-e event1]] [-mp | -s] [-x] [-k] [-y] [-t] [-T] [-o file] [-c file]
               [--json] command [args...]
        perfex -t [-c file]
        perfex --calibrate [--quick]
@@ -20,6 +20,8 @@ usage: perfex [-a | -e event0 [-e event1]] [-s] [-x] [-k] [-y] [-t] [-T] [-o fil
   -e N      count R10000 event N (0-31; at most two, not two of the same counter: 0-15 are
             counter 0, 16-31 counter 1); default: event 0, cycles
   -a        count all 32 events, multiplexed; totals are scaled (and may be inaccurate)
+  -mp       report each thread (and each descendant process's threads), then the totals
+            (perfex traces the command with ptrace to see threads start and end)
   -s        count only between SIGUSR1 and SIGUSR2 sent to perfex
   -k, -x    count in kernel mode too (Linux handles exceptions in the kernel); needs
             perf_event_paranoid <= 1 or CAP_PERFMON
@@ -93,13 +95,7 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
             "--json" => a.json = true,
             "--calibrate" => a.calibrate = true,
             "--quick" => a.quick = true,
-            "-mp" => {
-                return Err(
-                    "-mp (per-thread reports) is not supported yet; counts of all \
-                            threads are aggregated without it"
-                        .into(),
-                )
-            }
+            "-mp" => a.opts.per_thread = true,
             "-p" => return Err("-p (periodic sampling) is not supported: use perf record".into()),
             other => return Err(format!("unknown option {other}")),
         }
@@ -110,6 +106,9 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
     }
     if a.opts.events.len() > 2 {
         return Err("at most two -e events (the R10000 has two counters; -a counts all)".into());
+    }
+    if a.opts.per_thread && a.opts.signals {
+        return Err("-mp and -s exclude each other".into());
     }
     if a.quick && !a.calibrate {
         return Err("--quick goes with --calibrate".into());
@@ -123,6 +122,22 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
     Ok(Some(a))
 }
 
+/// `perfex --calibrate`: measure, print what was measured, cache the host table.
+fn calibrate(quick: bool) -> ExitCode {
+    use perfcompat::calibrate::{calibrate_and_cache, CalibrateOptions};
+    match calibrate_and_cache(&CalibrateOptions { quick }) {
+        Ok((cal, path)) => {
+            print!("{}", cal.report());
+            println!("Host cost table written to {}", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("perfex: calibration failed: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let a = match parse(std::env::args_os().skip(1).collect()) {
         Ok(Some(a)) => a,
@@ -133,8 +148,7 @@ fn main() -> ExitCode {
         Err(msg) => return usage_error(&msg),
     };
     if a.calibrate {
-        eprintln!("perfex: --calibrate is not built yet");
-        return ExitCode::from(2);
+        return calibrate(a.quick);
     }
     if let Some(f) = &a.cost_file {
         if let Err(e) = costs::load(f) {

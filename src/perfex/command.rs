@@ -25,14 +25,15 @@
 //! - The emulated backends count only what the calling process injects, so they cannot count
 //!   another program: [`run`] refuses them.
 
-use std::ffi::{CString, OsString};
+use std::ffi::OsString;
 use std::fmt::Write as _;
-use std::os::unix::ffi::OsStrExt;
 
 use super::pinned_set;
 use crate::costs::{self, CostTable, EventCount as CostCount, Flavor};
+use crate::engine::now_ns;
 use crate::error::{Error, Result};
 use crate::eventmap::EventMap;
+use crate::pctx::{Child, Observer, Pctx, Signals};
 use crate::{backend, bind, Binding, CounterSet, Request, RequestFlags, Target};
 
 /// What to count and how.
@@ -46,28 +47,13 @@ pub struct Options {
     pub kernel: bool,
     /// Start stopped; SIGUSR1 starts and SIGUSR2 stops counting (`-s`).
     pub signals: bool,
+    /// Count each thread separately and report each, then the totals (`-mp`).
+    pub per_thread: bool,
     /// The command and its arguments.
     pub command: Vec<OsString>,
 }
 
-/// How the command ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// It exited with this status.
-    Exited(i32),
-    /// A signal killed it.
-    Signaled(i32),
-}
-
-impl Status {
-    /// The exit status a shell would report: the status, or 128 + the signal number.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            Status::Exited(c) => c,
-            Status::Signaled(s) => 128 + s,
-        }
-    }
-}
+pub use crate::pctx::Status;
 
 /// The count of one event over the command.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,6 +77,20 @@ impl Count {
     pub fn scaled(&self) -> bool {
         self.running_ns < self.enabled_ns
     }
+}
+
+/// The counts of one thread (`-mp`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadCounts {
+    /// Its process.
+    pub pid: i32,
+    /// The thread.
+    pub tid: i32,
+    /// Its counts.
+    pub counts: Vec<Count>,
+    /// Whether it was still running when the command ended (a descendant process that the
+    /// command did not wait for): its counts stop there.
+    pub still_running: bool,
 }
 
 /// An event that was not counted, and why.
@@ -117,6 +117,9 @@ pub struct Outcome {
     pub counts: Vec<Count>,
     /// The events that could not be counted (only with `all`).
     pub not_counted: Vec<NotCounted>,
+    /// Per-thread counts, in the order the threads ended (only with `per_thread`); `counts`
+    /// holds their sums.
+    pub threads: Vec<ThreadCounts>,
     /// Wall time from the start of the command to its end, seconds.
     pub elapsed_s: f64,
     /// Wall time during which counting was on, seconds (`elapsed_s` without `-s`).
@@ -150,255 +153,14 @@ fn flags(kernel: bool) -> RequestFlags {
     }
 }
 
-fn os<T: PartialOrd + Default>(rc: T, op: &'static str) -> Result<T> {
-    if rc < T::default() {
-        Err(Error::last_os(op))
-    } else {
-        Ok(rc)
-    }
-}
-
-/// Async-signal-safe write of a whole buffer (for the child between fork and exec).
-fn write_all(fd: i32, mut buf: &[u8]) {
-    while !buf.is_empty() {
-        // SAFETY: writes from a live buffer.
-        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
-        if n <= 0 {
-            return;
-        }
-        buf = &buf[n as usize..];
-    }
-}
-
-/// The forked child, waiting for the go-ahead before it runs the command.
-struct Child {
-    pid: i32,
-    go: i32,
-    status: i32,
-    reaped: bool,
-}
-
-impl Child {
-    /// Fork; the child restores `mask`, waits for [`Child::release`] and runs `argv`.
-    fn spawn(argv: &[CString], mask: &libc::sigset_t) -> Result<Child> {
-        let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-        ptrs.push(std::ptr::null());
-        let (mut go, mut st) = ([0i32; 2], [0i32; 2]);
-        // SAFETY: pipe2 writes two fds into each array.
-        unsafe {
-            os(libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC), "pipe2")?;
-            if libc::pipe2(st.as_mut_ptr(), libc::O_CLOEXEC) < 0 {
-                let e = Error::last_os("pipe2");
-                libc::close(go[0]);
-                libc::close(go[1]);
-                return Err(e);
-            }
-        }
-        // SAFETY: the child only makes async-signal-safe calls before exec or _exit.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            // SAFETY: (child) async-signal-safe calls on our own fds and buffers.
-            unsafe {
-                libc::close(go[1]);
-                libc::close(st[0]);
-                libc::pthread_sigmask(libc::SIG_SETMASK, mask, std::ptr::null_mut());
-                let mut b = 0u8;
-                let n = loop {
-                    let n = libc::read(go[0], (&mut b as *mut u8).cast(), 1);
-                    if n >= 0 || *libc::__errno_location() != libc::EINTR {
-                        break n;
-                    }
-                };
-                if n != 1 {
-                    libc::_exit(127); // perfex gave up before the command could start
-                }
-                libc::execvp(ptrs[0], ptrs.as_ptr());
-                let e = *libc::__errno_location();
-                write_all(st[1], &e.to_ne_bytes());
-                libc::_exit(if e == libc::ENOENT { 127 } else { 126 });
-            }
-        }
-        // SAFETY: closing the child's ends in the parent.
-        unsafe {
-            libc::close(go[0]);
-            libc::close(st[1]);
-        }
-        if pid < 0 {
-            let e = Error::last_os("fork");
-            // SAFETY: our remaining fds.
-            unsafe {
-                libc::close(go[1]);
-                libc::close(st[0]);
-            }
-            return Err(e);
-        }
-        Ok(Child {
-            pid,
-            go: go[1],
-            status: st[0],
-            reaped: false,
-        })
-    }
-
-    /// Let the child run the command; `Err` if it could not (`execvp` failed).
-    fn release(&mut self, name: &str) -> Result<()> {
-        // SAFETY: write and close of our pipe end.
-        unsafe {
-            write_all(self.go, b"g");
-            libc::close(self.go);
-        }
-        self.go = -1;
-        let mut buf = [0u8; 4];
-        let mut got = 0;
-        while got < 4 {
-            // SAFETY: reads into the rest of a local buffer.
-            let n = unsafe { libc::read(self.status, buf[got..].as_mut_ptr().cast(), 4 - got) };
-            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            if n <= 0 {
-                break;
-            }
-            got += n as usize;
-        }
-        if got == 4 {
-            return Err(Error::CannotRun {
-                command: name.to_string(),
-                errno: i32::from_ne_bytes(buf),
-            });
-        }
-        Ok(())
-    }
-
-    /// Reap the child if it ended; its resource usage then goes into `ru`.
-    fn try_reap(&mut self, ru: &mut libc::rusage) -> Result<Option<Status>> {
-        let mut st = 0;
-        // SAFETY: wait4 on our child with valid out-pointers.
-        let r = unsafe { libc::wait4(self.pid, &mut st, libc::WNOHANG, ru) };
-        if r < 0 {
-            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                return Ok(None);
-            }
-            return Err(Error::last_os("waiting for the command"));
-        }
-        if r == 0 {
-            return Ok(None);
-        }
-        self.reaped = true;
-        Ok(Some(if libc::WIFSIGNALED(st) {
-            Status::Signaled(libc::WTERMSIG(st))
-        } else {
-            Status::Exited(libc::WEXITSTATUS(st))
-        }))
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        // SAFETY: closing our fds; killing and reaping our own child if it is still there.
-        unsafe {
-            if self.go >= 0 {
-                libc::close(self.go); // the waiting child reads EOF and exits
-            }
-            libc::close(self.status);
-            if !self.reaped {
-                if self.go < 0 {
-                    libc::kill(self.pid, libc::SIGKILL);
-                }
-                let mut st = 0;
-                while libc::waitpid(self.pid, &mut st, 0) < 0
-                    && *libc::__errno_location() == libc::EINTR
-                {}
-            }
-        }
-    }
-}
-
-/// Signal state of perfex while the command runs; restored on drop.
-struct Signals {
-    old_mask: libc::sigset_t,
-    wait: libc::sigset_t,
-    old_int: libc::sighandler_t,
-    old_quit: libc::sighandler_t,
-    ignoring: bool,
-}
-
-impl Signals {
-    /// Block SIGCHLD (and SIGUSR1/SIGUSR2 with `-s`) so the wait loop takes them in order.
-    fn block(usr: bool) -> Result<Signals> {
-        // SAFETY: sigset manipulation on local values.
-        unsafe {
-            let mut wait: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut wait);
-            libc::sigaddset(&mut wait, libc::SIGCHLD);
-            if usr {
-                libc::sigaddset(&mut wait, libc::SIGUSR1);
-                libc::sigaddset(&mut wait, libc::SIGUSR2);
-            }
-            let mut old_mask: libc::sigset_t = std::mem::zeroed();
-            let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &wait, &mut old_mask);
-            if rc != 0 {
-                return Err(Error::Os {
-                    op: "blocking signals",
-                    errno: rc,
-                });
-            }
-            Ok(Signals {
-                old_mask,
-                wait,
-                old_int: libc::SIG_DFL,
-                old_quit: libc::SIG_DFL,
-                ignoring: false,
-            })
-        }
-    }
-
-    /// Ignore SIGINT and SIGQUIT in perfex (after the fork: the child keeps its own).
-    fn ignore_interrupts(&mut self) {
-        // SAFETY: setting dispositions to SIG_IGN.
-        unsafe {
-            self.old_int = libc::signal(libc::SIGINT, libc::SIG_IGN);
-            self.old_quit = libc::signal(libc::SIGQUIT, libc::SIG_IGN);
-        }
-        self.ignoring = true;
-    }
-
-    /// The next of the blocked signals.
-    fn next(&self) -> Result<i32> {
-        loop {
-            // SAFETY: waits on a valid set.
-            let s = unsafe { libc::sigwaitinfo(&self.wait, std::ptr::null_mut()) };
-            if s >= 0 {
-                return Ok(s);
-            }
-            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return Err(Error::last_os("sigwaitinfo"));
-            }
-        }
-    }
-}
-
-impl Drop for Signals {
-    fn drop(&mut self) {
-        // SAFETY: restores what `block` and `ignore_interrupts` changed.
-        unsafe {
-            if self.ignoring {
-                libc::signal(libc::SIGINT, self.old_int);
-                libc::signal(libc::SIGQUIT, self.old_quit);
-            }
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old_mask, std::ptr::null_mut());
-        }
-    }
-}
-
 /// One binding and the events it counts.
 struct Counting {
     binding: Binding,
     events: Vec<u32>,
 }
 
-/// Bind the counters of `opts` to process `pid`.
-fn bind_counters(opts: &Options, pid: i32) -> Result<(Vec<Counting>, Vec<NotCounted>)> {
+/// Bind the counters of `opts` to `target`.
+fn bind_counters(opts: &Options, target: Target) -> Result<(Vec<Counting>, Vec<NotCounted>)> {
     let flags = flags(opts.kernel);
     if !opts.all {
         let events = if opts.events.is_empty() {
@@ -406,14 +168,14 @@ fn bind_counters(opts: &Options, pid: i32) -> Result<(Vec<Counting>, Vec<NotCoun
         } else {
             opts.events.clone()
         };
-        let binding = bind(&pinned_set(&events, flags)?, Target::Process(pid))?;
+        let binding = bind(&pinned_set(&events, flags)?, target)?;
         return Ok((vec![Counting { binding, events }], Vec::new()));
     }
     let mut counting = Vec::new();
     let mut not_counted = Vec::new();
     for e in 0..32u32 {
         let set = CounterSet::new().with(Request::new(e.to_string()).flags(flags))?;
-        match bind(&set, Target::Process(pid)) {
+        match bind(&set, target) {
             Ok(binding) => counting.push(Counting {
                 binding,
                 events: vec![e],
@@ -443,74 +205,12 @@ fn unavailable_reason(e: &Error) -> String {
     }
 }
 
-fn tv_s(tv: libc::timeval) -> f64 {
-    tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6
-}
-
-/// Run the command of `opts` and count it.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    refuse_emulation()?;
-    let name = opts
-        .command
-        .first()
-        .ok_or_else(|| Error::InvalidArgument("no command to count".into()))?;
-    let argv = opts
-        .command
-        .iter()
-        .map(|a| {
-            CString::new(a.as_bytes())
-                .map_err(|_| Error::InvalidArgument(format!("argument {a:?} contains a NUL byte")))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let name = name.to_string_lossy().into_owned();
-    let mut sig = Signals::block(opts.signals)?;
-    let mut child = Child::spawn(&argv, &sig.old_mask)?;
-    sig.ignore_interrupts();
-    let (counting, not_counted) = bind_counters(opts, child.pid)?;
-    if opts.signals {
-        for c in &counting {
-            c.binding.stop()?;
-        }
-    }
-    let start = crate::engine::now_ns();
-    child.release(&name)?;
-    let mut on_since = (!opts.signals).then_some(start);
-    let mut counted_ns = 0i64;
-    // SAFETY: rusage is plain data.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let status = loop {
-        match sig.next()? {
-            libc::SIGCHLD => {
-                if let Some(st) = child.try_reap(&mut ru)? {
-                    break st;
-                }
-            }
-            libc::SIGUSR1 if on_since.is_none() => {
-                for c in &counting {
-                    c.binding.resume()?;
-                }
-                on_since = Some(crate::engine::now_ns());
-            }
-            libc::SIGUSR2 => {
-                if let Some(t) = on_since.take() {
-                    for c in &counting {
-                        c.binding.stop()?;
-                    }
-                    counted_ns += crate::engine::now_ns() - t;
-                }
-            }
-            _ => {}
-        }
-    };
-    let end = crate::engine::now_ns();
-    if let Some(t) = on_since {
-        counted_ns += end - t;
-    }
-    drop(sig);
+/// Read every binding of `counting` into counts, scaled when the kernel multiplexed them.
+fn read_counts(counting: &[Counting]) -> Result<Vec<Count>> {
     let map = EventMap::global();
     let on_perf = backend::global()?.info().name == "perf";
     let mut counts = Vec::new();
-    for c in &counting {
+    for c in counting {
         let mut v = vec![0u64; c.events.len()];
         let info = c.binding.sample(&mut v)?;
         for (&event, &raw) in c.events.iter().zip(&v) {
@@ -531,23 +231,210 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             });
         }
     }
-    Ok(Outcome {
-        command: opts
-            .command
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect(),
-        backend: backend::global()?.info().name.clone(),
+    Ok(counts)
+}
+
+/// The sum over threads of each event's counts (events in the order of the first thread).
+fn totals(threads: &[ThreadCounts]) -> Vec<Count> {
+    let mut sum: Vec<Count> = Vec::new();
+    for t in threads {
+        for c in &t.counts {
+            match sum.iter_mut().find(|s| s.event == c.event) {
+                Some(s) => {
+                    s.raw = s.raw.wrapping_add(c.raw);
+                    s.count += c.count;
+                    s.enabled_ns += c.enabled_ns;
+                    s.running_ns += c.running_ns;
+                }
+                None => sum.push(c.clone()),
+            }
+        }
+    }
+    sum
+}
+
+/// `perfex -mp`: counters bound to each thread as it starts, read as it exits.
+struct PerThread<'a> {
+    opts: &'a Options,
+    live: Vec<(i32, i32, Vec<Counting>)>,
+    done: Vec<ThreadCounts>,
+    not_counted: Option<Vec<NotCounted>>,
+    finishing: bool,
+}
+
+impl Observer for PerThread<'_> {
+    fn init_lwp(&mut self, pid: i32, tid: i32) -> Result<()> {
+        let (counting, not_counted) = bind_counters(self.opts, Target::Thread(tid))?;
+        self.not_counted.get_or_insert(not_counted);
+        self.live.push((pid, tid, counting));
+        Ok(())
+    }
+
+    fn fini_lwp(&mut self, pid: i32, tid: i32) -> Result<()> {
+        if let Some(i) = self.live.iter().position(|l| l.0 == pid && l.1 == tid) {
+            let (_, _, counting) = self.live.remove(i);
+            self.done.push(ThreadCounts {
+                pid,
+                tid,
+                counts: read_counts(&counting)?,
+                still_running: self.finishing,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Run the command of `opts` and count it.
+pub fn run(opts: &Options) -> Result<Outcome> {
+    refuse_emulation()?;
+    if opts.command.is_empty() {
+        return Err(Error::InvalidArgument("no command to count".into()));
+    }
+    if opts.per_thread && opts.signals {
+        return Err(Error::InvalidArgument(
+            "per-thread reports and signal-controlled counting exclude each other".into(),
+        ));
+    }
+    let command = opts
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let backend = backend::global()?.info().name.clone();
+    let outcome = |counts, not_counted, threads, times: [f64; 4], status| Outcome {
+        command,
+        backend,
         kernel: opts.kernel,
         all: opts.all,
         counts,
         not_counted,
-        elapsed_s: (end - start) as f64 * 1e-9,
-        counting_s: counted_ns as f64 * 1e-9,
-        user_s: tv_s(ru.ru_utime),
-        system_s: tv_s(ru.ru_stime),
+        threads,
+        elapsed_s: times[0],
+        counting_s: times[1],
+        user_s: times[2],
+        system_s: times[3],
         status,
-    })
+    };
+    if opts.per_thread {
+        let mut p = Pctx::create(&opts.command)?;
+        p.ignore_interrupts();
+        let mut obs = PerThread {
+            opts,
+            live: Vec::new(),
+            done: Vec::new(),
+            not_counted: None,
+            finishing: false,
+        };
+        let start = now_ns();
+        let status = p
+            .run(&mut obs, None, 0)?
+            .ok_or(Error::WrongState("the command did not end"))?;
+        let elapsed = (now_ns() - start) as f64 * 1e-9;
+        let (user, system) = p.cpu_times();
+        obs.finishing = true;
+        p.release(&mut obs)?;
+        let counts = totals(&obs.done);
+        let times = [elapsed, elapsed, user, system];
+        let not_counted = obs.not_counted.take().unwrap_or_default();
+        return Ok(outcome(counts, not_counted, obs.done, times, status));
+    }
+    let mut sig = Signals::block(opts.signals)?;
+    let mut child = Child::spawn(&opts.command, &sig.old_mask)?;
+    sig.ignore_interrupts();
+    let (counting, not_counted) = bind_counters(opts, Target::Process(child.pid))?;
+    if opts.signals {
+        for c in &counting {
+            c.binding.stop()?;
+        }
+    }
+    let start = now_ns();
+    child.release()?;
+    let mut on_since = (!opts.signals).then_some(start);
+    let mut counted_ns = 0i64;
+    // SAFETY: rusage is plain data.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let status = loop {
+        match sig.next(None)? {
+            None | Some(libc::SIGCHLD) => {
+                if let Some(st) = child.try_reap(&mut ru)? {
+                    break st;
+                }
+            }
+            Some(libc::SIGUSR1) if on_since.is_none() => {
+                for c in &counting {
+                    c.binding.resume()?;
+                }
+                on_since = Some(now_ns());
+            }
+            Some(libc::SIGUSR2) => {
+                if let Some(t) = on_since.take() {
+                    for c in &counting {
+                        c.binding.stop()?;
+                    }
+                    counted_ns += now_ns() - t;
+                }
+            }
+            _ => {}
+        }
+    };
+    let end = now_ns();
+    if let Some(t) = on_since {
+        counted_ns += end - t;
+    }
+    drop(sig);
+    let tv = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+    let times = [
+        (end - start) as f64 * 1e-9,
+        counted_ns as f64 * 1e-9,
+        tv(ru.ru_utime),
+        tv(ru.ru_stime),
+    ];
+    let counts = read_counts(&counting)?;
+    Ok(outcome(counts, not_counted, Vec::new(), times, status))
+}
+
+/// The count table: one line per event, with a note on scaled counts.
+fn count_lines(s: &mut String, flavor: Flavor, counts: &[Count]) {
+    for c in counts {
+        s.push_str(&super::count_line(
+            flavor,
+            c.event,
+            &format!("{}", c.count as u64),
+        ));
+        if c.scaled() {
+            let pct = 100.0 * c.running_ns as f64 / c.enabled_ns as f64;
+            let _ = write!(s, "  (counted {pct:.0}% of the time, scaled)");
+        }
+        s.push('\n');
+    }
+}
+
+/// One event of the JSON report.
+fn json_count(s: &mut String, flavor: Flavor, c: &Count, costs: Option<&CostTable>) {
+    let _ = write!(
+        s,
+        "{{\"event\":{},\"name\":{},\"linux_event\":{},\"count\":{},\"raw\":{},\
+         \"scaled\":{},\"enabled_ns\":{},\"running_ns\":{}",
+        c.event,
+        json_str(flavor.event_name(c.event as usize)),
+        c.linux_event.as_deref().map_or("null".into(), json_str),
+        json_num(c.count),
+        c.raw,
+        c.scaled(),
+        c.enabled_ns,
+        c.running_ns
+    );
+    if let Some(t) = costs {
+        let (typ, min, max) = t.costs[c.event as usize].seconds(c.count, t.clock_mhz);
+        let _ = write!(
+            s,
+            ",\"time_s\":{{\"typical\":{},\"minimum\":{},\"maximum\":{}}}",
+            json_num(typ),
+            json_num(min),
+            json_num(max)
+        );
+    }
+    s.push('}');
 }
 
 impl Outcome {
@@ -584,26 +471,30 @@ impl Outcome {
                 ""
             }
         );
+        for t in &self.threads {
+            let _ = writeln!(
+                s,
+                "\nThread {} of process {}{}:",
+                t.tid,
+                t.pid,
+                if t.still_running {
+                    " (still running when the command ended)"
+                } else {
+                    ""
+                }
+            );
+            count_lines(&mut s, flavor, &t.counts);
+        }
+        if !self.threads.is_empty() {
+            let _ = writeln!(s, "\nTotals over {} threads:", self.threads.len());
+        }
         match costs {
             Some(t) => s.push_str(&costs::format_costs(
                 t,
                 &self.cost_counts(),
                 Some(self.counting_s),
             )),
-            None => {
-                for c in &self.counts {
-                    s.push_str(&super::count_line(
-                        flavor,
-                        c.event,
-                        &format!("{}", c.count as u64),
-                    ));
-                    if c.scaled() {
-                        let pct = 100.0 * c.running_ns as f64 / c.enabled_ns as f64;
-                        let _ = write!(s, "  (counted {pct:.0}% of the time, scaled)");
-                    }
-                    s.push('\n');
-                }
-            }
+            None => count_lines(&mut s, flavor, &self.counts),
         }
         let _ = writeln!(
             s,
@@ -670,30 +561,25 @@ impl Outcome {
             if i > 0 {
                 s.push(',');
             }
+            json_count(&mut s, flavor, c, costs);
+        }
+        s.push_str("],\"threads\":[");
+        for (i, t) in self.threads.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
             let _ = write!(
                 s,
-                "{{\"event\":{},\"name\":{},\"linux_event\":{},\"count\":{},\"raw\":{},\
-                 \"scaled\":{},\"enabled_ns\":{},\"running_ns\":{}",
-                c.event,
-                json_str(flavor.event_name(c.event as usize)),
-                c.linux_event.as_deref().map_or("null".into(), json_str),
-                json_num(c.count),
-                c.raw,
-                c.scaled(),
-                c.enabled_ns,
-                c.running_ns
+                "{{\"pid\":{},\"tid\":{},\"still_running\":{},\"events\":[",
+                t.pid, t.tid, t.still_running
             );
-            if let Some(t) = costs {
-                let (typ, min, max) = t.costs[c.event as usize].seconds(c.count, t.clock_mhz);
-                let _ = write!(
-                    s,
-                    ",\"time_s\":{{\"typical\":{},\"minimum\":{},\"maximum\":{}}}",
-                    json_num(typ),
-                    json_num(min),
-                    json_num(max)
-                );
+            for (j, c) in t.counts.iter().enumerate() {
+                if j > 0 {
+                    s.push(',');
+                }
+                json_count(&mut s, flavor, c, None);
             }
-            s.push('}');
+            s.push_str("]}");
         }
         s.push_str("],\"not_counted\":[");
         for (i, n) in self.not_counted.iter().enumerate() {

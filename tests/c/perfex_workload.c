@@ -5,7 +5,9 @@
  *   threads  two threads touch PAGES pages each
  *   signals  3*PAGES pages, SIGUSR1 to the parent, PAGES pages, SIGUSR2, 3*PAGES pages
  *   sigint   SIGINT to the whole process group (caught here), then PAGES pages
- *   term     PAGES pages, then kill itself with SIGTERM */
+ *   term     PAGES pages, then kill itself with SIGTERM
+ *   stdin    wait for a byte on standard input, then as threads
+ *   sleep    sleep PAGES milliseconds, then exit with EXIT */
 #define _DEFAULT_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -46,7 +48,12 @@ int main(int argc, char **argv) {
         touch(pages);
         int st;
         if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return 98;
-    } else if (strcmp(mode, "threads") == 0) {
+    } else if (strcmp(mode, "sleep") == 0) {
+        usleep((useconds_t)pages * 1000);
+        return argc > 3 ? atoi(argv[3]) : 0;
+    } else if (strcmp(mode, "threads") == 0 || strcmp(mode, "stdin") == 0) {
+        char b;
+        if (strcmp(mode, "stdin") == 0 && read(0, &b, 1) != 1) return 96;
         pthread_t t[2];
         for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, thread_main, &pages);
         for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);

@@ -74,3 +74,22 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// The workload program of the perfex and pctx tests (tests/c/perfex_workload.c), built once
+/// into the target's temporary directory.
+pub fn workload() -> &'static std::path::Path {
+    static BIN: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("perfex_workload");
+        let st = std::process::Command::new("cc")
+            .args([
+                "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", "-o",
+            ])
+            .arg(&out)
+            .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/perfex_workload.c"))
+            .status()
+            .expect("a C compiler (cc) is installed");
+        assert!(st.success(), "compiling perfex_workload.c failed");
+        out
+    })
+}
