@@ -81,6 +81,8 @@ int main(int argc, char **argv) {
         errno = 0;
         CHECK(load_costs("/nonexistent/perfex.costs") < 0 && errno == ENOENT);
         errno = 0;
+        CHECK(load_costs("/") < 0 && errno == EISDIR);           /* unreadable, even for root */
+        errno = 0;
         CHECK(load_costs("") < 0 && errno == ENOENT);
         errno = 0;
         CHECK(load_costs(NULL) < 0 && errno == EFAULT);
