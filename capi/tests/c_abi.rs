@@ -5,7 +5,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{compile, link_args, repo, run, run_env, run_libperfex_program, tmp};
+use common::{
+    compile, link_args, page_fault_map, repo, run, run_env, run_libperfex_program, skip, tmp,
+};
 
 fn build(src: &str, cxx: bool) -> PathBuf {
     let out = tmp().join(format!(
@@ -66,4 +68,73 @@ fn t5_event_variables_override_the_arguments() {
         1,
         "{err}"
     );
+}
+
+/// A start/read pair costs at most one counter read each: the counter group stays open between
+/// pairs (no open, enable, disable or close per pair). Shown with strace: between the program's
+/// markers the only system calls are reads, at most two per pair (fewer where `rdpmc` reads
+/// the counters without one).
+#[test]
+fn a_start_read_pair_is_at_most_two_counter_reads() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "strace not found: CI must install it (.ci/run does)"
+        );
+        skip("strace not found (apt-get install strace): system calls per start/read not checked");
+        return;
+    }
+    let bin = build("tests/c/perfex_syscalls.c", false);
+    let map = page_fault_map(25);
+    let trace = tmp().join("perfex_syscalls.strace");
+    let pairs = 200;
+    let out = Command::new("strace")
+        .args(["-f", "-qq", "-o"])
+        .arg(&trace)
+        .arg(&bin)
+        .arg(pairs.to_string())
+        .env_remove("LD_LIBRARY_PATH")
+        .env("PERFCOMPAT_BACKEND", "perf")
+        .env("PERFCOMPAT_EVENTS", &map)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("0 failures"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    let calls: Vec<&str> = trace
+        .lines()
+        .skip_while(|l| !l.contains("\"BEGIN\\n\""))
+        .skip(1)
+        .take_while(|l| !l.contains("\"END\\n\""))
+        .collect();
+    // Strip strace's "pid " prefix, keep the system call's name.
+    let name = |l: &str| {
+        let l = l.split_once(' ').map_or(l, |(p, rest)| {
+            if p.chars().all(|c| c.is_ascii_digit()) {
+                rest
+            } else {
+                l
+            }
+        });
+        l.split('(').next().unwrap_or("").trim().to_string()
+    };
+    let others: Vec<&&str> = calls.iter().filter(|l| name(l) != "read").collect();
+    assert!(
+        others.is_empty(),
+        "system calls other than reads: {others:#?}"
+    );
+    assert!(
+        calls.len() <= 2 * pairs,
+        "{} reads for {pairs} start/read pairs",
+        calls.len()
+    );
+    // Without a PMU nothing reads the counters but read(2): exactly one per call.
+    let pmu = perfcompat::backend::perf::PerfBackend::new().is_ok_and(|b| b.caps().pmu);
+    if !pmu {
+        assert_eq!(calls.len(), 2 * pairs, "reads for {pairs} start/read pairs");
+    }
 }
