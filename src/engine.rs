@@ -39,7 +39,7 @@ use std::sync::Arc;
 use crate::backend::{self, Backend, Group, Times};
 use crate::error::{Error, Result};
 use crate::sched::{self, Candidate};
-use crate::set::{CounterSet, Target, MAX_REQUESTS};
+use crate::set::{CounterSet, Request, Target, MAX_REQUESTS};
 use crate::signal::{Blocked, SeqCount};
 use crate::virt;
 
@@ -669,6 +669,44 @@ pub fn plan(backend: &dyn Backend, set: &CounterSet) -> Result<Vec<crate::sched:
     backend.check_set(set.requests())?;
     let names = resource_namer(backend);
     sched::schedule(&cands, info.counters.len(), &*names)
+}
+
+/// Check one request on its own, before it joins a set: what libcpc's `cpc_set_add_request`
+/// checks, in its order. The event must be countable on at least one counter
+/// ([`Error::UnknownEvent`] or [`Error::EventUnavailable`]); every attribute name must be one
+/// of the backend's ([`Error::InvalidAttribute`]); a pinned counter must exist
+/// ([`Error::InvalidPicnum`]) and be able to count the event ([`Error::PicNotCapable`]).
+/// Attribute *values*, flags and the set as a whole are checked at bind ([`plan`]).
+pub fn check_request(backend: &dyn Backend, request: &Request) -> Result<()> {
+    let info = backend.info();
+    let mut bare = request.clone();
+    bare.attrs.clear();
+    bare.counter = None;
+    backend.candidate(&bare)?;
+    if let Some(a) = request
+        .attrs
+        .iter()
+        .find(|a| !info.attributes.iter().any(|n| *n == a.name))
+    {
+        return Err(Error::InvalidAttribute {
+            name: a.name.clone(),
+            backend: info.name.clone(),
+        });
+    }
+    if let Some(c) = request.counter {
+        let npic = info.counters.len() as u32;
+        if c >= npic {
+            return Err(Error::InvalidPicnum { picnum: c, npic });
+        }
+        bare.counter = Some(c);
+        if backend.candidate(&bare).is_err() {
+            return Err(Error::PicNotCapable {
+                event: request.event.clone(),
+                picnum: c,
+            });
+        }
+    }
+    Ok(())
 }
 
 fn resource_namer(backend: &dyn Backend) -> Box<dyn Fn(u16) -> String + '_> {

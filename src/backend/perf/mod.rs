@@ -263,6 +263,9 @@ impl PerfBackend {
         if let Ok(n) = s.parse::<u32>() {
             s = map.host_spec(n)?;
         }
+        if let Some(g) = names::generic(s) {
+            s = g;
+        }
         let ev = names::parse(s, Path::new(names::SYSFS))?;
         let needs_pmu = matches!(ev.class, Class::Hardware | Class::Cache | Class::Raw);
         if needs_pmu && !self.caps.pmu {
@@ -289,6 +292,22 @@ impl PerfBackend {
             });
         }
         Ok((ev, None))
+    }
+
+    /// Whether `name` (a perf event name) can be counted here, without the one-time notice
+    /// that resolving `cycles` through its fallback prints.
+    fn countable(&self, name: &str) -> bool {
+        match names::parse(name, Path::new(names::SYSFS)) {
+            Ok(ev) => match ev.class {
+                Class::Hardware | Class::Cache | Class::Raw if !self.caps.pmu => {
+                    self.cycles_fallback
+                        && ev.class == Class::Hardware
+                        && ev.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64
+                }
+                _ => true,
+            },
+            Err(_) => false,
+        }
     }
 
     fn explain_open(&self, errno: i32, event: &str, req: &Request, target: Target) -> Error {
@@ -548,6 +567,16 @@ impl Backend for PerfBackend {
                     counters: all,
                     generic: false,
                     description: "PMU event alias from sysfs".into(),
+                });
+            }
+        }
+        for (name, perf, description) in names::GENERICS {
+            if self.countable(perf) {
+                v.push(EventInfo {
+                    name: name.to_string(),
+                    counters: all,
+                    generic: true,
+                    description: format!("{description} ({perf})"),
                 });
             }
         }

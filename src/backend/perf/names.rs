@@ -293,6 +293,67 @@ pub fn builtins() -> &'static [Builtin] {
     &BUILTINS
 }
 
+/// The Solaris generic event names (generic_events(3CPC), from PAPI) that have a perf
+/// equivalent: `(generic name, perf event, description)`. The perf events are the closest
+/// generic ones, not always the exact PAPI definition: `PAPI_l1_dcm` counts L1 data-cache
+/// *load* misses, and `PAPI_l3_*` are perf's last-level-cache events (`cache-references`,
+/// `cache-misses`), whatever level that cache is on this host.
+pub const GENERICS: [(&str, &str, &str); 13] = [
+    ("PAPI_tot_cyc", "cycles", "Total cycles"),
+    ("PAPI_tot_ins", "instructions", "Instructions completed"),
+    ("PAPI_br_ins", "branch-instructions", "Branch instructions"),
+    (
+        "PAPI_br_msp",
+        "branch-misses",
+        "Conditional branch instructions mispredicted",
+    ),
+    ("PAPI_l1_dcr", "L1-dcache-loads", "Level 1 data cache reads"),
+    (
+        "PAPI_l1_dcm",
+        "L1-dcache-load-misses",
+        "Level 1 data cache misses (loads)",
+    ),
+    (
+        "PAPI_l1_icm",
+        "L1-icache-load-misses",
+        "Level 1 instruction cache misses",
+    ),
+    (
+        "PAPI_l3_tca",
+        "cache-references",
+        "Last level cache accesses",
+    ),
+    ("PAPI_l3_tcm", "cache-misses", "Last level cache misses"),
+    (
+        "PAPI_tlb_dm",
+        "dTLB-load-misses",
+        "Data translation lookaside buffer misses (loads)",
+    ),
+    (
+        "PAPI_tlb_im",
+        "iTLB-load-misses",
+        "Instruction translation lookaside buffer misses",
+    ),
+    (
+        "PAPI_stl_icy",
+        "stalled-cycles-frontend",
+        "Cycles with no instruction issue",
+    ),
+    (
+        "PAPI_res_stl",
+        "stalled-cycles-backend",
+        "Cycles stalled on any resource",
+    ),
+];
+
+/// The perf event behind generic name `name` (case-insensitive), if it has one.
+pub fn generic(name: &str) -> Option<&'static str> {
+    GENERICS
+        .iter()
+        .find(|(g, _, _)| g.eq_ignore_ascii_case(name))
+        .map(|(_, e, _)| *e)
+}
+
 /// The caches of `PERF_TYPE_HW_CACHE`, as perf names them, with their ids.
 const CACHES: [(&str, sys::perf_hw_cache_id); 7] = [
     ("L1-dcache", sys::PERF_COUNT_HW_CACHE_L1D),
