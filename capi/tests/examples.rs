@@ -1,50 +1,34 @@
-//! The programs in examples/, built as a user would build them against an installed
-//! perfcompat: headers, the Fortran module and `libperfex.so` under one prefix.
+//! The libperfex programs in examples/, built as a user would build them against an installed
+//! perfcompat: headers, the Fortran module and `libperfex.so` under one prefix. The libcpc
+//! examples are in cpc_examples.rs.
 
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
-use common::{compile, fortran_module, have_gfortran, lib_dir, repo, run_output, tmp};
+use common::{fortran_module, have_gfortran, run_output, tmp};
 
-/// Stage an installed layout once: `<prefix>/include` with the headers, `<prefix>/lib/libperfex.so`
-/// the built library. The real install command, with sonames and symbol versions, comes with
-/// issue 5; until then the library is only linked here under the name programs use.
+/// The installed layout these tests build against, staged once (see [`common::stage_prefix`]).
 fn prefix() -> &'static Path {
     static PREFIX: OnceLock<PathBuf> = OnceLock::new();
     PREFIX.get_or_init(|| {
         let prefix = tmp().join("prefix");
-        let _ = std::fs::remove_dir_all(&prefix);
-        let (include, lib) = (prefix.join("include"), prefix.join("lib"));
-        std::fs::create_dir_all(&include).unwrap();
-        std::fs::create_dir_all(&lib).unwrap();
-        for h in ["libperfex.h", "perfcompat.h"] {
-            std::fs::copy(repo().join("include").join(h), include.join(h)).unwrap();
-        }
-        let so = lib_dir().join("libperfcompat_capi.so");
-        std::os::unix::fs::symlink(so, lib.join("libperfex.so")).unwrap();
+        common::stage_prefix(&prefix);
         prefix
     })
 }
 
 /// `compiler <flags> examples/<src> -I<prefix>/include -L<prefix>/lib -Wl,-rpath,.. -lperfex`.
 fn build(compiler: &str, flags: &[&str], src: &str, prefix: &Path) -> PathBuf {
-    let out = tmp().join(format!("example-{src}"));
-    compile(
-        Command::new(compiler)
-            .args(flags)
-            .arg(repo().join("examples").join(src))
-            .arg(format!("-I{}", prefix.join("include").display()))
-            .arg(format!("-L{}", prefix.join("lib").display()))
-            .arg(format!("-Wl,-rpath,{}", prefix.join("lib").display()))
-            .arg("-lperfex")
-            .arg("-o")
-            .arg(&out),
-        src,
-    );
-    out
+    common::build_installed(
+        compiler,
+        flags,
+        &format!("examples/{src}"),
+        prefix,
+        "perfex",
+        &format!("example-{src}"),
+    )
 }
 
 /// Run an example on the perf backend with event 26 counted as page faults (which the example

@@ -65,6 +65,55 @@ pub fn link_args() -> Vec<String> {
     ]
 }
 
+/// Stage an installed layout under `prefix` (emptied first), as programs will find perfcompat
+/// once it is installed: `<prefix>/include` with every header of `include/`, `<prefix>/lib` with
+/// `libperfex.so` and `libcpc.so`, both the built library. The real install command, with
+/// sonames and symbol versions, comes with issue 5; until then the library is only linked here
+/// under the names programs use.
+pub fn stage_prefix(prefix: &Path) {
+    let _ = std::fs::remove_dir_all(prefix);
+    let (include, lib) = (prefix.join("include"), prefix.join("lib"));
+    std::fs::create_dir_all(&include).unwrap();
+    std::fs::create_dir_all(&lib).unwrap();
+    for entry in std::fs::read_dir(repo().join("include")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "h") {
+            std::fs::copy(&path, include.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let so = lib_dir().join("libperfcompat_capi.so");
+    for name in ["libperfex.so", "libcpc.so"] {
+        std::os::unix::fs::symlink(&so, lib.join(name)).unwrap();
+    }
+}
+
+/// `compiler <flags> <src> -I<prefix>/include -L<prefix>/lib -Wl,-rpath,<prefix>/lib -l<lib>`
+/// (`src` from the repository's root), built as `<tmp>/<out>`: a program built the way a user
+/// builds against an installed perfcompat.
+pub fn build_installed(
+    compiler: &str,
+    flags: &[&str],
+    src: &str,
+    prefix: &Path,
+    lib: &str,
+    out: &str,
+) -> PathBuf {
+    let out = tmp().join(out);
+    compile(
+        Command::new(compiler)
+            .args(flags)
+            .arg(repo().join(src))
+            .arg(format!("-I{}", prefix.join("include").display()))
+            .arg(format!("-L{}", prefix.join("lib").display()))
+            .arg(format!("-Wl,-rpath,{}", prefix.join("lib").display()))
+            .arg(format!("-l{lib}"))
+            .arg("-o")
+            .arg(&out),
+        src,
+    );
+    out
+}
+
 /// Run a compiler command; fail the test if it fails.
 pub fn compile(cmd: &mut Command, what: &str) {
     let st = cmd
