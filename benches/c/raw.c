@@ -1,0 +1,137 @@
+/* The floor: the raw perf_event_open system calls each operation needs.
+ * usage: raw ITERATIONS [operation...] */
+#include "common.h"
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+static int open_event(int i, int group) {
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    if (bench_hw()) {
+        static const uint64_t hw[4] = {PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_HW_INSTRUCTIONS,
+                                       PERF_COUNT_HW_BRANCH_MISSES, PERF_COUNT_HW_CACHE_MISSES};
+        a.type = PERF_TYPE_HARDWARE;
+        a.config = hw[i];
+    } else {
+        static const uint64_t sw[4] = {PERF_COUNT_SW_TASK_CLOCK, PERF_COUNT_SW_PAGE_FAULTS,
+                                       PERF_COUNT_SW_CONTEXT_SWITCHES, PERF_COUNT_SW_CPU_MIGRATIONS};
+        a.type = PERF_TYPE_SOFTWARE;
+        a.config = sw[i];
+    }
+    a.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_ID | PERF_FORMAT_TOTAL_TIME_ENABLED |
+                    PERF_FORMAT_TOTAL_TIME_RUNNING;
+    a.disabled = group < 0;
+    a.exclude_kernel = 1;
+    a.exclude_hv = 1;
+    int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, group, 0);
+    if (fd < 0) BENCH_FAIL("perf_event_open");
+    return fd;
+}
+
+static int open_group(int n, int *fds) {
+    for (int i = 0; i < n; i++) fds[i] = open_event(i, i ? fds[0] : -1);
+    if (ioctl(fds[0], PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP) < 0) BENCH_FAIL("enable");
+    return fds[0];
+}
+
+static void close_group(int n, int *fds) {
+    for (int i = n - 1; i >= 0; i--) close(fds[i]);
+}
+
+static uint64_t buf[3 + 2 * 4];
+
+static void group_read(int fd) {
+    if (read(fd, buf, sizeof buf) <= 0) BENCH_FAIL("read");
+}
+
+static volatile sig_atomic_t overflows;
+static void on_overflow(int sig, siginfo_t *si, void *uc) {
+    (void)sig; (void)si; (void)uc;
+    overflows++;
+}
+
+int main(int argc, char **argv) {
+    long n = argc > 1 ? atol(argv[1]) : 100000;
+    int fds[4];
+    if (argc > 2 && strcmp(argv[2], "first_use") == 0) {
+        /* The first counter of the process: open one event, enable it, read it once. Run
+         * alone in a fresh process (the driver does), like every program's first_use. */
+        int64_t t0 = bench_now();
+        int fd = open_group(1, fds);
+        group_read(fd);
+        bench_report("first_use", (double)(bench_now() - t0));
+        return 0;
+    }
+    for (int k = 1; k <= 4; k++) {
+        static const char *ops[5] = {"", "sample1", "sample2", "sample3", "sample4"};
+        if (k == 2 || !bench_wanted(argc, argv, ops[k])) continue;
+        int fd = open_group(k, fds);
+        group_read(fd);
+        int64_t t0 = bench_now();
+        for (long i = 0; i < n; i++) group_read(fd);
+        bench_report(ops[k], (double)(bench_now() - t0) / n);
+        close_group(k, fds);
+    }
+    if (bench_wanted(argc, argv, "interval")) {
+        /* An interval of two events over an open group: a read at each end. */
+        int fd = open_group(2, fds);
+        int64_t t0 = bench_now();
+        for (long i = 0; i < n; i++) { group_read(fd); group_read(fd); }
+        bench_report("interval", (double)(bench_now() - t0) / n);
+        close_group(2, fds);
+    }
+    if (bench_wanted(argc, argv, "interval_ioctl")) {
+        /* The classic interval: reset and enable, then disable and read. */
+        int fd = open_group(2, fds);
+        int64_t t0 = bench_now();
+        for (long i = 0; i < n; i++) {
+            ioctl(fd, PERF_EVENT_IOC_RESET, PERF_IOC_FLAG_GROUP);
+            ioctl(fd, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP);
+            ioctl(fd, PERF_EVENT_IOC_DISABLE, PERF_IOC_FLAG_GROUP);
+            group_read(fd);
+        }
+        bench_report("interval_ioctl", (double)(bench_now() - t0) / n);
+        close_group(2, fds);
+    }
+    if (bench_wanted(argc, argv, "overflow")) {
+        /* One signal every BENCH_OVF_PERIOD page faults; the handler only counts. */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_overflow;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+        sigaction(SIGRTMIN + 3, &sa, NULL);
+        struct perf_event_attr a;
+        memset(&a, 0, sizeof a);
+        a.size = sizeof a;
+        a.type = PERF_TYPE_SOFTWARE;
+        a.config = PERF_COUNT_SW_PAGE_FAULTS;
+        a.sample_period = BENCH_OVF_PERIOD;
+        a.wakeup_events = 1;
+        a.disabled = 1;
+        a.exclude_kernel = 0;
+        int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+        if (fd < 0) BENCH_FAIL("perf_event_open");
+        struct f_owner_ex owner = {F_OWNER_TID, (pid_t)syscall(SYS_gettid)};
+        fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK);
+        fcntl(fd, F_SETSIG, SIGRTMIN + 3);
+        fcntl(fd, F_SETOWN_EX, &owner);
+        ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+        int64_t t0 = bench_now();
+        bench_fault_pages(BENCH_OVF_PAGES);
+        int64_t dt = bench_now() - t0;
+        ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+        close(fd);
+        if (overflows < BENCH_OVF_PAGES / BENCH_OVF_PERIOD) {
+            fprintf(stderr, "raw overflow: %d signals, expected %d\n", (int)overflows,
+                    BENCH_OVF_PAGES / BENCH_OVF_PERIOD);
+            return 2;
+        }
+        bench_report("overflow", (double)dt / overflows);
+    }
+    return 0;
+}
