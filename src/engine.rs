@@ -686,7 +686,7 @@ pub fn check_request(backend: &dyn Backend, request: &Request) -> Result<()> {
     if let Some(a) = request
         .attrs
         .iter()
-        .find(|a| !info.attributes.iter().any(|n| *n == a.name))
+        .find(|a| !info.attributes.contains(&a.name))
     {
         return Err(Error::InvalidAttribute {
             name: a.name.clone(),

@@ -1,0 +1,119 @@
+//! SIGEMT on Linux: libcpc's overflow notification.
+//!
+//! Linux has no SIGEMT on x86 and arm64 (signal 7 is SIGBUS there). `libcpc.h` defines `SIGEMT`
+//! as real-time signal 63 (`SIGRTMAX - 1` with glibc and musl, where `SIGRTMAX` is 64), unless
+//! the system already has a SIGEMT (MIPS, SPARC), and `EMT_CPCOVF` as 1 (Solaris x86's
+//! value). A real-time signal queues: back-to-back overflows are not merged. A program that
+//! must use signal 63 for something else compiles with `-DSIGEMT=<n>` and runs with
+//! `PERFCOMPAT_SIGEMT=<n>` in the environment, which the library reads at its first
+//! `cpc_open` (the engine's own overflow signal, `PERFCOMPAT_OVERFLOW_SIGNAL`, default
+//! `SIGRTMAX - 2`, must differ).
+//!
+//! When a request with `CPC_OVF_NOTIFY_EMT` overflows, the engine freezes the set and runs the
+//! process's overflow hook: inside its own signal handler on the perf backend, inside
+//! `perfcompat_sim_advance` on the emulated PMUs. The hook queues SIGEMT to the thread that owns
+//! the binding with `rt_tgsigqueueinfo(2)`, `si_code = EMT_CPCOVF` and `si_addr` = the
+//! interrupted program counter; it allocates nothing and takes no lock.
+//!
+//! Linux accepts a positive `si_code` only for a signal a thread sends to itself. That is the
+//! case on the perf backend (the kernel routes the overflow to the binding thread) and for the
+//! emulated PMUs' ordinary use; when another thread's events overflow an emulated inheriting
+//! binding, the signal still reaches the binder with `si_addr` set, but with `si_code`
+//! `SI_QUEUE`.
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use perfcompat::engine::{self, OverflowEvent};
+
+/// `user_data` the libcpc layer gives its bindings that notify: the hook ignores others (the
+/// engine's hook is per process).
+pub(crate) const EMT_TAG: usize = 0x00c0_ffee_0e47;
+
+/// The default SIGEMT number on Linux architectures without one: real-time signal 63.
+pub(crate) const DEFAULT_SIGEMT: c_int = 63;
+
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+fn system_sigemt() -> Option<c_int> {
+    #[cfg(any(
+        target_arch = "mips",
+        target_arch = "mips64",
+        target_arch = "sparc",
+        target_arch = "sparc64"
+    ))]
+    {
+        Some(libc::SIGEMT)
+    }
+    #[cfg(not(any(
+        target_arch = "mips",
+        target_arch = "mips64",
+        target_arch = "sparc",
+        target_arch = "sparc64"
+    )))]
+    {
+        None
+    }
+}
+
+/// The signal libcpc notifies with (`PERFCOMPAT_SIGEMT`, else the system's SIGEMT, else 63).
+/// Read once; async-signal-safe afterwards.
+pub(crate) fn signal() -> c_int {
+    let s = SIGNAL.load(Ordering::Relaxed);
+    if s != 0 {
+        return s;
+    }
+    let s = std::env::var("PERFCOMPAT_SIGEMT")
+        .ok()
+        .and_then(|v| v.trim().parse::<c_int>().ok())
+        .filter(|&n| n > 0 && n <= libc::SIGRTMAX())
+        .or_else(system_sigemt)
+        .unwrap_or(DEFAULT_SIGEMT);
+    SIGNAL.store(s, Ordering::Relaxed);
+    s
+}
+
+/// Install the overflow hook (once per process; idempotent).
+pub(crate) fn install() {
+    signal();
+    engine::set_overflow_hook(Some(hook));
+}
+
+fn hook(ev: &OverflowEvent) {
+    if ev.user_data == EMT_TAG {
+        send(ev.tid, ev.pc);
+    }
+}
+
+/// Queue SIGEMT to thread `tid` of this process with `si_code = EMT_CPCOVF` and
+/// `si_addr = pc`. Async-signal-safe.
+pub(crate) fn send(tid: i32, pc: usize) {
+    // siginfo_t is 128 bytes: si_signo, si_errno, si_code (ints), then the union at 16
+    // (8-byte aligned on 64-bit targets, 12 on 32-bit), whose first member is si_addr.
+    #[repr(C, align(8))]
+    struct SigInfo([u8; 128]);
+    let mut info = SigInfo([0; 128]);
+    let sig = signal();
+    let put_int = |b: &mut [u8; 128], off: usize, v: c_int| {
+        b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+    };
+    let union_at = if cfg!(target_pointer_width = "64") {
+        16
+    } else {
+        12
+    };
+    put_int(&mut info.0, 0, sig);
+    put_int(&mut info.0, 8, super::EMT_CPCOVF);
+    let addr = pc.to_ne_bytes();
+    info.0[union_at..union_at + addr.len()].copy_from_slice(&addr);
+    // SAFETY: plain system calls with a valid siginfo buffer.
+    unsafe {
+        let pid = libc::getpid();
+        let r = libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, tid, sig, info.0.as_ptr());
+        if r != 0 && *libc::__errno_location() == libc::EPERM {
+            // Another thread: the kernel accepts only a negative si_code.
+            put_int(&mut info.0, 8, libc::SI_QUEUE);
+            libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, tid, sig, info.0.as_ptr());
+        }
+    }
+}

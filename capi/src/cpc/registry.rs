@@ -1,0 +1,200 @@
+//! The registry of live libcpc and libpctx handles.
+//!
+//! Every `cpc_t`, `cpc_set_t`, `cpc_buf_t` and `pctx_t` this library hands out is recorded here
+//! with its kind, and removed before it is freed. A pointer from C is dereferenced only after
+//! [`contains`] found it under the expected kind, so a stale, foreign, NULL or mistyped pointer
+//! (a buffer passed as a set, a handle already destroyed) is an `EINVAL`, not a crash. A freed
+//! address that the allocator hands out again for a new handle of the same kind cannot be told
+//! from it: that is the limit of checking raw pointers.
+//!
+//! The table is a fixed-size open-addressing hash set of atomics: lookups are lock-free and
+//! allocate nothing, so the async-signal-safe entry points (`cpc_set_sample`, `cpc_buf_get`...)
+//! can check their handles from a signal handler. Insertions claim a free slot with a
+//! compare-and-swap; removals leave a tombstone that later insertions reuse.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// What a registered pointer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A `cpc_t`.
+    Cpc = 1,
+    /// A `cpc_set_t`.
+    Set = 2,
+    /// A `cpc_buf_t`.
+    Buf = 3,
+    /// A `pctx_t`.
+    Pctx = 4,
+}
+
+const BITS: u32 = 15;
+/// Slots in the table.
+const CAPACITY: usize = 1 << BITS;
+/// Live handles the registry accepts (the rest of the table keeps probe sequences short).
+pub(crate) const MAX_LIVE: usize = CAPACITY / 2;
+
+const EMPTY: usize = 0;
+const TOMBSTONE: usize = usize::MAX;
+
+static TABLE: [AtomicUsize; CAPACITY] = [const { AtomicUsize::new(EMPTY) }; CAPACITY];
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// A pointer and its kind in one word: handles are at least 8-byte aligned, so the kind fits
+/// in the low 3 bits, and the entry is never `EMPTY` or `TOMBSTONE`.
+fn entry(p: usize, kind: Kind) -> Option<usize> {
+    (p != 0 && p.is_multiple_of(8)).then_some(p | kind as usize)
+}
+
+fn home(e: usize) -> usize {
+    ((e >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - BITS)) % CAPACITY
+}
+
+/// Record `p` as a live handle of `kind`. `false` when the registry is full (the caller reports
+/// `ENOMEM`) or `p` cannot be a handle.
+pub(crate) fn insert(p: usize, kind: Kind) -> bool {
+    let Some(e) = entry(p, kind) else {
+        return false;
+    };
+    if LIVE.fetch_add(1, Ordering::AcqRel) >= MAX_LIVE {
+        LIVE.fetch_sub(1, Ordering::AcqRel);
+        return false;
+    }
+    let h = home(e);
+    loop {
+        for i in 0..CAPACITY {
+            let slot = &TABLE[(h + i) % CAPACITY];
+            let cur = slot.load(Ordering::Acquire);
+            if (cur == EMPTY || cur == TOMBSTONE)
+                && slot
+                    .compare_exchange(cur, e, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                return true;
+            }
+        }
+        // Fewer than CAPACITY / 2 slots are live, so a free one exists: only racing inserts
+        // can have taken every one we saw. Look again.
+    }
+}
+
+/// Whether `p` is a live handle of `kind`. Async-signal-safe.
+pub(crate) fn contains(p: usize, kind: Kind) -> bool {
+    let Some(e) = entry(p, kind) else {
+        return false;
+    };
+    let h = home(e);
+    for i in 0..CAPACITY {
+        match TABLE[(h + i) % CAPACITY].load(Ordering::Acquire) {
+            EMPTY => return false,
+            x if x == e => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Forget `p`; `false` if it was not a live handle of `kind`. Only one caller wins a race to
+/// remove the same handle, so only one frees it.
+pub(crate) fn remove(p: usize, kind: Kind) -> bool {
+    let Some(e) = entry(p, kind) else {
+        return false;
+    };
+    let h = home(e);
+    for i in 0..CAPACITY {
+        let slot = &TABLE[(h + i) % CAPACITY];
+        match slot.load(Ordering::Acquire) {
+            EMPTY => return false,
+            x if x == e => {
+                if slot
+                    .compare_exchange(e, TOMBSTONE, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    LIVE.fetch_sub(1, Ordering::AcqRel);
+                    return true;
+                }
+                return false;
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    // The registry is process-wide: the test that fills it must not run beside the others.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
+    #[test]
+    fn handles_are_found_only_alive_and_under_their_kind() {
+        let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let a = Box::into_raw(Box::new(0u64)) as usize;
+        let b = Box::into_raw(Box::new(0u64)) as usize;
+        assert!(insert(a, Kind::Set));
+        assert!(contains(a, Kind::Set));
+        assert!(!contains(a, Kind::Buf), "a set is not a buffer");
+        assert!(!contains(b, Kind::Set), "never registered");
+        assert!(!contains(0, Kind::Set), "NULL");
+        assert!(!contains(a + 1, Kind::Set), "misaligned");
+        assert!(remove(a, Kind::Set));
+        assert!(!contains(a, Kind::Set), "removed");
+        assert!(!remove(a, Kind::Set), "removed twice");
+        // SAFETY: both came from Box::into_raw above.
+        unsafe {
+            drop(Box::from_raw(a as *mut u64));
+            drop(Box::from_raw(b as *mut u64));
+        }
+    }
+
+    #[test]
+    fn many_handles_from_many_threads_and_tombstones_reused() {
+        let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                std::thread::spawn(move || {
+                    for round in 0..3 {
+                        let ptrs: Vec<usize> = (0..2000)
+                            .map(|i| 0x1000_0000 + (t * 1_000_000 + round * 100_000 + i) * 8)
+                            .collect();
+                        for &p in &ptrs {
+                            assert!(insert(p, Kind::Buf));
+                        }
+                        for &p in &ptrs {
+                            assert!(contains(p, Kind::Buf));
+                        }
+                        for &p in &ptrs {
+                            assert!(remove(p, Kind::Buf));
+                        }
+                        for &p in &ptrs {
+                            assert!(!contains(p, Kind::Buf));
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_full_registry_refuses_more() {
+        let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        // Fill up to the limit (other tests may hold a few entries), then one more fails.
+        let base = 0x7000_0000_0000usize;
+        let mut n = 0;
+        while insert(base + n * 8, Kind::Pctx) {
+            n += 1;
+            assert!(n <= MAX_LIVE, "the registry accepted more than MAX_LIVE");
+        }
+        assert!(n + 16 >= MAX_LIVE, "refused after only {n}");
+        for i in 0..n {
+            assert!(remove(base + i * 8, Kind::Pctx));
+        }
+        assert!(insert(base, Kind::Pctx), "room again after removals");
+        assert!(remove(base, Kind::Pctx));
+    }
+}

@@ -1,0 +1,316 @@
+//! libcpc's error channel: `errno`, the error subcodes and their fixed messages, the
+//! per-handle error handler (`cpc_seterrhndlr`) and the default report on standard error.
+//!
+//! As in libcpc, an error with a subcode goes to the handler when one is set, as
+//! `handler(fn, subcode, fmt, ap)` with the documented message as `fmt` and an empty `ap`;
+//! otherwise `libcpc: <fn>: <message>` is written to standard error. We add the engine's own
+//! explanation (which event, which counters conflict and why) on a second line with the same
+//! prefix, and also report errors without a subcode that way (libcpc printed nothing for them):
+//! every failure names its cause. A handler sees exactly what libcpc gave it. `errno` is saved
+//! and restored around the handler, then set.
+//!
+//! Everything here is async-signal-safe: no allocation (the text is formatted into a buffer on
+//! the stack), no locks, `write(2)` instead of stdio. The sample and restart paths report
+//! through it from signal handlers.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::fmt::{self, Write};
+
+use perfcompat::error::ErrorKind;
+use perfcompat::Error;
+
+/// The libcpc error subcodes (`CPC_INVALID_EVENT`...), by engine error family; -1: none.
+pub(crate) fn subcode(e: &Error) -> c_int {
+    match e.kind() {
+        ErrorKind::InvalidEvent => super::CPC_INVALID_EVENT,
+        ErrorKind::InvalidPicnum => super::CPC_INVALID_PICNUM,
+        ErrorKind::InvalidAttribute => super::CPC_INVALID_ATTRIBUTE,
+        ErrorKind::AttributeOutOfRange => super::CPC_ATTRIBUTE_OUT_OF_RANGE,
+        ErrorKind::ResourceUnavailable => super::CPC_RESOURCE_UNAVAIL,
+        ErrorKind::PicNotCapable => super::CPC_PIC_NOT_CAPABLE,
+        ErrorKind::InvalidFlags => super::CPC_REQ_INVALID_FLAGS,
+        ErrorKind::ConflictingRequests => super::CPC_CONFLICTING_REQS,
+        ErrorKind::RequiresPrivilege => super::CPC_ATTR_REQUIRES_PRIVILEGE,
+        ErrorKind::Other => -1,
+    }
+}
+
+/// libcpc's message for each subcode (index 0 fills the slot; none has a conversion).
+const MESSAGES: [&CStr; 12] = [
+    c"",
+    c"Unknown event\n",
+    c"Invalid counter number\n",
+    c"Unknown attribute\n",
+    c"Attribute out of range\n",
+    c"Hardware resource unavailable\n",
+    c"Counter cannot count requested event\n",
+    c"Invalid flags in a request\n",
+    c"Requests conflict with each other\n",
+    c"Attribute requires the cpc_cpu privilege\n",
+    c"Couldn't bind LWP to requested processor\n",
+    c"Hypervisor event access denied\n",
+];
+
+/// The message of `subcode`, if it has one.
+pub(crate) fn message(subcode: c_int) -> Option<&'static CStr> {
+    usize::try_from(subcode)
+        .ok()
+        .filter(|&i| i > 0)
+        .and_then(|i| MESSAGES.get(i))
+        .copied()
+}
+
+/// The C error handler type (`cpc_errhndlr_t`); its `va_list` is opaque to Rust.
+pub(crate) type Handler =
+    unsafe extern "C" fn(fn_: *const c_char, subcode: c_int, fmt: *const c_char, ap: *mut c_void);
+
+extern "C" {
+    /// In varargs.c: calls `h(fn_, subcode, fmt, ap)` with an empty `va_list`.
+    fn perfcompat_cpc_call_errhndlr(
+        h: Handler,
+        fn_: *const c_char,
+        subcode: c_int,
+        fmt: *const c_char,
+        ...
+    );
+}
+
+/// Text formatted on the stack, cut at its capacity.
+pub(crate) struct StackText {
+    buf: [u8; 1024],
+    len: usize,
+}
+
+impl StackText {
+    pub(crate) fn new() -> StackText {
+        StackText {
+            buf: [0; 1024],
+            len: 0,
+        }
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// Write the text to standard error with `write(2)`.
+    pub(crate) fn to_stderr(&self) {
+        let mut b = self.as_bytes();
+        while !b.is_empty() {
+            // SAFETY: writes from a live buffer.
+            let n = unsafe { libc::write(2, b.as_ptr().cast(), b.len()) };
+            if n <= 0 {
+                return;
+            }
+            b = &b[n as usize..];
+        }
+    }
+}
+
+impl Write for StackText {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let room = self.buf.len() - self.len;
+        let n = s.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+fn errno_location() -> *mut c_int {
+    // SAFETY: returns this thread's errno.
+    unsafe { libc::__errno_location() }
+}
+
+/// Set `errno`.
+pub(crate) fn set_errno(e: c_int) {
+    // SAFETY: this thread's errno.
+    unsafe { *errno_location() = e };
+}
+
+/// Report a failure of `func` (a NUL-terminated C name such as `c"cpc_bind_curlwp"`):
+/// through `handler` when the error has a subcode and a handler is set, otherwise on standard
+/// error with `detail` (the engine's explanation, if any); then set `errno` to `errno`.
+/// Async-signal-safe as long as `detail`'s `Display` does not allocate.
+pub(crate) fn report(
+    handler: Option<Handler>,
+    func: &CStr,
+    subcode: c_int,
+    errno: c_int,
+    detail: Option<&dyn fmt::Display>,
+) {
+    let saved = {
+        // SAFETY: this thread's errno.
+        unsafe { *errno_location() }
+    };
+    let msg = message(subcode);
+    match (handler, msg) {
+        (Some(h), Some(m)) => {
+            // SAFETY: a handler the program registered, called as libcpc calls it.
+            unsafe { perfcompat_cpc_call_errhndlr(h, func.as_ptr(), subcode, m.as_ptr()) };
+        }
+        (Some(_), None) => {}
+        (None, _) => {
+            let name = func.to_str().unwrap_or("libcpc");
+            let mut t = StackText::new();
+            if let Some(m) = msg {
+                let _ = write!(t, "libcpc: {name}: {}", m.to_str().unwrap_or(""));
+            }
+            if let Some(d) = detail {
+                let _ = writeln!(t, "libcpc: {name}: {d}");
+            }
+            t.to_stderr();
+        }
+    }
+    set_errno(saved);
+    set_errno(errno);
+}
+
+/// [`report`] for an engine error: its subcode, errno and explanation.
+pub(crate) fn report_error(handler: Option<Handler>, func: &CStr, e: &Error) {
+    report(handler, func, subcode(e), e.errno(), Some(e));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfcompat::error::{Conflict, ConflictReason};
+
+    #[test]
+    fn engine_errors_map_to_the_documented_subcodes_and_errnos() {
+        let cases: Vec<(Error, c_int, c_int)> = vec![
+            (
+                Error::UnknownEvent {
+                    event: "x".into(),
+                    backend: "b".into(),
+                },
+                1,
+                libc::EINVAL,
+            ),
+            (Error::InvalidPicnum { picnum: 9, npic: 2 }, 2, libc::EINVAL),
+            (
+                Error::InvalidAttribute {
+                    name: "a".into(),
+                    backend: "b".into(),
+                },
+                3,
+                libc::EINVAL,
+            ),
+            (
+                Error::AttributeOutOfRange {
+                    name: "emask".into(),
+                    value: 99,
+                    max: 3,
+                },
+                4,
+                libc::EINVAL,
+            ),
+            (
+                Error::Conflict(Conflict {
+                    requests: vec![(0, "a".into()), (1, "b".into())],
+                    reason: ConflictReason::SharedResource {
+                        resource: "CRU_ESCR2".into(),
+                    },
+                }),
+                5,
+                libc::EINVAL,
+            ),
+            (
+                Error::PicNotCapable {
+                    event: "e".into(),
+                    picnum: 1,
+                },
+                6,
+                libc::EINVAL,
+            ),
+            (Error::InvalidFlags { flags: 0x10 }, 7, libc::EINVAL),
+            (
+                Error::Conflict(Conflict {
+                    requests: vec![(0, "a".into()), (1, "b".into())],
+                    reason: ConflictReason::DifferentFlags,
+                }),
+                8,
+                libc::EINVAL,
+            ),
+            (
+                Error::PermissionDenied {
+                    what: "w".into(),
+                    fix: "f".into(),
+                },
+                9,
+                libc::EACCES,
+            ),
+            (Error::EmptySet, -1, libc::EINVAL),
+            (Error::NotBound, -1, libc::EINVAL),
+            (
+                Error::OverflowUnsupported {
+                    backend: "sim:ultrasparc2".into(),
+                },
+                -1,
+                libc::ENOTSUP,
+            ),
+            (Error::Busy("x".into()), -1, libc::EAGAIN),
+            (Error::NoSuchProcess(5), -1, libc::ESRCH),
+        ];
+        for (e, sub, errno) in cases {
+            assert_eq!(subcode(&e), sub, "{e}");
+            assert_eq!(e.errno(), errno, "{e}");
+        }
+    }
+
+    #[test]
+    fn messages_are_libcpcs() {
+        assert_eq!(message(1).unwrap().to_bytes(), b"Unknown event\n");
+        assert_eq!(
+            message(10).unwrap().to_bytes(),
+            b"Couldn't bind LWP to requested processor\n"
+        );
+        assert!(message(0).is_none() && message(-1).is_none() && message(12).is_none());
+    }
+
+    static SEEN: std::sync::Mutex<Vec<(String, c_int, String)>> = std::sync::Mutex::new(Vec::new());
+
+    unsafe extern "C" fn handler(f: *const c_char, sub: c_int, fmt: *const c_char, _: *mut c_void) {
+        // SAFETY: report passes NUL-terminated strings.
+        let (f, fmt) = unsafe { (CStr::from_ptr(f), CStr::from_ptr(fmt)) };
+        set_errno(12345); // the handler may change errno: report restores it
+        SEEN.lock().unwrap().push((
+            f.to_string_lossy().into_owned(),
+            sub,
+            fmt.to_string_lossy().into_owned(),
+        ));
+    }
+
+    #[test]
+    fn the_handler_gets_name_subcode_and_message_and_errno_survives() {
+        report(
+            Some(handler),
+            c"cpc_bind_curlwp",
+            5,
+            libc::EINVAL,
+            Some(&"detail"),
+        );
+        // SAFETY: this thread's errno.
+        assert_eq!(unsafe { *errno_location() }, libc::EINVAL);
+        // No subcode: the handler is not called.
+        report(Some(handler), c"cpc_unbind", -1, libc::EINVAL, None);
+        let seen = SEEN.lock().unwrap();
+        assert_eq!(
+            *seen,
+            vec![(
+                "cpc_bind_curlwp".to_string(),
+                5,
+                "Hardware resource unavailable\n".to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn stack_text_is_cut_not_overflowed() {
+        let mut t = StackText::new();
+        for _ in 0..100 {
+            let _ = write!(t, "0123456789abcdef");
+        }
+        assert_eq!(t.as_bytes().len(), 1024);
+    }
+}

@@ -1,0 +1,461 @@
+//! A minimal Solaris `libpctx` (`libpctx.h`): process contexts for cputrack-style tools, over
+//! [`perfcompat::pctx`] (ptrace). `pctx_create` starts a command stopped before its first
+//! instruction, `pctx_capture` takes a running process, `pctx_set_events` registers the
+//! callbacks, `pctx_run` runs it calling them, `pctx_release` lets it go. The callbacks get the
+//! process id and the Linux thread id (libpctx's LWP id), which `cpc_bind_pctx` takes.
+//!
+//! Differences from Solaris's libpctx:
+//! - `pctx_create(file, argv, ...)` runs `file` (searched in `PATH`) with `argv[1..]`; the
+//!   program sees `file` as its `argv[0]`;
+//! - a callback returning non-zero ends `pctx_run`, which returns -1 (the processes go on
+//!   running, released);
+//! - the `SYSC_EXEC` callback gets the new program's path from `/proc/<pid>/exe`; the
+//!   `SYSC_EXIT` callback's thread id is the process id;
+//! - `pctx_set_events` is variadic; Rust cannot define C variadic functions on stable, so the
+//!   exported symbol is a naked trampoline that jumps to a C function (capi/src/cpc/varargs.c)
+//!   which reads the (event, callback) pairs and registers each here;
+//! - `pctx_terminate` is not provided; `cpc_terminate` ends a run at its next tick.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use perfcompat::pctx::{Observer, Pctx, Status};
+use perfcompat::Error;
+
+use crate::cpc::registry::{self, Kind};
+use crate::cpc::report::{report, set_errno};
+use crate::cpc::uint_t;
+use crate::ffi_boundary;
+
+/// A process context (opaque): made by `pctx_create` or `pctx_capture`.
+pub struct pctx_t {
+    _opaque: [u8; 0],
+}
+
+/// No event (ends `pctx_set_events`'s list).
+pub const PCTX_NULL_EVENT: c_int = 0;
+/// The process executed a program: `int fn(pctx_t *, pid_t, id_t, char *path, void *arg)`.
+pub const PCTX_SYSC_EXEC_EVENT: c_int = 1;
+/// The process forked: `void fn(pctx_t *, pid_t, id_t, pid_t child, void *arg)`.
+pub const PCTX_SYSC_FORK_EVENT: c_int = 2;
+/// The process exited: `void fn(pctx_t *, pid_t, id_t, int status, void *arg)`.
+pub const PCTX_SYSC_EXIT_EVENT: c_int = 3;
+/// A thread created a thread: `int fn(pctx_t *, pid_t, id_t, void *arg)`.
+pub const PCTX_SYSC_LWP_CREATE_EVENT: c_int = 4;
+/// A thread is now observed (before it runs): `int fn(pctx_t *, pid_t, id_t, void *arg)`.
+pub const PCTX_INIT_LWP_EVENT: c_int = 5;
+/// A thread is about to exit or is released: `int fn(pctx_t *, pid_t, id_t, void *arg)`.
+pub const PCTX_FINI_LWP_EVENT: c_int = 6;
+/// A thread is exiting: `int fn(pctx_t *, pid_t, id_t, void *arg)`.
+pub const PCTX_SYSC_LWP_EXIT_EVENT: c_int = 7;
+
+/// The error callback type of `pctx_create`/`pctx_capture` (`pctx_errfn_t`), declared in the
+/// header by hand: its last parameter is a `va_list`.
+pub type pctx_errfn_t = c_void;
+
+type LwpFn = unsafe extern "C" fn(*mut pctx_t, libc::pid_t, libc::id_t, *mut c_void) -> c_int;
+type ExecFn =
+    unsafe extern "C" fn(*mut pctx_t, libc::pid_t, libc::id_t, *mut c_char, *mut c_void) -> c_int;
+type ForkFn = unsafe extern "C" fn(*mut pctx_t, libc::pid_t, libc::id_t, libc::pid_t, *mut c_void);
+type ExitFn = unsafe extern "C" fn(*mut pctx_t, libc::pid_t, libc::id_t, c_int, *mut c_void);
+
+#[derive(Default, Clone, Copy)]
+struct Callbacks {
+    exec: Option<ExecFn>,
+    fork: Option<ForkFn>,
+    exit: Option<ExitFn>,
+    lwp_create: Option<LwpFn>,
+    init_lwp: Option<LwpFn>,
+    fini_lwp: Option<LwpFn>,
+    lwp_exit: Option<LwpFn>,
+}
+
+/// What a `pctx_t` points to.
+struct Ctx {
+    pid: i32,
+    arg: *mut c_void,
+    callbacks: Callbacks,
+    pctx: Option<Pctx>,
+}
+
+static TERMINATE: AtomicBool = AtomicBool::new(false);
+
+/// Ask every `pctx_run` in progress to return at its next tick (`cpc_terminate`).
+pub(crate) fn terminate_all() {
+    TERMINATE.store(true, Ordering::Release);
+}
+
+/// The process a live `pctx_t` controls.
+pub(crate) fn pid_of(p: *mut pctx_t) -> Option<i32> {
+    // SAFETY: registered pctx_t are live Ctx boxes; `pid` never changes.
+    registry::contains(p as usize, Kind::Pctx).then(|| unsafe { (*(p as *const Ctx)).pid })
+}
+
+fn ctx<'a>(p: *mut pctx_t) -> Option<&'a mut Ctx> {
+    // SAFETY: as in `pid_of`; a pctx_t is driven by one thread (libpctx's rule).
+    registry::contains(p as usize, Kind::Pctx).then(|| unsafe { &mut *(p as *mut Ctx) })
+}
+
+fn fail(func: &CStr, e: &Error) {
+    report(None, func, -1, e.errno(), Some(e));
+}
+
+fn register(pctx: Pctx, arg: *mut c_void) -> *mut pctx_t {
+    let p = Box::into_raw(Box::new(Ctx {
+        pid: pctx.pid(),
+        arg,
+        callbacks: Callbacks::default(),
+        pctx: Some(pctx),
+    }));
+    if !registry::insert(p as usize, Kind::Pctx) {
+        // SAFETY: just made, never shared; dropping releases the process.
+        drop(unsafe { Box::from_raw(p) });
+        set_errno(libc::ENOMEM);
+        return std::ptr::null_mut();
+    }
+    p.cast()
+}
+
+/// Start `filename` with the arguments `argv[1..]` (NULL-terminated) under control, stopped
+/// before its first instruction; see pctx_capture(3CPC). `verbose` and `errfn` are accepted
+/// and unused: errors are reported on standard error.
+///
+/// # Returns
+/// The context, or NULL with `errno` set (`EINVAL` for NULL arguments, `ENOENT` and the like
+/// when the program cannot be run, `EPERM`/`EACCES` when it cannot be traced).
+///
+/// # Safety
+/// `filename` is NULL or a string; `argv` is NULL or a NULL-terminated array of strings.
+#[no_mangle]
+pub unsafe extern "C" fn pctx_create(
+    filename: *const c_char,
+    argv: *const *const c_char,
+    arg: *mut c_void,
+    verbose: c_int,
+    errfn: *mut pctx_errfn_t,
+) -> *mut pctx_t {
+    let _ = (verbose, errfn);
+    ffi_boundary("pctx_create", || {
+        if filename.is_null() {
+            fail(
+                c"pctx_create",
+                &Error::InvalidArgument("NULL file name".into()),
+            );
+            return std::ptr::null_mut();
+        }
+        // SAFETY: a string, per the caller.
+        let mut command = vec![OsString::from(std::ffi::OsStr::from_bytes(
+            unsafe { CStr::from_ptr(filename) }.to_bytes(),
+        ))];
+        if !argv.is_null() {
+            let mut i = 1;
+            // SAFETY: a NULL-terminated array of strings, per the caller.
+            unsafe {
+                if !(*argv).is_null() {
+                    while !(*argv.add(i)).is_null() {
+                        let a = CStr::from_ptr(*argv.add(i)).to_bytes();
+                        command.push(std::ffi::OsStr::from_bytes(a).to_os_string());
+                        i += 1;
+                    }
+                }
+            }
+        }
+        match Pctx::create(&command) {
+            Ok(p) => register(p, arg),
+            Err(e) => {
+                fail(c"pctx_create", &e);
+                std::ptr::null_mut()
+            }
+        }
+    })
+}
+
+/// Take control of the running process `pid` (all its threads); see pctx_capture(3CPC).
+///
+/// # Returns
+/// The context, or NULL with `errno` set (`ESRCH` no such process, `EACCES` not allowed to
+/// trace it, with a line saying why).
+#[no_mangle]
+pub extern "C" fn pctx_capture(
+    pid: libc::pid_t,
+    arg: *mut c_void,
+    verbose: c_int,
+    errfn: *mut pctx_errfn_t,
+) -> *mut pctx_t {
+    let _ = (verbose, errfn);
+    ffi_boundary("pctx_capture", || match Pctx::capture(pid) {
+        Ok(p) => register(p, arg),
+        Err(e) => {
+            fail(c"pctx_capture", &e);
+            std::ptr::null_mut()
+        }
+    })
+}
+
+/// Record one callback of `pctx_set_events` (called by the C side for each pair).
+///
+/// # Safety
+/// `f` is NULL or a function of the type `event` takes.
+#[no_mangle]
+pub unsafe extern "C" fn perfcompat_pctx_set_event(
+    pctx: *mut pctx_t,
+    event: c_int,
+    f: Option<unsafe extern "C" fn()>,
+) -> c_int {
+    ffi_boundary("pctx_set_events", || {
+        let Some(c) = ctx(pctx) else {
+            fail(
+                c"pctx_set_events",
+                &Error::InvalidArgument("not a pctx_t from pctx_create or pctx_capture".into()),
+            );
+            return -1;
+        };
+        // SAFETY: the caller passes a function of the type its event takes.
+        let cb = &mut c.callbacks;
+        unsafe {
+            let f = f.map(|f| f as *const ());
+            match event {
+                PCTX_SYSC_EXEC_EVENT => {
+                    cb.exec = f.map(|f| std::mem::transmute::<*const (), ExecFn>(f))
+                }
+                PCTX_SYSC_FORK_EVENT => {
+                    cb.fork = f.map(|f| std::mem::transmute::<*const (), ForkFn>(f))
+                }
+                PCTX_SYSC_EXIT_EVENT => {
+                    cb.exit = f.map(|f| std::mem::transmute::<*const (), ExitFn>(f))
+                }
+                PCTX_SYSC_LWP_CREATE_EVENT => {
+                    cb.lwp_create = f.map(|f| std::mem::transmute::<*const (), LwpFn>(f))
+                }
+                PCTX_INIT_LWP_EVENT => {
+                    cb.init_lwp = f.map(|f| std::mem::transmute::<*const (), LwpFn>(f))
+                }
+                PCTX_FINI_LWP_EVENT => {
+                    cb.fini_lwp = f.map(|f| std::mem::transmute::<*const (), LwpFn>(f))
+                }
+                PCTX_SYSC_LWP_EXIT_EVENT => {
+                    cb.lwp_exit = f.map(|f| std::mem::transmute::<*const (), LwpFn>(f))
+                }
+                _ => {
+                    fail(
+                        c"pctx_set_events",
+                        &Error::InvalidArgument(format!("unknown pctx event {event}")),
+                    );
+                    return -1;
+                }
+            }
+        }
+        0
+    })
+}
+
+extern "C" {
+    /// In varargs.c: reads the variadic pairs and calls [`perfcompat_pctx_set_event`].
+    fn perfcompat_pctx_set_events_va(pctx: *mut c_void, ...) -> c_int;
+}
+
+/// `int pctx_set_events(pctx_t *pctx, ...)`: register callbacks as (event, function) pairs
+/// ending with `PCTX_NULL_EVENT`; see pctx_set_events(3CPC). A trampoline: it jumps, with the
+/// caller's registers and stack untouched, to the C function that reads the variadic
+/// arguments. Returns 0, or -1 with `errno` `EINVAL` for a bad handle or an unknown event (the
+/// pairs after it are not read).
+///
+/// The header declares it variadic (`libpctx.h`); this Rust signature only names the first
+/// argument.
+///
+/// # Safety
+/// Called from C as the variadic function it is declared as.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn pctx_set_events(pctx: *mut pctx_t) -> c_int {
+    #[cfg(target_arch = "x86_64")]
+    std::arch::naked_asm!("jmp {}", sym perfcompat_pctx_set_events_va);
+    #[cfg(target_arch = "aarch64")]
+    std::arch::naked_asm!("b {}", sym perfcompat_pctx_set_events_va);
+}
+
+/// Calls the program's callbacks for [`Pctx::run`].
+struct Calls {
+    handle: *mut pctx_t,
+    arg: *mut c_void,
+    cb: Callbacks,
+    tick: Option<unsafe extern "C" fn(*mut pctx_t, libc::pid_t, libc::id_t, *mut c_void) -> c_int>,
+}
+
+/// The error that ends a run when a callback returns non-zero.
+fn refused(what: &str, rc: c_int) -> Error {
+    Error::InvalidArgument(format!("the {what} callback returned {rc}"))
+}
+
+impl Calls {
+    fn lwp(&self, f: Option<LwpFn>, what: &str, pid: i32, tid: i32) -> perfcompat::Result<()> {
+        let Some(f) = f else { return Ok(()) };
+        // SAFETY: the program's callback.
+        match unsafe { f(self.handle, pid, tid as libc::id_t, self.arg) } {
+            0 => Ok(()),
+            rc => Err(refused(what, rc)),
+        }
+    }
+}
+
+/// What ends a run on `cpc_terminate`.
+const TERMINATED: &str = "terminated by cpc_terminate";
+
+impl Observer for Calls {
+    fn init_lwp(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
+        self.lwp(self.cb.init_lwp, "init_lwp", pid, tid)
+    }
+    fn fini_lwp(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
+        self.lwp(self.cb.fini_lwp, "fini_lwp", pid, tid)
+    }
+    fn lwp_create(&mut self, pid: i32, tid: i32, _new: i32) {
+        let _ = self.lwp(self.cb.lwp_create, "lwp_create", pid, tid);
+    }
+    fn lwp_exit(&mut self, pid: i32, tid: i32) {
+        let _ = self.lwp(self.cb.lwp_exit, "lwp_exit", pid, tid);
+    }
+    fn fork(&mut self, pid: i32, tid: i32, child: i32) {
+        if let Some(f) = self.cb.fork {
+            // SAFETY: the program's callback.
+            unsafe { f(self.handle, pid, tid as libc::id_t, child, self.arg) };
+        }
+    }
+    fn exec(&mut self, pid: i32, tid: i32) {
+        if let Some(f) = self.cb.exec {
+            let path = std::fs::read_link(format!("/proc/{pid}/exe"))
+                .map(|p| p.as_os_str().as_bytes().to_vec())
+                .unwrap_or_default();
+            let path = CString::new(path).unwrap_or_default();
+            // SAFETY: the program's callback; the path lives through the call.
+            unsafe {
+                f(
+                    self.handle,
+                    pid,
+                    tid as libc::id_t,
+                    path.as_ptr() as *mut c_char,
+                    self.arg,
+                )
+            };
+        }
+    }
+    fn exit(&mut self, pid: i32, status: Status) {
+        if let Some(f) = self.cb.exit {
+            // SAFETY: the program's callback.
+            unsafe {
+                f(
+                    self.handle,
+                    pid,
+                    pid as libc::id_t,
+                    status.exit_code(),
+                    self.arg,
+                )
+            };
+        }
+    }
+    fn tick(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
+        if TERMINATE.load(Ordering::Acquire) {
+            return Err(Error::InvalidArgument(TERMINATED.into()));
+        }
+        let Some(f) = self.tick else { return Ok(()) };
+        // SAFETY: the program's callback.
+        match unsafe { f(self.handle, pid, tid as libc::id_t, self.arg) } {
+            0 => Ok(()),
+            rc => Err(refused("tick", rc)),
+        }
+    }
+}
+
+/// Run the process, calling the registered callbacks as threads start and end and `tick` for
+/// every thread each `msec` milliseconds (0: no ticks), until the process exits, or after
+/// `nsamples` ticks when it is not 0; see pctx_run(3CPC).
+///
+/// # Returns
+/// 0 when the process exited, the ticks were done or `cpc_terminate` was called; -1 with
+/// `errno` set when a callback returned non-zero or the process could not be followed.
+///
+/// # Safety
+/// `tick` is NULL or a function of this type; `pctx` is driven by this thread only.
+#[no_mangle]
+pub unsafe extern "C" fn pctx_run(
+    pctx: *mut pctx_t,
+    msec: uint_t,
+    nsamples: uint_t,
+    tick: Option<unsafe extern "C" fn(*mut pctx_t, libc::pid_t, libc::id_t, *mut c_void) -> c_int>,
+) -> c_int {
+    ffi_boundary("pctx_run", || {
+        // The process leaves the handle while it runs: the callbacks may use the handle
+        // (cpc_bind_pctx reads its pid) and even release it.
+        let Some((mut p, arg, cb)) =
+            ctx(pctx).and_then(|c| Some((c.pctx.take()?, c.arg, c.callbacks)))
+        else {
+            fail(
+                c"pctx_run",
+                &Error::InvalidArgument(
+                    "not a live pctx_t, or one already running or released".into(),
+                ),
+            );
+            return -1;
+        };
+        let mut calls = Calls {
+            handle: pctx,
+            arg,
+            cb,
+            tick: if msec == 0 { None } else { tick },
+        };
+        // Ticks also serve cpc_terminate: without msec, check every 100 ms and call nothing.
+        let (interval, samples) = match msec {
+            0 => (Duration::from_millis(100), 0),
+            ms => (Duration::from_millis(u64::from(ms)), nsamples),
+        };
+        let r = p.run(&mut calls, Some(interval), samples);
+        if let Some(c) = ctx(pctx) {
+            c.pctx = Some(p);
+        }
+        match r {
+            Ok(_) => 0,
+            Err(Error::InvalidArgument(s)) if s == TERMINATED => {
+                TERMINATE.store(false, Ordering::Release);
+                0
+            }
+            Err(e) => {
+                fail(c"pctx_run", &e);
+                -1
+            }
+        }
+    })
+}
+
+/// Stop controlling the process: every observed thread gets the `PCTX_FINI_LWP_EVENT`
+/// callback, the process goes on running (a created command that never ran is killed), and
+/// the handle is freed; see pctx_capture(3CPC).
+///
+/// # Safety
+/// `pctx` is not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn pctx_release(pctx: *mut pctx_t) {
+    ffi_boundary("pctx_release", || {
+        if !registry::remove(pctx as usize, Kind::Pctx) {
+            fail(
+                c"pctx_release",
+                &Error::InvalidArgument("not a live pctx_t".into()),
+            );
+            return;
+        }
+        // SAFETY: registered, and we won its removal.
+        let mut c = unsafe { Box::from_raw(pctx as *mut Ctx) };
+        if let Some(p) = c.pctx.take() {
+            let mut calls = Calls {
+                handle: pctx,
+                arg: c.arg,
+                cb: c.callbacks,
+                tick: None,
+            };
+            if let Err(e) = p.release(&mut calls) {
+                fail(c"pctx_release", &e);
+            }
+        }
+    })
+}
