@@ -865,7 +865,16 @@ pub extern "C" fn cpc_buf_copy(cpc: *mut cpc_t, ds: *mut cpc_buf_t, src: *mut cp
 /// bad handle; see cpc_buf_create(3CPC).
 #[no_mangle]
 pub extern "C" fn cpc_buf_zero(cpc: *mut cpc_t, buf: *mut cpc_buf_t) {
-    ffi_boundary("cpc_buf_zero", || combine(cpc, buf, buf, buf, |_, _| 0))
+    ffi_boundary("cpc_buf_zero", || {
+        let Some([b]) = same_size(cpc, [buf]) else {
+            return set_errno(libc::EINVAL);
+        };
+        for v in b.vals.iter() {
+            v.store(0, Ordering::Relaxed);
+        }
+        b.hrtime.store(0, Ordering::Relaxed);
+        b.tick.store(0, Ordering::Relaxed);
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
