@@ -146,6 +146,31 @@ fn buf_of<'a>(cpc: &Cpc, buf: *mut cpc_buf_t) -> Option<&'a Buf> {
     unsafe { get(buf as *const Buf, Kind::Buf) }.filter(|b| b.cpc == cpc as *const Cpc as usize)
 }
 
+/// The live `cpc_t`, or `None` after reporting that it is not one.
+fn cpc_or_report<'a>(cpc: *mut cpc_t, func: &CStr) -> Option<&'a Cpc> {
+    let c = cpc_ref(cpc);
+    if c.is_none() {
+        bad(None, func, NO_CPC);
+    }
+    c
+}
+
+/// The live `cpc_t` and its live set, or `None` after reporting which is not.
+fn set_or_report<'a>(
+    cpc: *mut cpc_t,
+    set: *mut cpc_set_t,
+    func: &CStr,
+) -> Option<(&'a Cpc, &'a Set)> {
+    let c = cpc_or_report(cpc, func)?;
+    match set_of(c, set) {
+        Some(s) => Some((c, s)),
+        None => {
+            bad(Some(c), func, NO_SET);
+            None
+        }
+    }
+}
+
 /// Say why a handle was refused (no subcode: only errno and, without a handler, a line).
 fn bad(cpc: Option<&Cpc>, func: &CStr, what: &'static str) {
     report(
@@ -230,12 +255,8 @@ pub unsafe extern "C" fn cpc_close(cpc: *mut cpc_t) -> c_int {
 /// The number, or 0 with `errno` `EINVAL` when `cpc` is not a live handle.
 #[no_mangle]
 pub extern "C" fn cpc_npic(cpc: *mut cpc_t) -> uint_t {
-    ffi_boundary("cpc_npic", || match cpc_ref(cpc) {
-        Some(c) => c.npic,
-        None => {
-            bad(None, c"cpc_npic", NO_CPC);
-            0
-        }
+    ffi_boundary("cpc_npic", || {
+        cpc_or_report(cpc, c"cpc_npic").map_or(0, |c| c.npic)
     })
 }
 
@@ -246,12 +267,8 @@ pub extern "C" fn cpc_npic(cpc: *mut cpc_t) -> uint_t {
 /// The bits, or 0 with `errno` `EINVAL` when `cpc` is not a live handle.
 #[no_mangle]
 pub extern "C" fn cpc_caps(cpc: *mut cpc_t) -> uint_t {
-    ffi_boundary("cpc_caps", || match cpc_ref(cpc) {
-        Some(c) => c.caps,
-        None => {
-            bad(None, c"cpc_caps", NO_CPC);
-            0
-        }
+    ffi_boundary("cpc_caps", || {
+        cpc_or_report(cpc, c"cpc_caps").map_or(0, |c| c.caps)
     })
 }
 
@@ -263,12 +280,8 @@ pub extern "C" fn cpc_caps(cpc: *mut cpc_t) -> uint_t {
 /// A string owned by the handle, or NULL with `errno` `EINVAL` when `cpc` is not a live handle.
 #[no_mangle]
 pub extern "C" fn cpc_cciname(cpc: *mut cpc_t) -> *const c_char {
-    ffi_boundary("cpc_cciname", || match cpc_ref(cpc) {
-        Some(c) => c.cciname.as_ptr(),
-        None => {
-            bad(None, c"cpc_cciname", NO_CPC);
-            std::ptr::null()
-        }
+    ffi_boundary("cpc_cciname", || {
+        cpc_or_report(cpc, c"cpc_cciname").map_or(std::ptr::null(), |c| c.cciname.as_ptr())
     })
 }
 
@@ -279,12 +292,8 @@ pub extern "C" fn cpc_cciname(cpc: *mut cpc_t) -> *const c_char {
 /// A string owned by the handle, or NULL with `errno` `EINVAL` when `cpc` is not a live handle.
 #[no_mangle]
 pub extern "C" fn cpc_cpuref(cpc: *mut cpc_t) -> *const c_char {
-    ffi_boundary("cpc_cpuref", || match cpc_ref(cpc) {
-        Some(c) => c.cpuref.as_ptr(),
-        None => {
-            bad(None, c"cpc_cpuref", NO_CPC);
-            std::ptr::null()
-        }
+    ffi_boundary("cpc_cpuref", || {
+        cpc_or_report(cpc, c"cpc_cpuref").map_or(std::ptr::null(), |c| c.cpuref.as_ptr())
     })
 }
 
@@ -302,8 +311,7 @@ pub extern "C" fn cpc_cpuref(cpc: *mut cpc_t) -> *const c_char {
 #[no_mangle]
 pub unsafe extern "C" fn cpc_seterrhndlr(cpc: *mut cpc_t, fn_: *mut cpc_errhndlr_t) -> c_int {
     ffi_boundary("cpc_seterrhndlr", || {
-        let Some(c) = cpc_ref(cpc) else {
-            bad(None, c"cpc_seterrhndlr", NO_CPC);
+        let Some(c) = cpc_or_report(cpc, c"cpc_seterrhndlr") else {
             return -1;
         };
         // SAFETY: the caller passes a cpc_errhndlr_t (or NULL).
@@ -324,8 +332,7 @@ pub unsafe extern "C" fn cpc_seterrhndlr(cpc: *mut cpc_t, fn_: *mut cpc_errhndlr
 #[no_mangle]
 pub extern "C" fn cpc_set_create(cpc: *mut cpc_t) -> *mut cpc_set_t {
     ffi_boundary("cpc_set_create", || {
-        let Some(c) = cpc_ref(cpc) else {
-            bad(None, c"cpc_set_create", NO_CPC);
+        let Some(c) = cpc_or_report(cpc, c"cpc_set_create") else {
             return std::ptr::null_mut();
         };
         let p = handles::new_set(c);
@@ -346,8 +353,7 @@ pub extern "C" fn cpc_set_create(cpc: *mut cpc_t) -> *mut cpc_set_t {
 #[no_mangle]
 pub unsafe extern "C" fn cpc_set_destroy(cpc: *mut cpc_t, set: *mut cpc_set_t) -> c_int {
     ffi_boundary("cpc_set_destroy", || {
-        let Some(c) = cpc_ref(cpc) else {
-            bad(None, c"cpc_set_destroy", NO_CPC);
+        let Some(c) = cpc_or_report(cpc, c"cpc_set_destroy") else {
             return -1;
         };
         forget_current(set as usize);
@@ -464,12 +470,7 @@ pub unsafe extern "C" fn cpc_set_add_request(
 ) -> c_int {
     const F: &CStr = c"cpc_set_add_request";
     ffi_boundary("cpc_set_add_request", || {
-        let Some(c) = cpc_ref(cpc) else {
-            bad(None, F, NO_CPC);
-            return -1;
-        };
-        let Some(s) = set_of(c, set) else {
-            bad(Some(c), F, NO_SET);
+        let Some((c, s)) = set_or_report(cpc, set, F) else {
             return -1;
         };
         if s.bound.is_bound() {
@@ -614,12 +615,7 @@ pub unsafe extern "C" fn cpc_walk_requests(
 #[no_mangle]
 pub extern "C" fn cpc_buf_create(cpc: *mut cpc_t, set: *mut cpc_set_t) -> *mut cpc_buf_t {
     ffi_boundary("cpc_buf_create", || {
-        let Some(c) = cpc_ref(cpc) else {
-            bad(None, c"cpc_buf_create", NO_CPC);
-            return std::ptr::null_mut();
-        };
-        let Some(s) = set_of(c, set) else {
-            bad(Some(c), c"cpc_buf_create", NO_SET);
+        let Some((c, s)) = set_or_report(cpc, set, c"cpc_buf_create") else {
             return std::ptr::null_mut();
         };
         let p = handles::new_buf(c, s);
@@ -640,8 +636,7 @@ pub extern "C" fn cpc_buf_create(cpc: *mut cpc_t, set: *mut cpc_set_t) -> *mut c
 #[no_mangle]
 pub unsafe extern "C" fn cpc_buf_destroy(cpc: *mut cpc_t, buf: *mut cpc_buf_t) -> c_int {
     ffi_boundary("cpc_buf_destroy", || {
-        let Some(c) = cpc_ref(cpc) else {
-            bad(None, c"cpc_buf_destroy", NO_CPC);
+        let Some(c) = cpc_or_report(cpc, c"cpc_buf_destroy") else {
             return -1;
         };
         if handles::destroy_child(c, buf as usize, Kind::Buf) {
@@ -967,12 +962,7 @@ fn bind_set(c: &Cpc, s: &Set, func: &CStr, target: Target, how: How) -> c_int {
 pub extern "C" fn cpc_bind_curlwp(cpc: *mut cpc_t, set: *mut cpc_set_t, flags: uint_t) -> c_int {
     const F: &CStr = c"cpc_bind_curlwp";
     ffi_boundary("cpc_bind_curlwp", || {
-        let Some(c) = cpc_ref(cpc) else {
-            bad(None, F, NO_CPC);
-            return -1;
-        };
-        let Some(s) = set_of(c, set) else {
-            bad(Some(c), F, NO_SET);
+        let Some((c, s)) = set_or_report(cpc, set, F) else {
             return -1;
         };
         if flags & !CPC_BIND_LWP_INHERIT != 0 {
@@ -1023,12 +1013,7 @@ pub unsafe extern "C" fn cpc_bind_pctx(
 ) -> c_int {
     const F: &CStr = c"cpc_bind_pctx";
     ffi_boundary("cpc_bind_pctx", || {
-        let Some(c) = cpc_ref(cpc) else {
-            bad(None, F, NO_CPC);
-            return -1;
-        };
-        let Some(s) = set_of(c, set) else {
-            bad(Some(c), F, NO_SET);
+        let Some((c, s)) = set_or_report(cpc, set, F) else {
             return -1;
         };
         let Some(pid) = crate::pctx::pid_of(pctx) else {
@@ -1096,12 +1081,7 @@ pub extern "C" fn cpc_bind_cpu(
 ) -> c_int {
     const F: &CStr = c"cpc_bind_cpu";
     ffi_boundary("cpc_bind_cpu", || {
-        let Some(c) = cpc_ref(cpc) else {
-            bad(None, F, NO_CPC);
-            return -1;
-        };
-        let Some(s) = set_of(c, set) else {
-            bad(Some(c), F, NO_SET);
+        let Some((c, s)) = set_or_report(cpc, set, F) else {
             return -1;
         };
         let h = c.handler();
@@ -1219,12 +1199,7 @@ pub extern "C" fn cpc_bind_cpu(
 pub extern "C" fn cpc_unbind(cpc: *mut cpc_t, set: *mut cpc_set_t) -> c_int {
     const F: &CStr = c"cpc_unbind";
     ffi_boundary("cpc_unbind", || {
-        let Some(c) = cpc_ref(cpc) else {
-            bad(None, F, NO_CPC);
-            return -1;
-        };
-        let Some(s) = set_of(c, set) else {
-            bad(Some(c), F, NO_SET);
+        let Some((c, s)) = set_or_report(cpc, set, F) else {
             return -1;
         };
         if !s.bound.is_bound() {
@@ -1253,12 +1228,7 @@ pub extern "C" fn cpc_set_sample(
 ) -> c_int {
     const F: &CStr = c"cpc_set_sample";
     ffi_boundary("cpc_set_sample", || {
-        let Some(c) = cpc_ref(cpc) else {
-            bad(None, F, NO_CPC);
-            return -1;
-        };
-        let Some(s) = set_of(c, set) else {
-            bad(Some(c), F, NO_SET);
+        let Some((c, s)) = set_or_report(cpc, set, F) else {
             return -1;
         };
         let Some(b) = buf_of(c, buf) else {
