@@ -241,7 +241,7 @@ uint_t cpc_caps(cpc_t *cpc);
 /*
  The name of the counter implementation (shorter than `CPC_MAX_IMPL_NAME`); see
  cpc_npic(3CPC). On a host without a hardware PMU it says so: "Linux perf_event, software
- events only (no PMU) on <cpu>".
+ events only (no PMU) on" and the CPU model.
 
  # Returns
  A string owned by the handle, or NULL with `errno` `EINVAL` when `cpc` is not a live handle.

@@ -3,11 +3,11 @@
 //!
 //! Each function checks its handles against the registry of live handles (a stale, foreign
 //! or mistyped handle is `EINVAL`, never dereferenced), converts, calls the engine and reports
-//! failures the libcpc way (see [`report`]): -1 (or NULL) with `errno`, through the error
+//! failures the libcpc way (see the `report` module): -1 (or NULL) with `errno`, through the error
 //! handler with a subcode where libcpc had one, else on standard error. `cpc_set_sample`,
 //! `cpc_buf_get`, `cpc_buf_set`, `cpc_request_preset`, `cpc_set_restart`, `cpc_enable` and
 //! `cpc_disable` are async-signal-safe (no allocation, no locks, no stdio), so a SIGEMT handler
-//! may call them. Overflow notification is described in [`emt`].
+//! may call them. Overflow notification is described in the `emt` module.
 //!
 //! Decisions where the man pages and the original code disagree, or Linux differs, are
 //! commented where they are implemented and listed in the README.
@@ -274,7 +274,7 @@ pub extern "C" fn cpc_caps(cpc: *mut cpc_t) -> uint_t {
 
 /// The name of the counter implementation (shorter than `CPC_MAX_IMPL_NAME`); see
 /// cpc_npic(3CPC). On a host without a hardware PMU it says so: "Linux perf_event, software
-/// events only (no PMU) on <cpu>".
+/// events only (no PMU) on" and the CPU model.
 ///
 /// # Returns
 /// A string owned by the handle, or NULL with `errno` `EINVAL` when `cpc` is not a live handle.
