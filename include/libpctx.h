@@ -70,7 +70,7 @@ extern "C" {
  `filename` is NULL or a string; `argv` is NULL or a NULL-terminated array of strings.
  */
 pctx_t *pctx_create(const char *filename,
-                    const char *const *argv,
+                    char *const *argv,
                     void *arg,
                     int verbose,
                     pctx_errfn_t *errfn);

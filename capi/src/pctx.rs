@@ -131,7 +131,7 @@ fn register(pctx: Pctx, arg: *mut c_void) -> *mut pctx_t {
 #[no_mangle]
 pub unsafe extern "C" fn pctx_create(
     filename: *const c_char,
-    argv: *const *const c_char,
+    argv: *const *mut c_char,
     arg: *mut c_void,
     verbose: c_int,
     errfn: *mut pctx_errfn_t,

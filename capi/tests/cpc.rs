@@ -213,3 +213,16 @@ fn walkers_list_the_backends_events_and_attributes() {
         );
     }
 }
+
+#[test]
+fn libpctx_runs_a_command_and_cpc_bind_pctx_counts_its_threads() {
+    let out = run_output(program(), "perf", &["pctx"], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("ptrace") && stderr.contains("permission denied") {
+        skip("tracing a child is not allowed here (kernel.yama.ptrace_scope)");
+        return;
+    }
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("pctx: 0 failures"), "{stdout}\n{stderr}");
+}

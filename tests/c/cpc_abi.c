@@ -11,6 +11,7 @@
  *   walk      any             prints the walkers' output for the driver to check
  *   cpu       perf            cpc_bind_cpu: counting a CPU, errors, affinity restored
  *   default   sim:ultrasparc  the default error report on stderr (no handler)
+ *   pctx      perf            libpctx: count a command's threads with cpc_bind_pctx
  * It prints "<mode>: N failures". */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -597,6 +598,57 @@ static int default_report(void) {
     return 0;
 }
 
+/* libpctx: bind a set to each thread of a command as it starts, sample it as it ends. */
+static cpc_t *px_cpc;
+static cpc_set_t *px_set;
+static cpc_buf_t *px_buf;
+static int px_init, px_fini, px_exit_status = -1;
+static uint64_t px_faults;
+static int px_init_lwp(pctx_t *pctx, pid_t pid, id_t lwp, void *arg) {
+    (void)arg;
+    px_init++;
+    return cpc_bind_pctx(px_cpc, pctx, lwp, px_set, 0) == 0 && pid > 0 ? 0 : -1;
+}
+static int px_fini_lwp(pctx_t *pctx, pid_t pid, id_t lwp, void *arg) {
+    uint64_t v = 0;
+    (void)pctx; (void)pid; (void)lwp; (void)arg;
+    px_fini++;
+    if (cpc_set_sample(px_cpc, px_set, px_buf) != 0 || cpc_buf_get(px_cpc, px_buf, 0, &v) != 0)
+        return -1;
+    px_faults += v;
+    return cpc_unbind(px_cpc, px_set);
+}
+static void px_exit(pctx_t *pctx, pid_t pid, id_t lwp, int status, void *arg) {
+    (void)pctx; (void)pid; (void)lwp; (void)arg;
+    px_exit_status = status;
+}
+
+static int pctx(void) {
+    char *argv[] = {"sh", "-c", "exit 3", NULL};
+    pctx_t *p;
+    CHECK((px_cpc = cpc_open(CPC_VER_CURRENT)) != NULL);
+    CHECK((px_set = cpc_set_create(px_cpc)) != NULL);
+    CHECK(cpc_set_add_request(px_cpc, px_set, "page-faults", 0, CPC_COUNT_USER | CPC_COUNT_SYSTEM, 0, NULL) == 0);
+    CHECK((px_buf = cpc_buf_create(px_cpc, px_set)) != NULL);
+    errno = 0;
+    CHECK(cpc_bind_pctx(px_cpc, NULL, 1, px_set, 0) == -1 && errno == EINVAL);
+    CHECK((p = pctx_create("sh", argv, NULL, 0, NULL)) != NULL);
+    CHECK(pctx_set_events(p, PCTX_INIT_LWP_EVENT, px_init_lwp, PCTX_FINI_LWP_EVENT, px_fini_lwp,
+                          PCTX_SYSC_EXIT_EVENT, px_exit, PCTX_NULL_EVENT) == 0);
+    errno = 0;
+    CHECK(pctx_set_events(p, 99, px_exit, PCTX_NULL_EVENT) == -1 && errno == EINVAL);
+    errno = 0;
+    CHECK(cpc_bind_pctx(px_cpc, p, 1, px_set, 1) == -1 && errno == EINVAL);
+    errno = 0;
+    CHECK(cpc_bind_pctx(px_cpc, p, 0x7ffffff0, px_set, 0) == -1 && errno == ESRCH);
+    CHECK(pctx_run(p, 0, 0, NULL) == 0);
+    pctx_release(p);
+    printf("pctx init %d fini %d faults %" PRIu64 " exit %d\n", px_init, px_fini, px_faults, px_exit_status);
+    CHECK(px_init >= 1 && px_fini == px_init && px_faults > 0 && px_exit_status == 3);
+    CHECK(cpc_close(px_cpc) == 0);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "errors") == 0) errors();
@@ -609,6 +661,7 @@ int main(int argc, char **argv) {
     else if (strcmp(mode, "walk") == 0) walk();
     else if (strcmp(mode, "cpu") == 0) cpu();
     else if (strcmp(mode, "default") == 0) default_report();
+    else if (strcmp(mode, "pctx") == 0) pctx();
     else { fprintf(stderr, "unknown mode '%s'\n", mode); return 2; }
     printf("%s: %d failures\n", mode, fails);
     return fails != 0;
