@@ -152,12 +152,17 @@ pub(crate) fn report(
         (Some(_), None) => {}
         (None, _) => {
             let name = func.to_str().unwrap_or("libcpc");
+            let lib = if name.starts_with("pctx_") {
+                "libpctx"
+            } else {
+                "libcpc"
+            };
             let mut t = StackText::new();
             if let Some(m) = msg {
-                let _ = write!(t, "libcpc: {name}: {}", m.to_str().unwrap_or(""));
+                let _ = write!(t, "{lib}: {name}: {}", m.to_str().unwrap_or(""));
             }
             if let Some(d) = detail {
-                let _ = writeln!(t, "libcpc: {name}: {d}");
+                let _ = writeln!(t, "{lib}: {name}: {d}");
             }
             t.to_stderr();
         }
