@@ -145,6 +145,12 @@ pub struct BoundSet {
     base: Box<[AtomicU64]>,
     origin: Box<[AtomicU64]>,
     frozen_vals: Box<[AtomicU64]>,
+    // The backend's raw counts and times at the freeze: the group is stopped while frozen, so
+    // restart and resume start from them without stopping and reading again (two system calls
+    // fewer on every overflow that the handler restarts).
+    frozen_raw: Box<[AtomicU64]>,
+    frozen_enabled: AtomicU64,
+    frozen_running: AtomicU64,
     frozen: AtomicBool,
     frozen_at: AtomicU64,
     overflowed: AtomicU64,
@@ -306,12 +312,27 @@ impl BoundSet {
         }
     }
 
+    /// The raw counts and times to count on from: those recorded at the freeze when frozen
+    /// (the group has been stopped since), else stop the group and read them.
+    fn stopped_raw(&self, raw: &mut [u64; MAX_REQUESTS]) -> Result<Times> {
+        if self.frozen.load(Ordering::Relaxed) {
+            for (r, f) in raw.iter_mut().zip(self.frozen_raw.iter()) {
+                *r = f.load(Ordering::Relaxed);
+            }
+            return Ok(Times {
+                enabled: self.frozen_enabled.load(Ordering::Relaxed),
+                running: self.frozen_running.load(Ordering::Relaxed),
+            });
+        }
+        self.group.stop();
+        self.read_raw(raw)
+    }
+
     /// (Re)start counting from the current presets: the state at the start of a binding and
     /// after [`BoundSet::restart`]. Must run inside `write`.
     fn start_from_presets(&self) -> Result<()> {
-        self.group.stop();
         let mut raw = [0u64; MAX_REQUESTS];
-        let times = self.read_raw(&mut raw)?;
+        let times = self.stopped_raw(&mut raw)?;
         for i in 0..self.n {
             let p = self.preset[i].load(Ordering::Relaxed);
             self.base[i].store(p, Ordering::Relaxed);
@@ -355,8 +376,15 @@ impl BoundSet {
     fn freeze(&self, overflowed: u64) -> Result<()> {
         self.group.stop();
         let mut raw = [0u64; MAX_REQUESTS];
-        self.read_raw(&mut raw)?;
+        let times = self.read_raw(&mut raw)?;
+        self.freeze_at(&raw, times, overflowed);
+        Ok(())
+    }
+
+    /// Freeze at raw counts `raw` read after the group was stopped.
+    fn freeze_at(&self, raw: &[u64], times: Times, overflowed: u64) {
         for i in 0..self.n {
+            self.frozen_raw[i].store(raw[i], Ordering::Relaxed);
             let base = self.base[i].load(Ordering::Relaxed);
             let origin = self.origin[i].load(Ordering::Relaxed);
             self.frozen_vals[i].store(
@@ -366,9 +394,10 @@ impl BoundSet {
         }
         self.frozen_at.store(now_ns() as u64, Ordering::Relaxed);
         self.overflowed.fetch_or(overflowed, Ordering::Relaxed);
+        self.frozen_enabled.store(times.enabled, Ordering::Relaxed);
+        self.frozen_running.store(times.running, Ordering::Relaxed);
         self.frozen.store(true, Ordering::Release);
         self.generation.store(next_generation(), Ordering::Release);
-        Ok(())
     }
 
     /// Stop counting (libcpc's `cpc_disable`). Fails if the set is already frozen.
@@ -389,7 +418,7 @@ impl BoundSet {
                 return Err(Error::WrongState("the counters are already running"));
             }
             let mut raw = [0u64; MAX_REQUESTS];
-            b.read_raw(&mut raw)?;
+            b.stopped_raw(&mut raw)?;
             for i in 0..b.n {
                 b.base[i].store(b.frozen_vals[i].load(Ordering::Relaxed), Ordering::Relaxed);
                 b.origin[i].store(raw[i], Ordering::Relaxed);
@@ -417,10 +446,14 @@ impl BoundSet {
             if b.frozen.load(Ordering::Relaxed) {
                 return 0;
             }
+            // Stop first: the values freeze at the overflow, and the read below is the one the
+            // freeze keeps.
+            b.group.stop();
             let mut raw = [0u64; MAX_REQUESTS];
-            if b.read_raw(&mut raw).is_err() {
+            let Ok(times) = b.read_raw(&mut raw) else {
+                b.group.start();
                 return 0;
-            }
+            };
             let mut mask = 0u64;
             let mut rearm = [None::<u64>; MAX_REQUESTS];
             for (i, r) in rearm.iter_mut().enumerate().take(b.n) {
@@ -438,7 +471,6 @@ impl BoundSet {
             if mask == 0 {
                 // The backend could not be armed that far (perf periods stop at 2^63):
                 // arm again for the rest of the distance.
-                b.group.stop();
                 for (i, r) in rearm.iter().enumerate().take(b.n) {
                     if r.is_some() {
                         b.group.arm(i, *r);
@@ -447,9 +479,7 @@ impl BoundSet {
                 b.group.start();
                 return 0;
             }
-            if b.freeze(mask).is_err() {
-                return 0;
-            }
+            b.freeze_at(&raw, times, mask);
             mask
         });
         if fired != 0 {
@@ -765,6 +795,9 @@ pub fn bind_with(
         base: zeroed(n),
         origin: zeroed(n),
         frozen_vals: zeroed(n),
+        frozen_raw: zeroed(n),
+        frozen_enabled: AtomicU64::new(0),
+        frozen_running: AtomicU64::new(0),
         frozen: AtomicBool::new(false),
         frozen_at: AtomicU64::new(0),
         overflowed: AtomicU64::new(0),
