@@ -123,6 +123,40 @@ fn overflow_without_restart_freezes_the_whole_set() {
     assert_eq!(sample(&b), vec![u64::MAX - 4, 5]);
 }
 
+/// A new preset takes effect at the restart: the next overflow comes at the new distance, not
+/// the one the counters were opened with (the kernel's period must really be re-armed).
+#[test]
+fn restart_rearms_the_overflow_at_a_new_preset() {
+    let set = CounterSet::new()
+        .with(Request::new("minor-faults").preset(u64::MAX - 99).notify())
+        .unwrap();
+    let pages = Pages::new(400);
+    let b = bind_with(perf(), &set, Target::CurrentThread).unwrap();
+    for i in 0..150 {
+        pages.touch(i);
+    }
+    assert!(b.is_frozen(), "overflow after 100 faults");
+    b.set_preset(0, u64::MAX - 29).unwrap();
+    b.restart().unwrap();
+    for i in 150..179 {
+        pages.touch(i);
+    }
+    assert!(!b.is_frozen(), "29 faults: no overflow yet");
+    assert_eq!(sample(&b), vec![u64::MAX]);
+    pages.touch(179);
+    assert!(b.is_frozen(), "the 30th fault after the restart overflows");
+    assert_eq!(sample(&b), vec![0]);
+    // And a longer distance than the one the counters were opened with.
+    b.set_preset(0, u64::MAX - 149).unwrap();
+    b.restart().unwrap();
+    for i in 180..329 {
+        pages.touch(i);
+    }
+    assert!(!b.is_frozen(), "149 faults: no overflow yet");
+    pages.touch(329);
+    assert!(b.is_frozen(), "the 150th fault overflows");
+}
+
 #[test]
 fn inheritance_sums_threads_created_after_the_bind() {
     let set = CounterSet::new().with(Request::new("page-faults")).unwrap();

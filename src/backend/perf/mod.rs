@@ -501,10 +501,20 @@ impl Group for PerfGroup {
         if self.notify & (1 << index) == 0 {
             return;
         }
-        let d = period(distance, self.scale[index]);
+        let d: u64 = period(distance, self.scale[index]);
         for u in &self.units {
-            // SAFETY: ioctl on our own fd with a pointer to a local.
-            unsafe { sys::ioctls::PERIOD(u.fds[index].as_raw_fd(), d) };
+            // The kernel reads the new period through a pointer. perf-event-open-sys's
+            // `ioctls::PERIOD` passes it by value, which fails with EFAULT and leaves the
+            // period the event was opened with (tests/perf.rs
+            // restart_rearms_the_overflow_at_a_new_preset catches that).
+            // SAFETY: ioctl on our own fd with a pointer to a local that outlives the call.
+            unsafe {
+                libc::ioctl(
+                    u.fds[index].as_raw_fd(),
+                    b::PERIOD as libc::c_ulong,
+                    &d as *const u64,
+                )
+            };
         }
     }
 
