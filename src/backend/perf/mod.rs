@@ -50,8 +50,18 @@ pub struct HostCaps {
     pub paranoid: i32,
     /// Running as root.
     pub root: bool,
-    /// Nominal clock in MHz, for the `cycles` fallback.
+    /// Clock in MHz for the `cycles` fallback: the one `perfex --calibrate` measured when its
+    /// host cost cache exists, else the nominal clock.
     pub mhz: f64,
+    /// Where `mhz` comes from, for the notes.
+    pub clock_source: &'static str,
+}
+
+/// The core clock `perfex --calibrate` measured, from the host cost cache, if it exists and
+/// parses.
+fn calibrated_mhz() -> Option<f64> {
+    let path = crate::costs::host_cache_path().filter(|p| p.exists())?;
+    crate::costs::CostOverlay::load(&path).ok()?.clock_mhz
 }
 
 /// The perf backend.
@@ -188,12 +198,17 @@ pub fn probe() -> std::result::Result<HostCaps, Error> {
     h.set_exclude_kernel(1);
     h.set_exclude_hv(1);
     let pmu = open_attr(&mut h, 0, -1, -1).is_ok();
+    let (mhz, clock_source) = match calibrated_mhz() {
+        Some(m) => (m, "the clock perfex --calibrate measured"),
+        None => (nominal_mhz(), "the nominal clock"),
+    };
     Ok(HostCaps {
         pmu,
         paranoid,
         // SAFETY: plain libc call.
         root: unsafe { libc::geteuid() } == 0,
-        mhz: nominal_mhz(),
+        mhz,
+        clock_source,
     })
 }
 
@@ -219,8 +234,8 @@ impl PerfBackend {
         };
         if cycles_fallback {
             notes.push(format!(
-                "'cycles' is estimated as CPU time x {:.0} MHz (nominal clock)",
-                caps.mhz
+                "'cycles' is estimated as CPU time x {:.0} MHz ({})",
+                caps.mhz, caps.clock_source
             ));
         }
         if !caps.root && caps.paranoid >= 2 {
@@ -280,7 +295,7 @@ impl PerfBackend {
                 && ev.class == Class::Hardware
                 && ev.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64
             {
-                fallback_notice(self.caps.mhz);
+                fallback_notice(self.caps.mhz, self.caps.clock_source);
                 let tc = PerfEvent {
                     name: "cycles".into(),
                     code: PerfCode::new(b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_TASK_CLOCK as u64),
@@ -375,12 +390,12 @@ impl PerfBackend {
     }
 }
 
-fn fallback_notice(mhz: f64) {
+fn fallback_notice(mhz: f64, source: &str) {
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
         eprintln!(
             "perfcompat: no hardware PMU on this host; 'cycles' is estimated as CPU time x \
-             {mhz:.0} MHz (set PERFCOMPAT_CYCLES_FALLBACK=0 to refuse it instead)"
+             {mhz:.0} MHz, {source} (set PERFCOMPAT_CYCLES_FALLBACK=0 to refuse it instead)"
         );
     }
 }
