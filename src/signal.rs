@@ -6,34 +6,53 @@
 //! and lock-free readers only ever wait (briefly) for another thread, never for the thread they
 //! interrupted. That is what makes sample, restart and the overflow path async-signal-safe.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+thread_local! {
+    /// How many [`Blocked`] scopes (and overflow handlers, which run with every signal
+    /// blocked) are active on this thread: inside one, blocking again is a no-op, which saves
+    /// two system calls per state change on the overflow path.
+    static ALL_BLOCKED: Cell<u32> = const { Cell::new(0) };
+}
 
 /// All signals blocked on this thread until dropped (then the previous mask is restored).
 pub struct Blocked {
-    old: libc::sigset_t,
+    old: Option<libc::sigset_t>,
 }
 
 impl Blocked {
-    /// Block every signal that can be blocked.
+    /// Block every signal that can be blocked (nothing to do when they already are, inside
+    /// another `Blocked` or the overflow handler).
     #[inline]
     pub fn all() -> Blocked {
+        let depth = ALL_BLOCKED.with(|d| d.get());
+        if depth > 0 {
+            ALL_BLOCKED.with(|d| d.set(depth + 1));
+            return Blocked { old: None };
+        }
         // SAFETY: sigfillset/pthread_sigmask only write to the local sets.
-        unsafe {
+        let old = unsafe {
             let mut full: libc::sigset_t = std::mem::zeroed();
             let mut old: libc::sigset_t = std::mem::zeroed();
             libc::sigfillset(&mut full);
             libc::pthread_sigmask(libc::SIG_BLOCK, &full, &mut old);
-            Blocked { old }
-        }
+            old
+        };
+        ALL_BLOCKED.with(|d| d.set(1));
+        Blocked { old: Some(old) }
     }
 }
 
 impl Drop for Blocked {
     #[inline]
     fn drop(&mut self) {
-        // SAFETY: restores the mask saved in `all`.
-        unsafe {
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
+        ALL_BLOCKED.with(|d| d.set(d.get().saturating_sub(1)));
+        if let Some(old) = &self.old {
+            // SAFETY: restores the mask saved in `all`.
+            unsafe {
+                libc::pthread_sigmask(libc::SIG_SETMASK, old, std::ptr::null_mut());
+            }
         }
     }
 }
@@ -73,7 +92,9 @@ pub fn install_overflow_handler() -> crate::Result<()> {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = on_overflow_signal as *const () as usize;
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-        libc::sigemptyset(&mut sa.sa_mask);
+        // Every signal stays blocked while the handler runs, so the state changes it makes
+        // need not block them again (see `Blocked`).
+        libc::sigfillset(&mut sa.sa_mask);
         if libc::sigaction(overflow_signal(), &sa, std::ptr::null_mut()) != 0 {
             INSTALLED.store(false, Ordering::Release);
             return Err(crate::Error::last_os("sigaction for the overflow signal"));
@@ -135,7 +156,10 @@ extern "C" fn on_overflow_signal(
     let saved = unsafe { *libc::__errno_location() };
     // SAFETY: installed with SA_SIGINFO for an F_SETSIG signal.
     let (fd, pc) = unsafe { (si_fd(info), interrupted_pc(uc)) };
+    // Installed with a full sa_mask: every signal is blocked until the handler returns.
+    ALL_BLOCKED.with(|d| d.set(d.get() + 1));
     crate::engine::on_overflow_fd(fd, pc);
+    ALL_BLOCKED.with(|d| d.set(d.get().saturating_sub(1)));
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved };
 }
