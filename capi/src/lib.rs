@@ -13,6 +13,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 pub mod cpc;
 pub mod pctx;
 pub mod perfex;
+pub mod preload;
 pub mod sim;
 
 /// Run `f`; if it panics, say so on stderr and abort (a panic must not unwind into C).

@@ -284,25 +284,81 @@ impl Observer for PerThread<'_> {
     }
 }
 
-/// Run the command of `opts` and count it.
-pub fn run(opts: &Options) -> Result<Outcome> {
-    refuse_emulation()?;
-    if opts.command.is_empty() {
-        return Err(Error::InvalidArgument("no command to count".into()));
+/// Counting the calling process from inside, from now until [`SelfCount::finish`]: what the
+/// preloaded library does for `PERFCOMPAT_PRELOAD_EVENTS`. The counters are bound to the
+/// calling thread with inheritance, so they cover every thread and child process it creates
+/// afterwards (a child's counts are added when it exits). `opts.command` only names the
+/// program in the report; `per_thread` and `signals` are not supported here.
+pub struct SelfCount {
+    opts: Options,
+    backend: String,
+    counting: Vec<Counting>,
+    not_counted: Vec<NotCounted>,
+    start_ns: i64,
+}
+
+impl SelfCount {
+    /// Start counting the events of `opts` on the calling thread and its descendants.
+    pub fn start(opts: &Options) -> Result<SelfCount> {
+        refuse_emulation()?;
+        if opts.per_thread || opts.signals {
+            return Err(Error::InvalidArgument(
+                "per-thread and signal-controlled counting need the perfex command".into(),
+            ));
+        }
+        let backend = backend::global()?.info().name.clone();
+        let (counting, not_counted) = bind_counters(opts, Target::CurrentThreadInherit)?;
+        Ok(SelfCount {
+            opts: opts.clone(),
+            backend,
+            counting,
+            not_counted,
+            start_ns: now_ns(),
+        })
     }
-    if opts.per_thread && opts.signals {
-        return Err(Error::InvalidArgument(
-            "per-thread reports and signal-controlled counting exclude each other".into(),
-        ));
+
+    /// Read the counts so far into the report of a program that ends with `status`; the CPU
+    /// times are the calling process's and its waited-for children's.
+    pub fn finish(&self, status: Status) -> Result<Outcome> {
+        let elapsed = (now_ns() - self.start_ns) as f64 * 1e-9;
+        let cpu = |who| {
+            // SAFETY: rusage is plain data, filled by the kernel.
+            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: a valid pointer to a rusage.
+            unsafe { libc::getrusage(who, &mut ru) };
+            let tv = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+            (tv(ru.ru_utime), tv(ru.ru_stime))
+        };
+        let (su, ss) = cpu(libc::RUSAGE_SELF);
+        let (cu, cs) = cpu(libc::RUSAGE_CHILDREN);
+        Ok(outcome(
+            &self.opts,
+            self.backend.clone(),
+            read_counts(&self.counting)?,
+            self.not_counted.clone(),
+            Vec::new(),
+            [elapsed, elapsed, su + cu, ss + cs],
+            status,
+        ))
     }
-    let command = opts
-        .command
-        .iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let backend = backend::global()?.info().name.clone();
-    let outcome = |counts, not_counted, threads, times: [f64; 4], status| Outcome {
-        command,
+}
+
+/// The [`Outcome`] of counting `opts`.
+fn outcome(
+    opts: &Options,
+    backend: String,
+    counts: Vec<Count>,
+    not_counted: Vec<NotCounted>,
+    threads: Vec<ThreadCounts>,
+    times: [f64; 4],
+    status: Status,
+) -> Outcome {
+    Outcome {
+        command: opts
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
         backend,
         kernel: opts.kernel,
         all: opts.all,
@@ -314,6 +370,23 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         user_s: times[2],
         system_s: times[3],
         status,
+    }
+}
+
+/// Run the command of `opts` and count it.
+pub fn run(opts: &Options) -> Result<Outcome> {
+    refuse_emulation()?;
+    if opts.command.is_empty() {
+        return Err(Error::InvalidArgument("no command to count".into()));
+    }
+    if opts.per_thread && opts.signals {
+        return Err(Error::InvalidArgument(
+            "per-thread reports and signal-controlled counting exclude each other".into(),
+        ));
+    }
+    let backend = backend::global()?.info().name.clone();
+    let outcome = |counts, not_counted, threads, times: [f64; 4], status| {
+        outcome(opts, backend, counts, not_counted, threads, times, status)
     };
     if opts.per_thread {
         let mut p = Pctx::create(&opts.command)?;

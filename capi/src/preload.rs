@@ -1,0 +1,194 @@
+//! Counting a program from the outside: `PERFCOMPAT_PRELOAD_EVENTS`.
+//!
+//! The library carries an ELF constructor. When the variable is set in the environment of a
+//! program that loads the library (`LD_PRELOAD=<prefix>/lib/libperfex.so.1 prog`, or a program
+//! linked with `-lperfex`/`-lcpc`), the constructor starts counting on the main thread with
+//! inheritance (every thread and child process created later is counted too, as by the
+//! `perfex` command) and registers an exit handler that prints the perfex report
+//! ([`perfcompat::perfex::command::Outcome::text`]) to stderr, or to the file named by
+//! `PERFCOMPAT_PRELOAD_OUTPUT`.
+//!
+//! - The value is a comma-separated list of R10000 event numbers (`0,25`; mapped as for
+//!   `perfex -e`, `PERFCOMPAT_EVENTS` included), or `all` (as `perfex -a`). Empty means unset.
+//! - Unset, the constructor reads one environment variable and returns.
+//! - A bad value or an event the host cannot count prints one line on stderr and the program
+//!   runs uncounted. The constructor never stops the program.
+//! - The constructor removes the variable from the environment, so the program's children do
+//!   not report again: their counts are in the parent's report when the parent has waited for
+//!   them.
+//! - The report comes from `exit` (returning from `main` included; glibc's `on_exit` gives the
+//!   status). A program that ends with `_exit` or is killed by a signal prints no report.
+
+use std::ffi::{c_char, c_int, c_void, CStr, OsString};
+use std::io::Write as _;
+use std::os::fd::FromRawFd as _;
+use std::os::unix::ffi::OsStringExt as _;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Mutex;
+
+use perfcompat::perfex::check_range;
+use perfcompat::perfex::command::{Options, SelfCount, Status};
+
+use crate::ffi_boundary;
+
+/// The variable that turns counting on.
+const EVENTS_VAR: &CStr = c"PERFCOMPAT_PRELOAD_EVENTS";
+/// The variable naming the report file (default: stderr).
+const OUTPUT_VAR: &str = "PERFCOMPAT_PRELOAD_OUTPUT";
+
+/// The counting started by the constructor.
+static SESSION: Mutex<Option<SelfCount>> = Mutex::new(None);
+
+/// A copy of standard error taken when counting starts: programs close their standard error
+/// in exit handlers that run before the report (GNU coreutils' `close_stdout` does).
+static STDERR_COPY: AtomicI32 = AtomicI32::new(-1);
+
+/// The constructor, run by the dynamic loader when the library is loaded (glibc passes
+/// `argc`, `argv` and `envp` to `.init_array` functions of shared objects).
+#[used]
+#[link_section = ".init_array"]
+#[export_name = "perfcompat_preload_ctor"]
+static PRELOAD_CTOR: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = ctor;
+
+extern "C" {
+    /// glibc: run `f(status, arg)` at `exit`.
+    fn on_exit(f: extern "C" fn(c_int, *mut c_void), arg: *mut c_void) -> c_int;
+}
+
+extern "C" fn ctor(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char) {
+    // SAFETY: getenv with a NUL-terminated name; the value is copied before anything else
+    // touches the environment.
+    let value = unsafe { libc::getenv(EVENTS_VAR.as_ptr()) };
+    if value.is_null() {
+        return;
+    }
+    // SAFETY: getenv returned a NUL-terminated string.
+    let value = unsafe { CStr::from_ptr(value) }
+        .to_string_lossy()
+        .into_owned();
+    // SAFETY: the name is NUL-terminated; the loader runs constructors before the program's
+    // threads exist.
+    unsafe { libc::unsetenv(EVENTS_VAR.as_ptr()) };
+    if value.trim().is_empty() {
+        return;
+    }
+    // SAFETY: the loader passes the program's argument vector (argc entries).
+    let command = unsafe { args(argc, argv) };
+    ffi_boundary("the PERFCOMPAT_PRELOAD_EVENTS constructor", || {
+        if let Err(e) = start(&value, command) {
+            eprintln!("perfcompat: PERFCOMPAT_PRELOAD_EVENTS={value:?}: {e}; not counting");
+        }
+    });
+}
+
+/// The program's arguments, for the report's first line.
+///
+/// # Safety
+/// `argv` is NULL or holds `argc` NUL-terminated strings.
+unsafe fn args(argc: c_int, argv: *const *const c_char) -> Vec<OsString> {
+    if argv.is_null() {
+        return Vec::new();
+    }
+    (0..argc.max(0) as usize)
+        // SAFETY: the caller's promise.
+        .map(|i| unsafe { *argv.add(i) })
+        .take_while(|p| !p.is_null())
+        // SAFETY: as above.
+        .map(|p| OsString::from_vec(unsafe { CStr::from_ptr(p) }.to_bytes().to_vec()))
+        .collect()
+}
+
+/// The options a `PERFCOMPAT_PRELOAD_EVENTS` value stands for.
+fn options(value: &str, command: Vec<OsString>) -> perfcompat::Result<Options> {
+    let mut opts = Options {
+        command,
+        ..Options::default()
+    };
+    if value.trim() == "all" {
+        opts.all = true;
+        return Ok(opts);
+    }
+    for item in value.split(',') {
+        let n = item.trim().parse::<i32>().map_err(|_| {
+            perfcompat::Error::InvalidArgument(format!(
+                "{item:?} is not an R10000 event number (0-31) or \"all\""
+            ))
+        })?;
+        opts.events.push(check_range(n)?);
+    }
+    Ok(opts)
+}
+
+fn start(value: &str, command: Vec<OsString>) -> perfcompat::Result<()> {
+    let session = SelfCount::start(&options(value, command)?)?;
+    // SAFETY: fcntl on the standard error descriptor; a failure leaves -1 (stderr is used).
+    let copy = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3) };
+    STDERR_COPY.store(copy, Ordering::Relaxed);
+    *SESSION.lock().unwrap_or_else(|p| p.into_inner()) = Some(session);
+    // SAFETY: `report` is a function for the program's whole life.
+    if unsafe { on_exit(report, std::ptr::null_mut()) } != 0 {
+        return Err(perfcompat::Error::InvalidArgument(
+            "cannot register the exit handler".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The exit handler: read the counts and print the report.
+extern "C" fn report(status: c_int, _arg: *mut c_void) {
+    ffi_boundary("the PERFCOMPAT_PRELOAD_EVENTS report", || {
+        let Some(session) = SESSION.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return;
+        };
+        let text = match session.finish(Status::Exited(status)) {
+            Ok(outcome) => outcome.text(None),
+            Err(e) => {
+                format!("perfcompat: PERFCOMPAT_PRELOAD_EVENTS: cannot read the counts: {e}\n")
+            }
+        };
+        write_report(&text);
+    });
+}
+
+/// Write the report to `PERFCOMPAT_PRELOAD_OUTPUT` (created or truncated), else to the copy of
+/// standard error.
+fn write_report(text: &str) {
+    let mut text = text.to_string();
+    if let Some(path) = std::env::var_os(OUTPUT_VAR).filter(|p| !p.is_empty()) {
+        match std::fs::write(&path, &text) {
+            Ok(()) => return,
+            Err(e) => {
+                text.insert_str(
+                    0,
+                    &format!(
+                        "perfcompat: {OUTPUT_VAR}={}: {e}; the report follows\n",
+                        path.to_string_lossy()
+                    ),
+                );
+            }
+        }
+    }
+    let fd = STDERR_COPY.load(Ordering::Relaxed);
+    if fd < 0 {
+        let _ = std::io::stderr().write_all(text.as_bytes());
+        return;
+    }
+    // SAFETY: `fd` is the descriptor the constructor duplicated; the report is its last use.
+    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let _ = file.write_all(text.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::options;
+
+    #[test]
+    fn values() {
+        let o = options(" 0, 25", Vec::new()).unwrap();
+        assert_eq!((o.events, o.all), (vec![0, 25], false));
+        assert!(options("all", Vec::new()).unwrap().all);
+        for bad in ["32", "x", "0,,1", "-1", "cycles"] {
+            assert!(options(bad, Vec::new()).is_err(), "{bad}");
+        }
+    }
+}

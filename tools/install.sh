@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Build perfcompat in release mode and install it as a system library.
+#
+#   bash tools/install.sh [--prefix PREFIX] [--destdir DIR] [--libdir DIR]
+#
+# PREFIX defaults to /usr/local; DIR (also $DESTDIR) stages the files under DIR/PREFIX for
+# packaging, the installed files still refer to PREFIX; --libdir defaults to PREFIX/lib. No root
+# is needed for a prefix you can write to (e.g. --prefix "$HOME/.local").
+#
+# The layout (see man/libperfex.3, FILES):
+#   lib/libperfcompat.so.1.0.0          the one library: libperfex, libcpc, libpctx, perfcompat_*
+#   lib/libperfcompat.so.1              -> libperfcompat.so.1.0.0 (its soname)
+#   lib/libperfex.so.1, lib/libcpc.so.1 -> libperfcompat.so.1.0.0 (the names legacy binaries need)
+#   lib/libperfcompat.so, libperfex.so, libcpc.so  development links (-lperfex, -lcpc)
+#   lib/libperfex.a, lib/libcpc.a       static archives (Libs.private in the .pc files)
+#   lib/pkgconfig/libperfex.pc, libcpc.pc
+#   include/libperfex.h libcpc.h libpctx.h perfcompat.h, include/perfex.mod (when gfortran exists)
+#   share/perfcompat/fortran/perfex.f90 the module's source, for other gfortran versions
+#   bin/perfex, share/man/man1/perfex.1, share/man/man3/{libperfex,libcpc}.3 and function links
+#
+# The shared library is linked here from the release staticlib with a version script generated
+# from capi/abi.manifest: rustc gives every cdylib its own anonymous version script, which
+# overrides (rust-lld) or conflicts with (GNU ld) any other, so a cdylib cannot carry versions.
+# Environment: CC (default cc), CARGO (default cargo), CARGO_TARGET_DIR.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+prefix=/usr/local
+destdir=${DESTDIR:-}
+libdir=
+while (($#)); do
+  case $1 in
+    --prefix) prefix=$2; shift 2 ;;
+    --prefix=*) prefix=${1#*=}; shift ;;
+    --destdir) destdir=$2; shift 2 ;;
+    --destdir=*) destdir=${1#*=}; shift ;;
+    --libdir) libdir=$2; shift 2 ;;
+    --libdir=*) libdir=${1#*=}; shift ;;
+    -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+case $prefix in /*) ;; *) echo "install.sh: --prefix must be absolute: $prefix" >&2; exit 2 ;; esac
+libdir=${libdir:-$prefix/lib}
+includedir=$prefix/include
+bindir=$prefix/bin
+mandir=$prefix/share/man
+datadir=$prefix/share/perfcompat
+cc=${CC:-cc}
+cargo=${CARGO:-cargo}
+target=${CARGO_TARGET_DIR:-$repo/target}
+case $target in /*) ;; *) target=$repo/$target ;; esac
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/capi/Cargo.toml" | head -1)
+soname=libperfcompat.so.1
+real=libperfcompat.so.1.0.0
+# What a program linking the static archive needs besides it (rustc --print native-static-libs).
+static_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl"
+
+echo "install.sh: building (release)" >&2
+(cd "$repo" && "$cargo" build --release --quiet -p perfcompat-capi --lib &&
+  "$cargo" build --release --quiet -p perfcompat --bin perfex)
+rel=$target/release
+[ -f "$rel/libperfcompat_capi.a" ] || { echo "install.sh: no $rel/libperfcompat_capi.a" >&2; exit 1; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# capi/abi.manifest -> a version script and the symbols to pull from the archive.
+awk '
+  /^[ \t]*(#|$)/ { next }
+  $1 == "version" { node = $2; if (!(node in n)) { order[nodes++] = node; n[node] = 0; parent[node] = $3 }; next }
+  node == "" { print "abi.manifest: a symbol before any version line: " $1 > "/dev/stderr"; exit 1 }
+  { sym[node, n[node]++] = $1 }
+  END {
+    for (i = 0; i < nodes; i++) {
+      v = order[i]
+      if (v == "local") continue
+      printf "%s {\n  global:\n", v
+      for (j = 0; j < n[v]; j++) printf "    %s;\n", sym[v, j]
+      if (!hidden++) {  # the first node hides everything else
+        printf "  local:\n"
+        for (j = 0; j < n["local"]; j++) printf "    %s;\n", sym["local", j]
+        printf "    *;\n"
+      }
+      printf "}%s;\n", parent[v] == "" ? "" : " " parent[v]
+    }
+  }' "$repo/capi/abi.manifest" >"$work/perfcompat.map"
+undefs=$(awk '/^[ \t]*(#|$)/ || $1 == "version" { next } { printf " -Wl,--undefined=%s", $1 }' \
+  "$repo/capi/abi.manifest")
+
+echo "install.sh: linking $real" >&2
+# shellcheck disable=SC2086 # $undefs and $static_libs are lists of words
+"$cc" -shared -o "$work/$real" -Wl,-soname,$soname -Wl,--version-script="$work/perfcompat.map" \
+  -Wl,--gc-sections -Wl,-z,relro,-z,now -Wl,-z,noexecstack $undefs \
+  "$rel/libperfcompat_capi.a" $static_libs
+
+dest() { printf '%s%s' "$destdir" "$1"; }
+L=$(dest "$libdir")
+mkdir -p "$L/pkgconfig" "$(dest "$includedir")" "$(dest "$bindir")" \
+  "$(dest "$mandir")/man1" "$(dest "$mandir")/man3" "$(dest "$datadir")/fortran"
+
+install -m 0755 "$work/$real" "$L/$real"
+for link in $soname libperfex.so.1 libcpc.so.1 libperfcompat.so libperfex.so libcpc.so; do
+  ln -sfn "$real" "$L/$link"
+done
+for a in libperfex.a libcpc.a; do
+  install -m 0644 "$rel/libperfcompat_capi.a" "$L/$a"
+done
+
+for h in libperfex.h libcpc.h libpctx.h perfcompat.h; do
+  install -m 0644 "$repo/include/$h" "$(dest "$includedir")/$h"
+done
+install -m 0644 "$repo/fortran/perfex.f90" "$(dest "$datadir")/fortran/perfex.f90"
+if command -v gfortran >/dev/null 2>&1; then
+  # The module holds interfaces only: checking the syntax writes perfex.mod.
+  gfortran -fsyntax-only -J"$(dest "$includedir")" "$repo/fortran/perfex.f90"
+else
+  echo "install.sh: gfortran not found: perfex.mod not built (its source is in $datadir/fortran)" >&2
+fi
+
+pc() { # name description library
+  cat >"$L/pkgconfig/$1.pc" <<EOF
+prefix=$prefix
+libdir=$libdir
+includedir=$includedir
+
+Name: $1
+Description: $2 (perfcompat: Linux perf_event_open)
+Version: $version
+Libs: -L\${libdir} -l$3
+Libs.private: $static_libs
+Cflags: -I\${includedir}
+EOF
+}
+pc libperfex "IRIX libperfex hardware counter interface" perfex
+pc libcpc "Solaris libcpc v2 hardware counter interface" cpc
+
+install -m 0755 "$rel/perfex" "$(dest "$bindir")/perfex"
+
+M=$(dest "$mandir")
+install -m 0644 "$repo/man/perfex.1" "$M/man1/perfex.1"
+for page in libperfex.3 libcpc.3; do
+  install -m 0644 "$repo/man/$page" "$M/man3/$page"
+done
+# One page per library; each function name is a link to its library's page.
+for f in start_counters read_counters print_counters print_costs load_costs; do
+  printf '.so man3/libperfex.3\n' >"$M/man3/$f.3"
+done
+for f in $(awk '/^[ \t]*(#|$)/ { next } $1 == "version" { v = $2; next }
+    v ~ /^SUNW/ { print $1 }' "$repo/capi/abi.manifest"); do
+  printf '.so man3/libcpc.3\n' >"$M/man3/$f.3"
+done
+
+echo "install.sh: installed under ${destdir}${prefix}" >&2
