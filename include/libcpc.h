@@ -426,9 +426,14 @@ void cpc_buf_zero(cpc_t *cpc, cpc_buf_t *buf);
 
 /*
  Bind `set` to the calling thread and start counting from the presets; see
- cpc_bind_curlwp(3CPC). With `CPC_BIND_LWP_INHERIT`, threads it creates later count into
- the same set (their counts are included in this thread's samples). A thread holds at most
- one set: binding another unbinds the first.
+ cpc_bind_curlwp(3CPC). With `CPC_BIND_LWP_INHERIT`, threads it creates later are counted
+ too: into this set (their counts are included in this thread's samples) when no request
+ has `CPC_OVF_NOTIFY_EMT`; otherwise each new thread (`pthread_create`, also from a thread
+ holding a copy) gets its own copy of the set and, before its start routine runs, a
+ `SIGEMT` in which `cpc_set_sample` reads `UINT64_MAX` for the notifying requests; there
+ `cpc_request_preset` and `cpc_set_restart` act on the copy, whose overflows are signalled
+ to that thread; it is unbound when the thread exits. A thread holds at most one set:
+ binding another unbinds the first.
 
  # Returns
  0, or -1 with `errno`: `EINVAL` for a bad handle, a set of another handle (libcpc skipped

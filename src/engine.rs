@@ -400,6 +400,29 @@ impl BoundSet {
         self.generation.store(next_generation(), Ordering::Release);
     }
 
+    /// Freeze a freshly bound set as if every notifying request had just overflowed: those
+    /// read `u64::MAX` and are reported overflowed, the others read their presets. What a
+    /// thread inheriting a libcpc set with `CPC_OVF_NOTIFY_EMT` requests sees before its
+    /// handler presets and restarts it ([`BoundSet::restart`] counts from the presets). Fails
+    /// if the set is already frozen.
+    pub fn freeze_as_overflowed(&self) -> Result<()> {
+        self.write(|b| {
+            if b.frozen.load(Ordering::Relaxed) {
+                return Err(Error::WrongState("the counters are already stopped"));
+            }
+            b.freeze(b.notify)?;
+            for i in 0..b.n {
+                let v = if b.notify & (1 << i) != 0 {
+                    u64::MAX
+                } else {
+                    b.preset[i].load(Ordering::Relaxed)
+                };
+                b.frozen_vals[i].store(v, Ordering::Relaxed);
+            }
+            Ok(())
+        })
+    }
+
     /// Stop counting (libcpc's `cpc_disable`). Fails if the set is already frozen.
     pub fn stop(&self) -> Result<()> {
         self.write(|b| {

@@ -114,6 +114,22 @@ fn inheriting_binding_counts_the_threads_created_after_it() {
     run(program(), "perf", &["inherit"]);
 }
 
+/// CPC_BIND_LWP_INHERIT with an overflow-notifying request: per-thread copies, each starting
+/// with a SIGEMT where it reads UINT64_MAX, presetting itself and overflowing on its own thread;
+/// a grandchild inherits again; the binder counts only itself; copies are closed at thread exit.
+#[test]
+fn inherited_notifying_sets_are_per_thread_copies_with_a_first_sigemt() {
+    let out = run(program(), "perf", &["inherit-emt"]);
+    assert!(!out.contains("FAIL"), "{out}");
+}
+
+/// The same on an emulated PMU, with exact counts.
+#[test]
+fn inherited_notifying_sets_are_per_thread_copies_on_an_emulated_pmu() {
+    let out = run(program(), "sim:ultrasparc", &["inherit-emt-sim"]);
+    assert!(!out.contains("FAIL"), "{out}");
+}
+
 #[test]
 fn cpu_binding_counts_and_restores_the_affinity() {
     let out = run_output(program(), "perf", &["cpu"], &[]);

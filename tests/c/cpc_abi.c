@@ -8,6 +8,10 @@
  *   ovf-sim   sim:ultrasparc  100,000 overflow signals with restarts, no count lost
  *   ovf-perf  perf            page faults: a SIGEMT every 1000 faults, exactly
  *   inherit   perf            8 threads x 1000 faults, counted by the binder's inheriting set
+ *   inherit-emt      perf            inheritance with an overflow-notifying request: each new
+ *                                    thread (and a grandchild) gets its own copy and a SIGEMT
+ *                                    where it reads UINT64_MAX, presets, and overflows alone
+ *   inherit-emt-sim  sim:ultrasparc  the same with injected counts (exact)
  *   walk      any             prints the walkers' output for the driver to check
  *   cpu       perf            cpc_bind_cpu: counting a CPU, errors, affinity restored
  *   default   sim:ultrasparc  the default error report on stderr (no handler)
@@ -22,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include "libcpc.h"
 #include "perfcompat.h"
@@ -518,6 +524,179 @@ static int inherit(void) {
     return 0;
 }
 
+/* Inheritance with CPC_OVF_NOTIFY_EMT: every thread created after the bind gets its own copy of
+ * the set. Before its start routine runs it receives a SIGEMT in which the request reads
+ * UINT64_MAX; its handler presets its copy (to overflow every 500 events, where the binder's
+ * overflows every 1000) and restarts it; its overflows come to it alone, and the binder's
+ * counts do not include it. Thread 0 creates a grandchild, which inherits again. */
+#define IE_THREADS 5 /* 4 children of the binder, 1 grandchild (made by child 0) */
+#define IE_PRESET_T (UINT64_MAX - 499)
+#define IE_EVENTS 2750 /* per thread: 5 overflows of 500, then 250 more */
+static cpc_t *ie_cpc;
+static cpc_set_t *ie_set;
+static cpc_buf_t *ie_bufs[IE_THREADS + 4];
+static int ie_next_buf, ie_sim;
+static __thread cpc_buf_t *t_buf;
+static __thread volatile int t_sigs, t_fresh, t_ovf, t_bad, t_first_fresh;
+static __thread volatile long t_handler_tid;
+
+static void ie_handler(int sig, siginfo_t *si, void *uc) {
+    uint64_t v = 1;
+    (void)uc;
+    t_sigs++;
+    t_handler_tid = (long)syscall(SYS_gettid);
+    if (sig != SIGEMT || si->si_code != EMT_CPCOVF || si->si_addr == NULL) {
+        t_bad++;
+        return;
+    }
+    if (t_buf == NULL)
+        t_buf = ie_bufs[__atomic_fetch_add(&ie_next_buf, 1, __ATOMIC_SEQ_CST) % (IE_THREADS + 4)];
+    if (cpc_set_sample(ie_cpc, ie_set, t_buf) != 0 || cpc_buf_get(ie_cpc, t_buf, 0, &v) != 0) {
+        t_bad++;
+        return;
+    }
+    if (v == UINT64_MAX) {
+        /* A fresh inherited copy: set its preset. */
+        if (t_sigs == 1) t_first_fresh = 1;
+        t_fresh++;
+        if (cpc_request_preset(ie_cpc, 0, IE_PRESET_T) != 0) t_bad++;
+    } else if (v == 0) {
+        t_ovf++; /* frozen at the wrap: preset + 500 events */
+    } else {
+        t_bad++;
+    }
+    if (cpc_set_restart(ie_cpc, ie_set) != 0) t_bad++;
+}
+
+struct ie_thread {
+    int index;
+    char *mem;
+    pthread_t t;
+    long tid, handler_tid;
+    int sigs_at_start, first_fresh, fresh, ovf, bad, unbind;
+    uint64_t last;
+};
+static struct ie_thread ie_t[IE_THREADS];
+
+static void ie_work(char *mem, long events) {
+    if (ie_sim) {
+        CHECK(perfcompat_sim_advance("Cycle_cnt", (uint64_t)events) == 1);
+    } else {
+        for (long i = 0; i < events; i++) ((volatile char *)mem)[(size_t)i * page_size] = 1;
+    }
+}
+
+static void *ie_thread_main(void *arg) {
+    struct ie_thread *me = arg;
+    me->sigs_at_start = t_sigs; /* the inheritance SIGEMT came before the start routine */
+    me->tid = (long)syscall(SYS_gettid);
+    ie_work(me->mem, IE_EVENTS);
+    if (me->index == 0) {
+        CHECK(pthread_create(&ie_t[IE_THREADS - 1].t, NULL, ie_thread_main, &ie_t[IE_THREADS - 1]) == 0);
+        CHECK(pthread_join(ie_t[IE_THREADS - 1].t, NULL) == 0);
+    }
+    {
+        /* This thread's own copy: the 250 events since the last overflow. */
+        cpc_buf_t *b = t_buf;
+        uint64_t v = 0;
+        CHECK(b != NULL && cpc_set_sample(ie_cpc, ie_set, b) == 0 && cpc_buf_get(ie_cpc, b, 0, &v) == 0);
+        me->last = v;
+    }
+    me->first_fresh = t_first_fresh;
+    me->fresh = t_fresh;
+    me->ovf = t_ovf;
+    me->bad = t_bad;
+    me->handler_tid = t_handler_tid;
+    if (me->unbind) CHECK(cpc_unbind(ie_cpc, ie_set) == 0); /* its copy only */
+    return NULL;
+}
+
+static int count_fds(void) {
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    while (readdir(d)) n++;
+    closedir(d);
+    return n;
+}
+
+static void *ie_late(void *arg) {
+    int *sigs = arg;
+    *sigs = t_sigs;
+    return NULL;
+}
+
+static int inherit_emt(int sim) {
+    struct sigaction act;
+    cpc_buf_t *before, *after;
+    uint64_t b = 0, a = 0;
+    int fds0, fds1, late_sigs = -1;
+    pthread_t late;
+    ie_sim = sim;
+    page_size = sysconf(_SC_PAGESIZE);
+    memset(&act, 0, sizeof act);
+    act.sa_sigaction = ie_handler;
+    act.sa_flags = SA_RESTART | SA_SIGINFO;
+    sigemptyset(&act.sa_mask);
+    CHECK(sigaction(SIGEMT, &act, NULL) == 0);
+    for (int i = 0; i < IE_THREADS; i++) {
+        ie_t[i].index = i;
+        ie_t[i].unbind = i == 2;
+        if (!sim) {
+            ie_t[i].mem = mmap(NULL, IE_EVENTS * (size_t)page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            CHECK(ie_t[i].mem != MAP_FAILED);
+            madvise(ie_t[i].mem, IE_EVENTS * (size_t)page_size, MADV_NOHUGEPAGE);
+        }
+    }
+    CHECK((ie_cpc = cpc_open(CPC_VER_CURRENT)) != NULL);
+    CHECK((ie_set = cpc_set_create(ie_cpc)) != NULL);
+    CHECK(cpc_set_add_request(ie_cpc, ie_set, sim ? "Cycle_cnt" : "page-faults", PRESET,
+                              CPC_COUNT_USER | CPC_OVF_NOTIFY_EMT, 0, NULL) == 0);
+    for (int i = 0; i < IE_THREADS + 4; i++) CHECK((ie_bufs[i] = cpc_buf_create(ie_cpc, ie_set)) != NULL);
+    CHECK((before = cpc_buf_create(ie_cpc, ie_set)) != NULL && (after = cpc_buf_create(ie_cpc, ie_set)) != NULL);
+    fds0 = count_fds();
+    CHECK(cpc_bind_curlwp(ie_cpc, ie_set, CPC_BIND_LWP_INHERIT) == 0);
+    CHECK(cpc_set_sample(ie_cpc, ie_set, before) == 0);
+    CHECK(cpc_buf_get(ie_cpc, before, 0, &b) == 0 && b == PRESET); /* the binder starts at its preset */
+    for (int i = 0; i < IE_THREADS - 1; i++) CHECK(pthread_create(&ie_t[i].t, NULL, ie_thread_main, &ie_t[i]) == 0);
+    for (int i = 0; i < IE_THREADS - 1; i++) CHECK(pthread_join(ie_t[i].t, NULL) == 0);
+    if (sim) CHECK(perfcompat_sim_advance("Cycle_cnt", 10) == 1); /* the binder's own: exact */
+    CHECK(cpc_set_sample(ie_cpc, ie_set, after) == 0);
+    CHECK(cpc_buf_get(ie_cpc, after, 0, &a) == 0);
+    printf("binder: %" PRIu64 " events, %d signals\n", a - b, (int)t_sigs);
+    /* The binder counted itself only (pthread_create touches each new stack: a few faults). */
+    CHECK(t_sigs == 0);
+    if (sim) CHECK(a - b == 10);
+    else CHECK(a - b < 100);
+    for (int i = 0; i < IE_THREADS; i++) {
+        struct ie_thread *t = &ie_t[i];
+        uint64_t rest = t->last - IE_PRESET_T;
+        printf("thread %d: first signal fresh %d, fresh %d, overflows %d, bad %d, %" PRIu64 " after the last\n",
+               i, t->first_fresh, t->fresh, t->ovf, t->bad, rest);
+        CHECK(t->sigs_at_start == 1 && t->first_fresh == 1 && t->fresh == 1);
+        CHECK(t->handler_tid == t->tid);
+        CHECK(t->bad == 0);
+        /* IE_EVENTS = 5 x 500 + 250: exactly 5 overflows; on perf the thread's own start-up
+         * faults (its stack, the signal frame) add a few to the last 250. */
+        CHECK(t->ovf == IE_EVENTS / 500);
+        if (sim) CHECK(rest == IE_EVENTS % 500);
+        else CHECK(rest >= IE_EVENTS % 500 && rest < IE_EVENTS % 500 + 100);
+    }
+    /* The copies were unbound when their threads exited: their counters are closed. */
+    fds1 = count_fds();
+    printf("descriptors: %d before the bind, %d after the threads\n", fds0, fds1);
+    CHECK(fds1 == fds0 + (sim ? 0 : 1)); /* the binder's own counter (emulated: none) */
+    /* The binder's set is still bound (thread 2 unbound only its copy); once the binder
+     * unbinds it, new threads inherit nothing. */
+    CHECK(cpc_set_sample(ie_cpc, ie_set, after) == 0);
+    CHECK(cpc_unbind(ie_cpc, ie_set) == 0);
+    CHECK(pthread_create(&late, NULL, ie_late, &late_sigs) == 0 && pthread_join(late, NULL) == 0);
+    CHECK(late_sigs == 0);
+    CHECK(count_fds() == fds0);
+    CHECK(cpc_close(ie_cpc) == 0);
+    return 0;
+}
+
 static void print_event(void *arg, const char *event) { printf("%s %s\n", (const char *)arg, event); }
 static void print_pic(void *arg, uint_t pic, const char *event) { printf("%s%u %s\n", (const char *)arg, pic, event); }
 
@@ -658,6 +837,8 @@ int main(int argc, char **argv) {
     else if (strcmp(mode, "ovf-sim") == 0) ovf_sim();
     else if (strcmp(mode, "ovf-perf") == 0) ovf_perf();
     else if (strcmp(mode, "inherit") == 0) inherit();
+    else if (strcmp(mode, "inherit-emt") == 0) inherit_emt(0);
+    else if (strcmp(mode, "inherit-emt-sim") == 0) inherit_emt(1);
     else if (strcmp(mode, "walk") == 0) walk();
     else if (strcmp(mode, "cpu") == 0) cpu();
     else if (strcmp(mode, "default") == 0) default_report();

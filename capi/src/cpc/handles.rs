@@ -24,8 +24,10 @@ pub(crate) struct Cpc {
     pub cpuref: CString,
     /// The backend's attribute names and `picnum`.
     pub attrs: Vec<CString>,
-    /// Nominal clock in MHz, for `cpc_buf_tick`.
-    pub mhz: f64,
+    /// The nominal clock, for `cpc_buf_tick`, as cycles per nanosecond in 32.32 fixed point:
+    /// `cpc_set_sample` turns nanoseconds into ticks with one integer multiply (the float
+    /// conversions showed in its profile).
+    pub tick_mult: u64,
     /// Set by `cpc_terminate`.
     pub terminate: AtomicBool,
     children: Mutex<Vec<(usize, Kind)>>,
@@ -188,7 +190,7 @@ impl Cpc {
             cciname: cstring(&info.description, super::CPC_MAX_IMPL_NAME as usize),
             cpuref: cstring(&cpuref, super::CPC_MAX_CPUREF as usize),
             attrs,
-            mhz: perfcompat::backend::nominal_mhz(),
+            tick_mult: tick_mult(perfcompat::backend::nominal_mhz()),
             terminate: AtomicBool::new(false),
             children: Mutex::new(Vec::new()),
         }
@@ -230,6 +232,22 @@ impl Cpc {
             .retain(|&(c, _)| c != p);
         true
     }
+}
+
+/// `mhz` as cycles per nanosecond in 32.32 fixed point (see [`Cpc::tick_mult`]).
+fn tick_mult(mhz: f64) -> u64 {
+    let m = mhz / 1000.0 * (1u64 << 32) as f64;
+    if m.is_finite() && m > 0.0 {
+        m.round() as u64
+    } else {
+        0
+    }
+}
+
+/// `ns` nanoseconds as ticks of the clock `mult` describes ([`Cpc::tick_mult`]).
+#[inline]
+pub(crate) fn ticks(ns: u64, mult: u64) -> u64 {
+    ((u128::from(ns) * u128::from(mult)) >> 32).min(u128::from(u64::MAX)) as u64
 }
 
 /// A new `cpc_t`, registered; NULL when the registry is full.

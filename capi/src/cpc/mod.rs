@@ -24,6 +24,7 @@ use crate::pctx::pctx_t;
 
 pub(crate) mod emt;
 pub(crate) mod handles;
+pub(crate) mod inherit;
 pub(crate) mod registry;
 pub(crate) mod report;
 
@@ -875,26 +876,21 @@ pub extern "C" fn cpc_buf_zero(cpc: *mut cpc_t, buf: *mut cpc_buf_t) {
 // ---------------------------------------------------------------------------------------------
 // Binding.
 
-thread_local! {
-    /// The set this thread bound with `cpc_bind_curlwp`: a thread holds at most one.
-    static CURLWP: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+/// If `set` is this thread's curlwp set, it no longer is (and this thread's inherited copy of
+/// it is unbound). Returns whether this thread held a copy of it.
+fn forget_current(set: usize) -> bool {
+    inherit::forget(set)
 }
 
-/// If `set` is this thread's curlwp set, it no longer is.
-fn forget_current(set: usize) {
-    let _ = CURLWP.try_with(|c| {
-        if c.get() == set {
-            c.set(0);
-        }
-    });
-}
-
-/// Unbind the set this thread bound before, if it is still a live set bound by this thread.
+/// Unbind the set this thread bound before, if it is still a live set bound by this thread,
+/// and this thread's inherited copy, if any.
 /// libcpc: "an LWP holds at most one set; binding another silently unbinds the first". We also
 /// mark the old set unbound (libcpc left it looking bound; sampling it then read the new set's
 /// counters): sampling it is `EINVAL` until it is bound again.
 fn unbind_previous() {
-    let prev = CURLWP.with(|c| c.replace(0));
+    let prev = inherit::current_set();
+    inherit::set_current(0, 0);
+    inherit::forget_all();
     // SAFETY: looked up in the registry first.
     if let Some(s) = unsafe { get(prev as *const Set, Kind::Set) } {
         let mine = s
@@ -946,9 +942,14 @@ fn bind_set(c: &Cpc, s: &Set, func: &CStr, target: Target, how: How) -> c_int {
 }
 
 /// Bind `set` to the calling thread and start counting from the presets; see
-/// cpc_bind_curlwp(3CPC). With `CPC_BIND_LWP_INHERIT`, threads it creates later count into
-/// the same set (their counts are included in this thread's samples). A thread holds at most
-/// one set: binding another unbinds the first.
+/// cpc_bind_curlwp(3CPC). With `CPC_BIND_LWP_INHERIT`, threads it creates later are counted
+/// too: into this set (their counts are included in this thread's samples) when no request
+/// has `CPC_OVF_NOTIFY_EMT`; otherwise each new thread (`pthread_create`, also from a thread
+/// holding a copy) gets its own copy of the set and, before its start routine runs, a
+/// `SIGEMT` in which `cpc_set_sample` reads `UINT64_MAX` for the notifying requests; there
+/// `cpc_request_preset` and `cpc_set_restart` act on the copy, whose overflows are signalled
+/// to that thread; it is unbound when the thread exits. A thread holds at most one set:
+/// binding another unbinds the first.
 ///
 /// # Returns
 /// 0, or -1 with `errno`: `EINVAL` for a bad handle, a set of another handle (libcpc skipped
@@ -979,7 +980,16 @@ pub extern "C" fn cpc_bind_curlwp(cpc: *mut cpc_t, set: *mut cpc_set_t, flags: u
         }
         unbind_previous();
         s.bound.replace(None);
-        let target = if flags & CPC_BIND_LWP_INHERIT != 0 {
+        let inherit = flags & CPC_BIND_LWP_INHERIT != 0;
+        // With a notifying request, each thread created later gets its own copy of the set
+        // (see the `inherit` module); without, their counts are summed into this binding.
+        let emt = inherit
+            && s.reqs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .any(|r| r.flags & CPC_OVF_NOTIFY_EMT != 0);
+        let target = if inherit && !emt {
             Target::CurrentThreadInherit
         } else {
             Target::CurrentThread
@@ -987,7 +997,13 @@ pub extern "C" fn cpc_bind_curlwp(cpc: *mut cpc_t, set: *mut cpc_set_t, flags: u
         let tid = engine::gettid();
         let r = bind_set(c, s, F, target, How::Lwp { tid });
         if r == 0 {
-            CURLWP.with(|cur| cur.set(set as usize));
+            let id = s.bound.with(|b| b.binding.id()).unwrap_or(0);
+            inherit::set_current(set as usize, id);
+            if emt {
+                if let Ok(reqs) = counter_set(s) {
+                    inherit::enable(c.backend, set as usize, reqs, id);
+                }
+            }
         }
         r
     })
@@ -1202,11 +1218,14 @@ pub extern "C" fn cpc_unbind(cpc: *mut cpc_t, set: *mut cpc_set_t) -> c_int {
         let Some((c, s)) = set_or_report(cpc, set, F) else {
             return -1;
         };
+        // A thread holding an inherited copy unbinds its copy only (contexts are per LWP).
+        if forget_current(set as usize) {
+            return 0;
+        }
         if !s.bound.is_bound() {
             report_error(c.handler(), F, &Error::NotBound);
             return -1;
         }
-        forget_current(set as usize);
         s.bound.replace(None);
         0
     })
@@ -1244,20 +1263,15 @@ pub extern "C" fn cpc_set_sample(
             report(c.handler(), F, -1, libc::EINVAL, Some(&e));
             return -1;
         }
-        let mut vals = [0u64; perfcompat::set::MAX_REQUESTS];
-        let r = s.bound.with(|bd| bd.binding.sample(&mut vals[..n]));
+        // This thread's own counters for the set (its binding, or its inherited copy): found
+        // through thread-local state, without the shared slot's reader count.
+        let mine = inherit::with_mine(set as usize, |bs| sample_into(bs, b, n, c.tick_mult));
+        let r = mine.or_else(|| {
+            s.bound
+                .with(|bd| sample_into(&bd.binding, b, n, c.tick_mult))
+        });
         match r {
-            Some(Ok(info)) => {
-                for (d, v) in b.vals.iter().zip(&vals[..n]) {
-                    d.store(*v, Ordering::Relaxed);
-                }
-                b.hrtime.store(info.hrtime, Ordering::Relaxed);
-                b.tick.store(
-                    (info.running_ns as f64 * c.mhz / 1000.0) as u64,
-                    Ordering::Relaxed,
-                );
-                0
-            }
+            Some(Ok(())) => 0,
             Some(Err(e)) => {
                 report(c.handler(), F, -1, e.errno(), Some(&e));
                 -1
@@ -1268,6 +1282,37 @@ pub extern "C" fn cpc_set_sample(
             }
         }
     })
+}
+
+/// Sample `n` requests of `binding` into `buf` (values, time, ticks). Async-signal-safe.
+///
+/// Small sets go through an 8-value stack buffer: zeroing a `MAX_REQUESTS` buffer on every
+/// call showed in the profile, as it did in the engine (see `BoundSet::sample`).
+#[inline]
+fn sample_into(
+    binding: &perfcompat::BoundSet,
+    buf: &Buf,
+    n: usize,
+    tick_mult: u64,
+) -> Result<(), Error> {
+    let mut small = [0u64; 8];
+    let mut big;
+    let vals: &mut [u64] = if n <= small.len() {
+        &mut small[..n]
+    } else {
+        big = [0u64; perfcompat::set::MAX_REQUESTS];
+        &mut big[..n]
+    };
+    let info = binding.sample(vals)?;
+    for (d, v) in buf.vals.iter().zip(vals.iter()) {
+        d.store(*v, Ordering::Relaxed);
+    }
+    buf.hrtime.store(info.hrtime, Ordering::Relaxed);
+    buf.tick.store(
+        handles::ticks(info.running_ns, tick_mult),
+        Ordering::Relaxed,
+    );
+    Ok(())
 }
 
 /// Run `f` on the calling thread's bound set (libcpc's request_preset, restart, enable and
