@@ -13,13 +13,15 @@
 //! - Unset, the constructor reads one environment variable and returns.
 //! - A bad value or an event the host cannot count prints one line on stderr and the program
 //!   runs uncounted. The constructor never stops the program.
-//! - The constructor removes the variable from the environment, so the program's children do
-//!   not report again: their counts are in the parent's report when the parent has waited for
-//!   them.
+//! - The constructor sets `PERFCOMPAT_PRELOAD_PID` to the process id, so the program's
+//!   children (other process ids) do not count and report again: their counts are in the
+//!   parent's report when the parent has waited for them. A program that `exec`s without
+//!   forking keeps its process id, and the new image counts and reports (the old image's
+//!   counters end with the `exec`): `valgrind prog` reports on `prog`.
 //! - The report comes from `exit` (returning from `main` included; glibc's `on_exit` gives the
 //!   status). A program that ends with `_exit` or is killed by a signal prints no report.
 
-use std::ffi::{c_char, c_int, c_void, CStr, OsString};
+use std::ffi::{c_char, c_int, c_void, CStr, CString, OsString};
 use std::io::Write as _;
 use std::os::fd::FromRawFd as _;
 use std::os::unix::ffi::OsStringExt as _;
@@ -33,6 +35,8 @@ use crate::ffi_boundary;
 
 /// The variable that turns counting on.
 const EVENTS_VAR: &CStr = c"PERFCOMPAT_PRELOAD_EVENTS";
+/// The variable naming the process that counts (its children do not).
+const OWNER_VAR: &CStr = c"PERFCOMPAT_PRELOAD_PID";
 /// The variable naming the report file (default: stderr).
 const OUTPUT_VAR: &str = "PERFCOMPAT_PRELOAD_OUTPUT";
 
@@ -66,12 +70,20 @@ extern "C" fn ctor(argc: c_int, argv: *const *const c_char, _envp: *const *const
     let value = unsafe { CStr::from_ptr(value) }
         .to_string_lossy()
         .into_owned();
-    // SAFETY: the name is NUL-terminated; the loader runs constructors before the program's
-    // threads exist.
-    unsafe { libc::unsetenv(EVENTS_VAR.as_ptr()) };
     if value.trim().is_empty() {
         return;
     }
+    // SAFETY: getpid has no preconditions.
+    let pid = CString::new(unsafe { libc::getpid() }.to_string()).unwrap_or_default();
+    // SAFETY: getenv with a NUL-terminated name.
+    let owner = unsafe { libc::getenv(OWNER_VAR.as_ptr()) };
+    // SAFETY: getenv returned NULL or a NUL-terminated string.
+    if !owner.is_null() && unsafe { CStr::from_ptr(owner) } != pid.as_c_str() {
+        return; // a child of the counting process: counted there
+    }
+    // SAFETY: NUL-terminated strings; the loader runs constructors before the program's
+    // threads exist.
+    unsafe { libc::setenv(OWNER_VAR.as_ptr(), pid.as_ptr(), 1) };
     // SAFETY: the loader passes the program's argument vector (argc entries).
     let command = unsafe { args(argc, argv) };
     ffi_boundary("the PERFCOMPAT_PRELOAD_EVENTS constructor", || {

@@ -13,14 +13,13 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::{Mutex, OnceLock};
 
-use common::{run_output, tmp};
+use common::run_output;
 
-/// The installed layout these tests build against, staged once.
+/// The installed layout these tests build against (see [`common::installed_prefix`]).
 fn prefix() -> &'static Path {
     static PREFIX: OnceLock<PathBuf> = OnceLock::new();
     PREFIX.get_or_init(|| {
-        let prefix = tmp().join("prefix-cpc");
-        common::stage_prefix(&prefix);
+        let prefix = common::installed_prefix().to_path_buf();
         for h in ["libcpc.h", "libpctx.h", "perfcompat.h"] {
             assert!(
                 prefix.join("include").join(h).exists(),

@@ -1,25 +1,19 @@
 //! The libperfex programs in examples/, built as a user would build them against an installed
-//! perfcompat: headers, the Fortran module and `libperfex.so` under one prefix. The libcpc
+//! perfcompat (`tools/install.sh` into a temporary prefix, then `pkg-config`). The libcpc
 //! examples are in cpc_examples.rs.
 
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
-use common::{fortran_module, have_gfortran, run_output, tmp};
+use common::{have_gfortran, run_output};
 
-/// The installed layout these tests build against, staged once (see [`common::stage_prefix`]).
+/// The installed layout these tests build against (see [`common::installed_prefix`]).
 fn prefix() -> &'static Path {
-    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
-    PREFIX.get_or_init(|| {
-        let prefix = tmp().join("prefix");
-        common::stage_prefix(&prefix);
-        prefix
-    })
+    common::installed_prefix()
 }
 
-/// `compiler <flags> examples/<src> -I<prefix>/include -L<prefix>/lib -Wl,-rpath,.. -lperfex`.
+/// `compiler <flags> examples/<src> $(pkg-config --cflags --libs libperfex) -Wl,-rpath,..`.
 fn build(compiler: &str, flags: &[&str], src: &str, prefix: &Path) -> PathBuf {
     common::build_installed(
         compiler,
@@ -80,8 +74,8 @@ fn perfex_usage_in_fortran() {
     if !have_gfortran() {
         return;
     }
-    // The module is installed next to the headers, as `make install` will put it.
-    fortran_module(&prefix().join("include"));
+    // The install command compiled the module next to the headers.
+    assert!(prefix().join("include/perfex.mod").exists());
     let mut flags = common::GFORTRAN_FLAGS.to_vec();
     flags.extend(["-std=f2008", "-pedantic"]);
     let bin = build("gfortran", &flags, "perfex_usage.f90", prefix());

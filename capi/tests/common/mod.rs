@@ -65,29 +65,73 @@ pub fn link_args() -> Vec<String> {
     ]
 }
 
-/// Stage an installed layout under `prefix` (emptied first), as programs will find perfcompat
-/// once it is installed: `<prefix>/include` with every header of `include/`, `<prefix>/lib` with
-/// `libperfex.so` and `libcpc.so`, both the built library. The real install command, with
-/// sonames and symbol versions, comes with issue 5; until then the library is only linked here
-/// under the names programs use.
-pub fn stage_prefix(prefix: &Path) {
-    let _ = std::fs::remove_dir_all(prefix);
-    let (include, lib) = (prefix.join("include"), prefix.join("lib"));
-    std::fs::create_dir_all(&include).unwrap();
-    std::fs::create_dir_all(&lib).unwrap();
-    for entry in std::fs::read_dir(repo().join("include")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "h") {
-            std::fs::copy(&path, include.join(path.file_name().unwrap())).unwrap();
-        }
-    }
-    let so = lib_dir().join("libperfcompat_capi.so");
-    for name in ["libperfex.so", "libcpc.so"] {
-        std::os::unix::fs::symlink(&so, lib.join(name)).unwrap();
-    }
+/// Install perfcompat with the README's install command (`bash tools/install.sh --prefix P`)
+/// into `<tmp>/prefix`, once per test binary, building into a target directory of its own;
+/// returns the prefix. Test binaries run one after another, so they can share it.
+pub fn installed_prefix() -> &'static Path {
+    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
+    PREFIX.get_or_init(|| {
+        let prefix = tmp().join("prefix");
+        let out = Command::new("bash")
+            .arg(repo().join("tools/install.sh"))
+            .arg("--prefix")
+            .arg(&prefix)
+            .env("CARGO_TARGET_DIR", tmp().join("install-build"))
+            .env_remove("DESTDIR")
+            .output()
+            .expect("bash runs");
+        assert!(
+            out.status.success(),
+            "tools/install.sh --prefix {} failed:\n{}",
+            prefix.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        prefix
+    })
 }
 
-/// `compiler <flags> <src> -I<prefix>/include -L<prefix>/lib -Wl,-rpath,<prefix>/lib -l<lib>`
+/// Whether `tool` can be run (`tool --version`). Without it the tests that need it are skipped
+/// with a message, except in CI (`CI` set), where they fail: CI must install `package`.
+pub fn have_tool(tool: &str, package: &str) -> bool {
+    if Command::new(tool).arg("--version").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{tool} not found: CI must install it (apt-get install {package}; .ci/run does)"
+    );
+    skip(&format!("{tool} not found (apt-get install {package})"));
+    false
+}
+
+/// The compiler flags of `pkg-config --cflags --libs lib<lib>` for the installed `prefix`
+/// (`-I<prefix>/include -L<prefix>/lib -l<lib>` without pkg-config, outside CI).
+pub fn pkg_config(prefix: &Path, lib: &str) -> Vec<String> {
+    if !have_tool("pkg-config", "pkg-config") {
+        return vec![
+            format!("-I{}", prefix.join("include").display()),
+            format!("-L{}", prefix.join("lib").display()),
+            format!("-l{lib}"),
+        ];
+    }
+    let out = Command::new("pkg-config")
+        .args(["--cflags", "--libs", &format!("lib{lib}")])
+        .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+        .output()
+        .expect("pkg-config runs");
+    assert!(
+        out.status.success(),
+        "pkg-config --cflags --libs lib{lib} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `compiler <flags> <src> $(pkg-config --cflags --libs lib<lib>) -Wl,-rpath,<prefix>/lib`
 /// (`src` from the repository's root), built as `<tmp>/<out>`: a program built the way a user
 /// builds against an installed perfcompat.
 pub fn build_installed(
@@ -103,10 +147,8 @@ pub fn build_installed(
         Command::new(compiler)
             .args(flags)
             .arg(repo().join(src))
-            .arg(format!("-I{}", prefix.join("include").display()))
-            .arg(format!("-L{}", prefix.join("lib").display()))
+            .args(pkg_config(prefix, lib))
             .arg(format!("-Wl,-rpath,{}", prefix.join("lib").display()))
-            .arg(format!("-l{lib}"))
             .arg("-o")
             .arg(&out),
         src,
@@ -259,18 +301,9 @@ fn check_cost_reports(stderr: &str) {
     );
 }
 
-/// Whether gfortran can be run. Without it the Fortran tests are skipped with a message, except
-/// in CI (`CI` set), where they fail: CI must install it.
+/// Whether gfortran can be run (see [`have_tool`]).
 pub fn have_gfortran() -> bool {
-    if Command::new("gfortran").arg("--version").output().is_ok() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "gfortran not found: CI must install it (apt-get install gfortran; .ci/run does)"
-    );
-    skip("gfortran not found (apt-get install gfortran)");
-    false
+    have_tool("gfortran", "gfortran")
 }
 
 /// Compile the `perfex` Fortran module (fortran/perfex.f90), writing `perfex.mod` into `dir`.

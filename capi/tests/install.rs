@@ -1,0 +1,663 @@
+//! The installed layout (issue 5): `tools/install.sh` into a temporary prefix, then what a
+//! system library must do there. The exports are exactly `capi/abi.manifest` with its versions;
+//! the files, links, sonames, pkg-config files and man pages are where they belong; programs
+//! built with `pkg-config` (C, statically too) and gfortran count; a program that links or
+//! preloads both names loads one copy of the library; `LD_PRELOAD` replaces another
+//! implementation; `PERFCOMPAT_PRELOAD_EVENTS` counts programs that never call the counters;
+//! valgrind finds no errors and no definite leaks.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use common::{compile, installed_prefix, pkg_config, repo, run_output, tmp, write_file};
+
+fn lib() -> PathBuf {
+    installed_prefix().join("lib")
+}
+
+/// `capi/abi.manifest` as (symbol, version node) pairs, `local` included.
+fn manifest() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(repo().join("capi/abi.manifest")).unwrap();
+    let mut node = None;
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words[0] == "version" {
+            node = Some(words[1].to_string());
+            continue;
+        }
+        let node = node.clone().expect("a version line comes first");
+        out.push((words[0].to_string(), node));
+    }
+    out
+}
+
+/// Run a tool and return its standard output; fail the test if it fails.
+fn tool(cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `nm -D --defined-only` of `so`: (name, version) of each symbol (version "" when none),
+/// without the version nodes' own entries.
+fn dynamic_symbols(so: &Path) -> BTreeSet<(String, String)> {
+    tool(Command::new("nm").args(["-D", "--defined-only"]).arg(so))
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[1] != "A").then(|| {
+                let (name, ver) = f[2].split_once("@@").unwrap_or((f[2], ""));
+                (name.to_string(), ver.to_string())
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn the_library_exports_exactly_the_manifest() {
+    let want: BTreeSet<(String, String)> = manifest()
+        .into_iter()
+        .filter(|(_, v)| v != "local")
+        .collect();
+    let got = dynamic_symbols(&lib().join("libperfcompat.so.1.0.0"));
+    assert_eq!(
+        got, want,
+        "nm -D --defined-only differs from capi/abi.manifest"
+    );
+    // libcpc's versions are the reference's: 33 symbols of SUNW_1.2, the two generic walkers
+    // of SUNW_1.3, cpc_terminate private.
+    let count = |v: &str| want.iter().filter(|(_, n)| n == v).count();
+    assert_eq!((count("SUNW_1.2"), count("SUNW_1.3")), (33, 2));
+    assert!(want.contains(&("cpc_terminate".into(), "SUNWprivate_1.1".into())));
+    // SUNW_1.3 inherits SUNW_1.2, as in the Solaris mapfile.
+    let versions = tool(
+        Command::new("readelf")
+            .arg("-V")
+            .arg(lib().join("libcpc.so.1")),
+    );
+    assert!(
+        versions.contains("SUNW_1.3") && versions.contains("Parent 1: SUNW_1.2"),
+        "{versions}"
+    );
+}
+
+/// Every symbol the Rust code exports (`#[no_mangle]`, `#[export_name]`, macro-made ones
+/// included: the cdylib rustc builds exports exactly those) is in the manifest, so a new export
+/// without a manifest entry fails here.
+#[test]
+fn every_rust_export_is_in_the_manifest() {
+    let listed: BTreeSet<String> = manifest().into_iter().map(|(s, _)| s).collect();
+    let exported = dynamic_symbols(&common::lib_dir().join("libperfcompat_capi.so"));
+    let missing: Vec<&String> = exported
+        .iter()
+        .map(|(s, _)| s)
+        .filter(|s| !listed.contains(*s))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "exported but not in capi/abi.manifest: {missing:?}"
+    );
+    assert!(exported.len() > 50, "{exported:?}");
+}
+
+#[test]
+fn the_layout_links_and_sonames() {
+    let lib = lib();
+    let real = lib.join("libperfcompat.so.1.0.0");
+    let inode = std::fs::metadata(&real).unwrap().ino();
+    for name in [
+        "libperfcompat.so.1",
+        "libperfex.so.1",
+        "libcpc.so.1",
+        "libperfcompat.so",
+        "libperfex.so",
+        "libcpc.so",
+    ] {
+        let link = lib.join(name);
+        assert!(
+            std::fs::symlink_metadata(&link).unwrap().is_symlink(),
+            "{name} is not a link"
+        );
+        assert_eq!(std::fs::metadata(&link).unwrap().ino(), inode, "{name}");
+    }
+    let dynamic = tool(Command::new("readelf").arg("-d").arg(&real));
+    assert!(
+        dynamic.contains("Library soname: [libperfcompat.so.1]"),
+        "{dynamic}"
+    );
+    let prefix = installed_prefix();
+    for f in [
+        "lib/libperfex.a",
+        "lib/libcpc.a",
+        "lib/pkgconfig/libperfex.pc",
+        "lib/pkgconfig/libcpc.pc",
+        "include/libperfex.h",
+        "include/libcpc.h",
+        "include/libpctx.h",
+        "include/perfcompat.h",
+        "share/perfcompat/fortran/perfex.f90",
+        "bin/perfex",
+        "share/man/man1/perfex.1",
+        "share/man/man3/libperfex.3",
+        "share/man/man3/libcpc.3",
+        "share/man/man3/start_counters.3",
+        "share/man/man3/cpc_bind_curlwp.3",
+        "share/man/man3/pctx_run.3",
+    ] {
+        assert!(prefix.join(f).exists(), "{f} is not installed");
+    }
+    let pc = std::fs::read_to_string(lib.join("pkgconfig/libcpc.pc")).unwrap();
+    assert!(
+        pc.contains(&format!("prefix={}\n", prefix.display())),
+        "{pc}"
+    );
+    assert!(pc.contains("Libs: -L${libdir} -lcpc\n"), "{pc}");
+    let perfex = tool(Command::new(prefix.join("bin/perfex")).arg("-t"));
+    assert!(perfex.contains("clock"), "{perfex}");
+}
+
+/// DESTDIR staging: the files land under DESTDIR/PREFIX and name PREFIX.
+#[test]
+fn destdir_stages_for_the_prefix() {
+    let stage = tmp().join("destdir");
+    let _ = std::fs::remove_dir_all(&stage);
+    installed_prefix(); // built once; this run only relinks and copies
+    tool(
+        Command::new("bash")
+            .arg(repo().join("tools/install.sh"))
+            .args(["--prefix", "/opt/perfcompat", "--destdir"])
+            .arg(&stage)
+            .env("CARGO_TARGET_DIR", tmp().join("install-build")),
+    );
+    let pc =
+        std::fs::read_to_string(stage.join("opt/perfcompat/lib/pkgconfig/libperfex.pc")).unwrap();
+    assert!(pc.contains("prefix=/opt/perfcompat\n"), "{pc}");
+    let link = std::fs::read_link(stage.join("opt/perfcompat/lib/libperfex.so.1")).unwrap();
+    assert_eq!(link, Path::new("libperfcompat.so.1.0.0"));
+}
+
+/// The man pages format without a warning, and every environment variable they name exists in
+/// the code; every variable of the README's table is in libperfex(3).
+#[test]
+fn man_pages() {
+    let pages = ["perfex.1", "libperfex.3", "libcpc.3"];
+    if common::have_tool("groff", "groff-base") {
+        for page in pages {
+            let out = Command::new("groff")
+                .args(["-man", "-Tutf8", "-ww", "-z"])
+                .arg(repo().join("man").join(page))
+                .output()
+                .unwrap();
+            let warnings = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() && warnings.is_empty(),
+                "{page}: {warnings}"
+            );
+        }
+    }
+    let code = rust_sources();
+    let vars = |text: &str| -> BTreeSet<String> {
+        let text = text
+            .replace("\\-", "-")
+            .replace("\\fR", " ")
+            .replace("\\fP", " ");
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("PERFCOMPAT_") || w.starts_with("T5"))
+            .map(str::to_string)
+            .collect()
+    };
+    let mut documented = BTreeSet::new();
+    for page in pages {
+        documented.extend(vars(
+            &std::fs::read_to_string(repo().join("man").join(page)).unwrap(),
+        ));
+    }
+    for v in &documented {
+        assert!(
+            code.contains(&format!("\"{v}")),
+            "{v} is documented but not read by the code"
+        );
+    }
+    let perfex3 = vars(&std::fs::read_to_string(repo().join("man/libperfex.3")).unwrap());
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let env_table = readme.split("## Environment").nth(1).unwrap_or("");
+    let env_table = env_table.split("\n## ").next().unwrap();
+    for v in vars(env_table) {
+        assert!(
+            perfex3.contains(&v),
+            "README's {v} is not in man/libperfex.3"
+        );
+    }
+}
+
+/// The text of every Rust source of the engine and the C ABI.
+fn rust_sources() -> String {
+    fn walk(dir: &Path, out: &mut String) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push_str(&std::fs::read_to_string(&p).unwrap());
+            }
+        }
+    }
+    let mut s = String::new();
+    walk(&repo().join("src"), &mut s);
+    walk(&repo().join("capi/src"), &mut s);
+    s
+}
+
+/// The event map of these tests: event 0 as task-clock, 25 as page faults (software events,
+/// so the counts are real without a PMU).
+fn event_map() -> String {
+    static MAP: OnceLock<PathBuf> = OnceLock::new();
+    MAP.get_or_init(|| {
+        let map = tmp().join("install-events.map");
+        write_file(&map, "0 = task-clock\n25 = page-faults\n");
+        map
+    })
+    .to_str()
+    .unwrap()
+    .to_string()
+}
+
+/// `tests/c/<src>` built with `flags` as `<tmp>/install-<out>`.
+fn cc(src: &str, flags: &[String], out: &str) -> PathBuf {
+    let bin = tmp().join(format!("install-{out}"));
+    compile(
+        Command::new("cc")
+            .args(["-std=c99", "-Wall", "-Wextra", "-Werror"])
+            .arg(repo().join("tests/c").join(src))
+            .args(flags)
+            .arg("-o")
+            .arg(&bin),
+        src,
+    );
+    bin
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// install_count.c linked against the installed library with pkg-config, with libcpc too.
+fn count_program() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let mut flags = strings(&["-DWITH_CPC"]);
+        flags.extend(pkg_config(installed_prefix(), "perfex"));
+        flags.extend(pkg_config(installed_prefix(), "cpc"));
+        flags.push(format!("-Wl,-rpath,{}", lib().display()));
+        cc("install_count.c", &flags, "count")
+    })
+    .clone()
+}
+
+/// Run `bin args` on perf with the event map and `env`; returns the output.
+fn run(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let map = event_map();
+    let mut all = vec![("PERFCOMPAT_EVENTS", map.as_str())];
+    all.extend_from_slice(env);
+    run_output(bin, "perf", args, &all)
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// install_count's "pages=N count=C gen_ok=1 copies=K" line: checks the count covers the
+/// pages (one fault each, a few more for the program itself) and returns K.
+fn check_count(out: &Output, pages: u64) -> u64 {
+    let (stdout, stderr) = text(out);
+    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    let field = |name: &str| -> u64 {
+        stdout
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {stdout}"))
+            .parse()
+            .unwrap()
+    };
+    let count = field("count");
+    assert!(
+        (pages..pages + 50).contains(&count),
+        "{count} page faults for {pages} pages: {stdout}"
+    );
+    assert_eq!(field("gen_ok"), 1, "{stdout}");
+    field("copies")
+}
+
+#[test]
+fn linking_both_names_loads_one_library() {
+    let bin = count_program();
+    let needed = tool(Command::new("readelf").arg("-d").arg(&bin));
+    assert!(needed.contains("[libperfcompat.so.1]"), "{needed}");
+    assert_eq!(check_count(&run(&bin, &["300"], &[]), 300), 1);
+    // Preloading the other name: still one library.
+    let preload = lib().join("libperfex.so.1");
+    let out = run(&bin, &["300"], &[("LD_PRELOAD", preload.to_str().unwrap())]);
+    assert_eq!(check_count(&out, 300), 1);
+}
+
+/// Stand-ins for another implementation: `<tmp>/install-stub/libperfex.so.1` and
+/// `libcpc.so.1` (sonames the same), whose functions fail, and install_count.c linked against
+/// them (NEEDED libperfex.so.1 and libcpc.so.1, as a binary built on another system).
+fn stub_program() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = tmp().join("install-stub");
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, extra) in [("libperfex", None), ("libcpc", Some("-DWITH_CPC"))] {
+            let so = dir.join(format!("{name}.so.1"));
+            compile(
+                Command::new("cc")
+                    .args(["-shared", "-fPIC", "-Wall", "-Wextra", "-Werror"])
+                    .args(extra)
+                    .arg(repo().join("tests/c/install_stub.c"))
+                    .arg(format!("-Wl,-soname,{name}.so.1"))
+                    .arg("-o")
+                    .arg(&so),
+                "the stub library",
+            );
+            let _ = std::fs::remove_file(dir.join(format!("{name}.so")));
+            std::os::unix::fs::symlink(&so, dir.join(format!("{name}.so"))).unwrap();
+        }
+        let flags = vec![
+            "-DWITH_CPC".to_string(),
+            format!("-I{}", installed_prefix().join("include").display()),
+            format!("-L{}", dir.display()),
+            format!("-Wl,-rpath,{}", dir.display()),
+            "-lperfex".into(),
+            "-lcpc".into(),
+        ];
+        cc("install_count.c", &flags, "stubbed")
+    })
+    .clone()
+}
+
+#[test]
+fn ld_preload_replaces_another_implementation() {
+    let bin = stub_program();
+    let needed = tool(Command::new("readelf").arg("-d").arg(&bin));
+    assert!(
+        needed.contains("[libperfex.so.1]") && needed.contains("[libcpc.so.1]"),
+        "{needed}"
+    );
+    // Plain: the stubs answer, and fail.
+    let out = run(&bin, &["100"], &[]);
+    assert!(!out.status.success(), "{:?}", text(&out));
+    // Ours preloaded: every call goes to it, and it counts.
+    let preload = lib().join("libperfex.so.1");
+    let out = run(&bin, &["300"], &[("LD_PRELOAD", preload.to_str().unwrap())]);
+    check_count(&out, 300);
+}
+
+/// A binary built elsewhere (NEEDED libperfex.so.1 and libcpc.so.1) run against the installed
+/// library through LD_LIBRARY_PATH: both names are one file, loaded once.
+#[test]
+fn both_legacy_names_are_one_library() {
+    let bin = stub_program();
+    let out = run(
+        &bin,
+        &["300"],
+        &[("LD_LIBRARY_PATH", lib().to_str().unwrap())],
+    );
+    // LD_LIBRARY_PATH comes before the binary's DT_RUNPATH (the stubs' directory): the
+    // counts are right only if the installed library answered, and it is mapped once.
+    let copies = check_count(&out, 300);
+    assert_eq!(copies, 1, "{:?}", text(&out));
+}
+
+/// install_exit.c, a program that never calls the counters.
+fn exit_program() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| cc("install_exit.c", &[], "exit"))
+        .clone()
+}
+
+/// Run `bin args` with the installed libperfex.so.1 preloaded and `PERFCOMPAT_PRELOAD_EVENTS`
+/// set to `events` (and `env`).
+fn preloaded(bin: &Path, args: &[&str], events: &str, env: &[(&str, &str)]) -> Output {
+    let preload = lib().join("libperfex.so.1");
+    let mut all = vec![
+        ("LD_PRELOAD", preload.to_str().unwrap()),
+        ("PERFCOMPAT_PRELOAD_EVENTS", events),
+    ];
+    all.extend_from_slice(env);
+    run(bin, args, &all)
+}
+
+/// The count of the report line of event `event` (`25 Primary data cache misses .... N`).
+fn report_count(report: &str, event: u32) -> u64 {
+    report
+        .lines()
+        .find(|l| l.starts_with(&format!("{event:>2} ")))
+        .and_then(|l| l.split_whitespace().last())
+        .unwrap_or_else(|| panic!("no event {event} in:\n{report}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn preload_events_report_at_exit() {
+    let bin = exit_program();
+    for how in ["exit", "return"] {
+        let out = preloaded(&bin, &[how, "400"], "0,25", &[]);
+        let (_, stderr) = text(&out);
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.starts_with(&format!(
+                "Summary for execution of {} {how} 400 (perf backend, user mode)",
+                bin.display()
+            )),
+            "{stderr}"
+        );
+        let faults = report_count(&stderr, 25);
+        assert!((400..600).contains(&faults), "{faults}: {stderr}");
+        assert_eq!(stderr.matches("Summary").count(), 1, "{stderr}");
+    }
+    // _exit skips the exit handlers: no report, and nothing else either.
+    let out = preloaded(&bin, &["_exit", "400"], "0,25", &[]);
+    assert!(out.status.success());
+    assert_eq!(text(&out).1, "");
+    // The report to a file.
+    let file = tmp().join("install-preload-report.txt");
+    let _ = std::fs::remove_file(&file);
+    let out = preloaded(
+        &bin,
+        &["exit", "100"],
+        "25",
+        &[("PERFCOMPAT_PRELOAD_OUTPUT", file.to_str().unwrap())],
+    );
+    assert_eq!(text(&out).1, "");
+    let report = std::fs::read_to_string(&file).unwrap();
+    assert!((100..300).contains(&report_count(&report, 25)), "{report}");
+}
+
+#[test]
+fn preload_events_on_system_programs() {
+    for (prog, args) in [
+        ("/bin/true", &[][..]),
+        ("/bin/ls", &["/"][..]),
+        // find waits for its children and ends with exit (dash, /bin/sh, ends with _exit).
+        (
+            "/usr/bin/find",
+            &["/bin", "-maxdepth", "0", "-exec", "/bin/true", ";"][..],
+        ),
+    ] {
+        let out = preloaded(Path::new(prog), args, "0,25", &[]);
+        let (_, stderr) = text(&out);
+        assert!(out.status.success(), "{prog}: {stderr}");
+        // One report: the children of find are in it, and do not report again. ls closes its
+        // standard error at exit, the report still comes.
+        assert_eq!(
+            stderr.matches("Summary for execution of").count(),
+            1,
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("Summary for execution of {prog}")),
+            "{stderr}"
+        );
+        assert!(report_count(&stderr, 25) > 0, "{stderr}");
+    }
+}
+
+#[test]
+fn preload_events_never_stop_a_program() {
+    let bin = exit_program();
+    // Unset or empty: nothing at all.
+    for value in [None, Some("")] {
+        let preload = lib().join("libperfex.so.1");
+        let mut env = vec![("LD_PRELOAD", preload.to_str().unwrap())];
+        if let Some(v) = value {
+            env.push(("PERFCOMPAT_PRELOAD_EVENTS", v));
+        }
+        let out = run(&bin, &["exit", "10"], &env);
+        assert!(out.status.success());
+        assert_eq!(text(&out).1, "", "{value:?}");
+    }
+    // Bad values, and an event this host cannot count: one line, the program runs.
+    for bad in ["cycles", "40", "0,3,x", "0,15"] {
+        let out = preloaded(&bin, &["exit", "10"], bad, &[]);
+        let (_, stderr) = text(&out);
+        assert!(out.status.success(), "{bad}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{bad}: {stderr}");
+        assert!(
+            stderr.starts_with("perfcompat: PERFCOMPAT_PRELOAD_EVENTS=")
+                && stderr.contains("not counting"),
+            "{stderr}"
+        );
+    }
+}
+
+/// A C program linked statically against libperfex.a (and libcpc.a), with the `.pc` file's
+/// Libs.private: it counts, and needs no perfcompat library at run time.
+#[test]
+fn static_archives_link() {
+    let mut flags = strings(&["-DWITH_CPC"]);
+    flags.extend(pkg_config(installed_prefix(), "perfex"));
+    let flags: Vec<String> = flags
+        .into_iter()
+        .flat_map(|f| match f.as_str() {
+            "-lperfex" => strings(&["-Wl,-Bstatic", "-lperfex", "-lcpc", "-Wl,-Bdynamic"]),
+            _ => vec![f],
+        })
+        .chain(
+            tool(
+                Command::new("pkg-config")
+                    .args(["--static", "--libs-only-l", "libperfex"])
+                    .env("PKG_CONFIG_PATH", lib().join("pkgconfig")),
+            )
+            .split_whitespace()
+            .filter(|l| *l != "-lperfex")
+            .map(str::to_string),
+        )
+        .collect();
+    let bin = cc("install_count.c", &flags, "static");
+    let needed = tool(Command::new("readelf").arg("-d").arg(&bin));
+    assert!(!needed.contains("perfcompat"), "{needed}");
+    assert_eq!(check_count(&run(&bin, &["200"], &[]), 200), 0);
+}
+
+/// The F77 program of tests/fortran built as the README says,
+/// `gfortran prog.f -L<prefix>/lib -lperfex`: exact on sim:r10000, bounded on perf.
+#[test]
+fn fortran_77_against_the_install() {
+    if !common::have_gfortran() {
+        return;
+    }
+    let bin = tmp().join("install-f77");
+    compile(
+        Command::new("gfortran")
+            .args(common::GFORTRAN_FLAGS)
+            .arg(repo().join("tests/fortran/perfex_f77.f"))
+            .arg(format!("-L{}", lib().display()))
+            .arg(format!("-Wl,-rpath,{}", lib().display()))
+            .arg("-lperfex")
+            .arg("-o")
+            .arg(&bin),
+        "tests/fortran/perfex_f77.f",
+    );
+    common::run_libperfex_program(&bin, "tests/fortran/perfex.sim.stderr");
+}
+
+/// Run `bin args` under valgrind on perf with the event map: no errors, no definite leaks.
+fn valgrind(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let valgrind = Path::new("/usr/bin/valgrind");
+    let valgrind = if valgrind.exists() {
+        valgrind
+    } else {
+        Path::new("valgrind")
+    };
+    let mut all: Vec<&str> = vec![
+        "--error-exitcode=1",
+        "--leak-check=full",
+        "--errors-for-leak-kinds=definite",
+        "--quiet",
+    ];
+    let b = bin.to_str().unwrap();
+    all.push(b);
+    all.extend_from_slice(args);
+    let out = run(valgrind, &all, env);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success(),
+        "valgrind {b} {args:?} failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    out
+}
+
+#[test]
+fn valgrind_finds_no_errors_or_leaks() {
+    if !common::have_tool("valgrind", "valgrind") {
+        return;
+    }
+    // libperfex and libcpc in one program, through pkg-config.
+    check_count(&valgrind(&count_program(), &["50"], &[]), 50);
+    // The libcpc example of the man page, as the examples tests build it.
+    let ex1 = common::build_installed(
+        "cc",
+        &["-std=c99", "-Wall", "-Wextra", "-Werror"],
+        "examples/cpc_example1.c",
+        installed_prefix(),
+        "cpc",
+        "install-cpc_example1",
+    );
+    valgrind(&ex1, &[], &[]);
+    // The preload constructor and exit report.
+    let preload = lib().join("libperfex.so.1");
+    let out = valgrind(
+        &exit_program(),
+        &["exit", "50"],
+        &[
+            ("LD_PRELOAD", preload.to_str().unwrap()),
+            ("PERFCOMPAT_PRELOAD_EVENTS", "0,25"),
+        ],
+    );
+    assert!(
+        text(&out).1.contains("Summary for execution of"),
+        "{:?}",
+        text(&out)
+    );
+}
