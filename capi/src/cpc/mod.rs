@@ -1264,19 +1264,24 @@ pub extern "C" fn cpc_set_sample(
             return -1;
         }
         // This thread's own counters for the set (its binding, or its inherited copy): found
-        // through thread-local state, without the shared slot's reader count.
-        let mine = inherit::with_mine(set as usize, |bs| sample_into(bs, b, n, c.tick_mult));
-        let r = mine.or_else(|| {
+        // through thread-local state, without the shared slot's reader count. The closures
+        // return a bool and leave an error aside: moving a `Result<_, Error>` out of them
+        // through the lookups showed in the profile.
+        let mut err = None;
+        let r = inherit::with_mine(set as usize, |bs| {
+            sample_into(bs, b, n, c.tick_mult, &mut err)
+        })
+        .or_else(|| {
             s.bound
-                .with(|bd| sample_into(&bd.binding, b, n, c.tick_mult))
+                .with(|bd| sample_into(&bd.binding, b, n, c.tick_mult, &mut err))
         });
-        match r {
-            Some(Ok(())) => 0,
-            Some(Err(e)) => {
+        match (r, err) {
+            (Some(true), _) => 0,
+            (Some(false), Some(e)) => {
                 report(c.handler(), F, -1, e.errno(), Some(&e));
                 -1
             }
-            None => {
+            _ => {
                 report(c.handler(), F, -1, libc::EINVAL, Some(&Error::NotBound));
                 -1
             }
@@ -1284,7 +1289,8 @@ pub extern "C" fn cpc_set_sample(
     })
 }
 
-/// Sample `n` requests of `binding` into `buf` (values, time, ticks). Async-signal-safe.
+/// Sample `n` requests of `binding` into `buf` (values, time, ticks); on failure `false`, with
+/// the reason in `err`. Async-signal-safe.
 ///
 /// Small sets go through an 8-value stack buffer: zeroing a `MAX_REQUESTS` buffer on every
 /// call showed in the profile, as it did in the engine (see `BoundSet::sample`).
@@ -1294,7 +1300,8 @@ fn sample_into(
     buf: &Buf,
     n: usize,
     tick_mult: u64,
-) -> Result<(), Error> {
+    err: &mut Option<Error>,
+) -> bool {
     let mut small = [0u64; 8];
     let mut big;
     let vals: &mut [u64] = if n <= small.len() {
@@ -1303,7 +1310,13 @@ fn sample_into(
         big = [0u64; perfcompat::set::MAX_REQUESTS];
         &mut big[..n]
     };
-    let info = binding.sample(vals)?;
+    let info = match binding.sample(vals) {
+        Ok(info) => info,
+        Err(e) => {
+            *err = Some(e);
+            return false;
+        }
+    };
     for (d, v) in buf.vals.iter().zip(vals.iter()) {
         d.store(*v, Ordering::Relaxed);
     }
@@ -1312,7 +1325,7 @@ fn sample_into(
         handles::ticks(info.running_ns, tick_mult),
         Ordering::Relaxed,
     );
-    Ok(())
+    true
 }
 
 /// Run `f` on the calling thread's bound set (libcpc's request_preset, restart, enable and
