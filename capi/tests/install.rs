@@ -661,3 +661,22 @@ fn valgrind_finds_no_errors_or_leaks() {
         text(&out)
     );
 }
+
+/// CPC_BIND_LWP_INHERIT with an overflow-notifying request through the installed library:
+/// the versioned `pthread_create` interposer is reached (each new thread gets its own copy and
+/// a first SIGEMT), so the symbol version in the manifest is the one programs ask for.
+#[test]
+fn inherited_notifying_sets_work_through_the_installed_library() {
+    let mut flags = strings(&["-pthread", "-Wpedantic"]);
+    flags.extend(pkg_config(installed_prefix(), "cpc"));
+    flags.push(format!("-Wl,-rpath,{}", lib().display()));
+    let bin = cc("cpc_abi.c", &flags, "cpc_abi");
+    let needed = tool(Command::new("nm").arg("-D").arg(&bin));
+    assert!(needed.contains("pthread_create@GLIBC_2.34"), "{needed}");
+    let out = run_output(&bin, "perf", &["inherit-emt"], &[]);
+    let (stdout, stderr) = text(&out);
+    assert!(
+        out.status.success() && !stdout.contains("FAIL") && stdout.contains("0 failures"),
+        "{stdout}\n{stderr}"
+    );
+}

@@ -657,7 +657,9 @@ static int inherit_emt(int sim) {
     fds0 = count_fds();
     CHECK(cpc_bind_curlwp(ie_cpc, ie_set, CPC_BIND_LWP_INHERIT) == 0);
     CHECK(cpc_set_sample(ie_cpc, ie_set, before) == 0);
-    CHECK(cpc_buf_get(ie_cpc, before, 0, &b) == 0 && b == PRESET); /* the binder starts at its preset */
+    /* The binder starts at its preset: exactly on the emulated PMU; on perf the first calls may
+     * fault in a few pages of the library's own code (lazy binding, cold text). */
+    CHECK(cpc_buf_get(ie_cpc, before, 0, &b) == 0 && (sim ? b == PRESET : b - PRESET < 50));
     for (int i = 0; i < IE_THREADS - 1; i++) CHECK(pthread_create(&ie_t[i].t, NULL, ie_thread_main, &ie_t[i]) == 0);
     for (int i = 0; i < IE_THREADS - 1; i++) CHECK(pthread_join(ie_t[i].t, NULL) == 0);
     if (sim) CHECK(perfcompat_sim_advance("Cycle_cnt", 10) == 1); /* the binder's own: exact */
