@@ -788,6 +788,19 @@ pub fn bind_with(
     set: &CounterSet,
     target: Target,
 ) -> Result<Binding> {
+    bind_tagged(backend, set, target, 0)
+}
+
+/// [`bind_with`], with the binding's [`BoundSet::user_data`] set to `user_data` before counting
+/// starts: an overflow that comes while the bind is still returning (a short distance on a
+/// clock event) already carries it to the overflow hook. Setting it afterwards with
+/// [`BoundSet::set_user_data`] would leave such an overflow untagged.
+pub fn bind_tagged(
+    backend: &'static dyn Backend,
+    set: &CounterSet,
+    target: Target,
+    user_data: usize,
+) -> Result<Binding> {
     let slots = plan(backend, set)?;
     let reqs = set.requests();
     let n = reqs.len();
@@ -829,7 +842,7 @@ pub fn bind_with(
         generation: AtomicU32::new(0),
         incomplete: AtomicBool::new(false),
         detached: AtomicBool::new(false),
-        user_data: AtomicUsize::new(0),
+        user_data: AtomicUsize::new(user_data),
     });
     let thread_bound = matches!(target, Target::CurrentThread | Target::CurrentThreadInherit);
     // The thread table serves `with_current` and the perf overflow signal's dispatch: a

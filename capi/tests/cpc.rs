@@ -242,3 +242,37 @@ fn libpctx_runs_a_command_and_cpc_bind_pctx_counts_its_threads() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("pctx: 0 failures"), "{stdout}\n{stderr}");
 }
+
+/// A clock event whose first overflow comes while `cpc_bind_curlwp` is still returning: it is
+/// still notified (the binding is tagged for SIGEMT before counting starts) and the set does
+/// not stay frozen. Before the fix this failed in most runs; several runs make a regression
+/// show.
+#[test]
+fn an_overflow_during_the_bind_is_still_notified() {
+    let bin = tmp().join("cpc_clock_overflow");
+    compile(
+        Command::new("cc")
+            .args([
+                "-std=c99",
+                "-Wall",
+                "-Wextra",
+                "-Wpedantic",
+                "-Werror",
+                "-o",
+            ])
+            .arg(&bin)
+            .arg(repo().join("tests/c/cpc_clock_overflow.c"))
+            .arg(format!("-I{}", repo().join("include").display()))
+            .args(link_args()),
+        "tests/c/cpc_clock_overflow.c",
+    );
+    for _ in 0..8 {
+        let out = run_output(&bin, "perf", &[], &[]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("0 failures"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

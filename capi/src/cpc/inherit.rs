@@ -218,7 +218,12 @@ fn adopt(spec: Arc<Spec>, start: usize) {
     if !registry::contains(spec.set, Kind::Set) {
         return;
     }
-    let binding = match engine::bind_with(spec.backend, &spec.reqs, Target::CurrentThread) {
+    let binding = match engine::bind_tagged(
+        spec.backend,
+        &spec.reqs,
+        Target::CurrentThread,
+        emt::EMT_TAG,
+    ) {
         Ok(b) => b,
         Err(e) => {
             eprintln!(
@@ -228,7 +233,6 @@ fn adopt(spec: Arc<Spec>, start: usize) {
             return;
         }
     };
-    binding.set_user_data(emt::EMT_TAG);
     if let Err(e) = binding.freeze_as_overflowed() {
         eprintln!("libcpc: a new thread's inherited counters: {e}");
         return;

@@ -923,11 +923,9 @@ fn counter_set(s: &Set) -> Result<CounterSet, Error> {
 fn bind_set(c: &Cpc, s: &Set, func: &CStr, target: Target, how: How) -> c_int {
     let bound = counter_set(s).and_then(|set| {
         let notify = set.requests().iter().any(|r| r.flags.notify_overflow);
-        let binding = engine::bind_with(c.backend, &set, target)?;
-        if notify {
-            binding.set_user_data(emt::EMT_TAG);
-        }
-        Ok(binding)
+        // Tagged before counting starts: an overflow during the bind must reach the hook.
+        let tag = if notify { emt::EMT_TAG } else { 0 };
+        engine::bind_tagged(c.backend, &set, target, tag)
     });
     match bound {
         Ok(binding) => {
