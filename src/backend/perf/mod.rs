@@ -118,7 +118,16 @@ fn read_paranoid() -> i32 {
 /// the first bind) needed it three times.
 fn cpuinfo() -> &'static str {
     static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    TEXT.get_or_init(|| std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default())
+    TEXT.get_or_init(|| {
+        // Only the first processor's entry is needed: reading the first 4 KiB makes the kernel
+        // format just that, where the whole file costs one entry per CPU.
+        use std::io::Read;
+        let mut buf = Vec::with_capacity(4096);
+        if let Ok(f) = std::fs::File::open("/proc/cpuinfo") {
+            let _ = f.take(4096).read_to_end(&mut buf);
+        }
+        String::from_utf8_lossy(&buf).into_owned()
+    })
 }
 
 /// The value of the first `/proc/cpuinfo` line starting with `key`.
