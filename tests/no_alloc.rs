@@ -1,44 +1,17 @@
 //! The sample, restart and preset paths, and the perf overflow path up to and including the
 //! hook, allocate nothing: counted with a global allocator that tallies per thread.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use perfcompat::backend::perf::PerfBackend;
 use perfcompat::engine::{self, OverflowEvent};
 use perfcompat::{bind_with, CounterSet, Request, Target};
 
+#[macro_use]
 mod common;
 use common::Pages;
 
-struct Counting;
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-// SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarded.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-#[global_allocator]
-static A: Counting = Counting;
-
-fn allocs() -> u64 {
-    ALLOCS.with(|c| c.get())
-}
+counting_allocator!();
 
 static HOOK_ALLOCS: AtomicU64 = AtomicU64::new(0);
 static HOOK_RUNS: AtomicU64 = AtomicU64::new(0);

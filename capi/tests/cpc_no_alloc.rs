@@ -2,40 +2,16 @@
 //! paths, and neither does the SIGEMT delivery: counted with a global allocator that tallies
 //! per thread, around calls made from the program and from the SIGEMT handler.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use perfcompat_capi::cpc::*;
 
-struct Counting;
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-// SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarded.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: forwarded.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-#[global_allocator]
-static A: Counting = Counting;
+#[macro_use]
+#[path = "../../tests/common/mod.rs"]
+mod common;
 
-fn allocs() -> u64 {
-    ALLOCS.with(|c| c.get())
-}
+counting_allocator!();
 
 static CPC: AtomicPtr<cpc_t> = AtomicPtr::new(null_mut());
 static SET: AtomicPtr<cpc_set_t> = AtomicPtr::new(null_mut());

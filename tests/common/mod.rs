@@ -93,3 +93,40 @@ pub fn workload() -> &'static std::path::Path {
         out
     })
 }
+
+/// Define this test crate's global allocator: it forwards to the system allocator and counts
+/// allocations (and reallocations) per thread; `allocs()` returns the calling thread's count.
+/// For the tests that show a path allocates nothing.
+#[allow(unused_macros)]
+macro_rules! counting_allocator {
+    () => {
+        struct Counting;
+        thread_local! {
+            static ALLOCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+        }
+        // SAFETY: forwards to the system allocator; only counts.
+        unsafe impl std::alloc::GlobalAlloc for Counting {
+            unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+                let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+                // SAFETY: forwarded.
+                unsafe { std::alloc::System.alloc(l) }
+            }
+            unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
+                // SAFETY: forwarded.
+                unsafe { std::alloc::System.dealloc(p, l) }
+            }
+            unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, n: usize) -> *mut u8 {
+                let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+                // SAFETY: forwarded.
+                unsafe { std::alloc::System.realloc(p, l, n) }
+            }
+        }
+        #[global_allocator]
+        static A: Counting = Counting;
+
+        /// Allocations made by the calling thread so far.
+        fn allocs() -> u64 {
+            ALLOCS.with(|c| c.get())
+        }
+    };
+}
