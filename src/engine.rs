@@ -160,9 +160,39 @@ pub struct BoundSet {
     incomplete: AtomicBool,
     detached: AtomicBool,
     user_data: AtomicUsize,
+    // FORKS when the binding was made: a child of fork() has copies of the parent's counter
+    // descriptors, which still count the parent; the child must neither read nor stop them.
+    fork_gen: u32,
+}
+
+/// fork()s this process has gone through (incremented in the child by a pthread_atfork
+/// handler, registered at the first bind).
+static FORKS: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn after_fork_in_child() {
+    FORKS.fetch_add(1, Ordering::Relaxed);
+}
+
+fn watch_forks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a handler that only increments an atomic.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    });
 }
 
 impl BoundSet {
+    /// Whether this binding was made by the process before a fork() that made this one: its
+    /// counters belong to the parent. Async-signal-safe (one atomic load).
+    pub fn inherited_from_parent(&self) -> bool {
+        self.fork_gen != FORKS.load(Ordering::Relaxed)
+    }
+
+    /// Not usable here: unbound, or the parent's (after fork).
+    fn gone(&self) -> bool {
+        self.detached.load(Ordering::Acquire) || self.inherited_from_parent()
+    }
+
     /// Unique id of this binding within the process.
     pub fn id(&self) -> u64 {
         self.id
@@ -253,7 +283,7 @@ impl BoundSet {
                 need: self.n,
             });
         }
-        if self.detached.load(Ordering::Acquire) {
+        if self.gone() {
             return Err(Error::NotBound);
         }
         // Most sets are small: zeroing a 64-value buffer on every sample showed in profiles.
@@ -355,7 +385,7 @@ impl BoundSet {
     ///
     /// Async-signal-safe: meant to be called from the overflow signal handler.
     pub fn restart(&self) -> Result<()> {
-        if self.detached.load(Ordering::Acquire) {
+        if self.gone() {
             return Err(Error::NotBound);
         }
         self.write(|b| b.start_from_presets())
@@ -406,6 +436,9 @@ impl BoundSet {
     /// handler presets and restarts it ([`BoundSet::restart`] counts from the presets). Fails
     /// if the set is already frozen.
     pub fn freeze_as_overflowed(&self) -> Result<()> {
+        if self.gone() {
+            return Err(Error::NotBound);
+        }
         self.write(|b| {
             if b.frozen.load(Ordering::Relaxed) {
                 return Err(Error::WrongState("the counters are already stopped"));
@@ -425,6 +458,9 @@ impl BoundSet {
 
     /// Stop counting (libcpc's `cpc_disable`). Fails if the set is already frozen.
     pub fn stop(&self) -> Result<()> {
+        if self.gone() {
+            return Err(Error::NotBound);
+        }
         self.write(|b| {
             if b.frozen.load(Ordering::Relaxed) {
                 return Err(Error::WrongState("the counters are already stopped"));
@@ -436,6 +472,9 @@ impl BoundSet {
     /// Resume counting after [`BoundSet::stop`] (libcpc's `cpc_enable`): the values go on from
     /// where they were frozen. Fails if the set is running.
     pub fn resume(&self) -> Result<()> {
+        if self.gone() {
+            return Err(Error::NotBound);
+        }
         self.write(|b| {
             if !b.frozen.load(Ordering::Relaxed) {
                 return Err(Error::WrongState("the counters are already running"));
@@ -462,7 +501,7 @@ impl BoundSet {
     /// Overflow interrupt from the backend: find the requests that wrapped, freeze, notify.
     /// Async-signal-safe.
     pub(crate) fn interrupt(&self, pc: usize) {
-        if self.notify == 0 || self.detached.load(Ordering::Acquire) {
+        if self.notify == 0 || self.gone() {
             return;
         }
         let fired = self.write(|b| {
@@ -517,7 +556,8 @@ impl BoundSet {
     }
 
     fn detach(&self) {
-        if !self.detached.swap(true, Ordering::AcqRel) {
+        // After fork the descriptors still drive the parent's counters: only close ours.
+        if !self.detached.swap(true, Ordering::AcqRel) && !self.inherited_from_parent() {
             self.write(|b| b.group.stop());
         }
     }
@@ -649,7 +689,7 @@ pub fn with_current<R>(f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
             // SAFETY: the table holds a strong count for as long as `current` points here, and
             // only this thread changes it (never while a handler of this thread runs).
             let b = unsafe { &*p };
-            if b.detached.load(Ordering::Acquire) {
+            if b.gone() {
                 None
             } else {
                 Some(f(b))
@@ -802,6 +842,7 @@ pub fn bind_tagged(
     user_data: usize,
 ) -> Result<Binding> {
     let slots = plan(backend, set)?;
+    watch_forks();
     let reqs = set.requests();
     let n = reqs.len();
     let notify = reqs
@@ -843,6 +884,7 @@ pub fn bind_tagged(
         incomplete: AtomicBool::new(false),
         detached: AtomicBool::new(false),
         user_data: AtomicUsize::new(user_data),
+        fork_gen: FORKS.load(Ordering::Relaxed),
     });
     let thread_bound = matches!(target, Target::CurrentThread | Target::CurrentThreadInherit);
     // The thread table serves `with_current` and the perf overflow signal's dispatch: a

@@ -138,3 +138,29 @@ fn a_start_read_pair_is_at_most_two_counter_reads() {
         assert_eq!(calls.len(), 2 * pairs, "reads for {pairs} start/read pairs");
     }
 }
+
+/// fork(): the child starts clean: the parent's libperfex pair and libcpc binding are not its
+/// own (EINVAL), it counts its own work after its own start or bind, and neither its reads,
+/// nor its unbind, nor its exit disturb the parent's counters.
+#[test]
+fn a_forked_child_starts_clean_and_leaves_the_parent_counting() {
+    let bin = build("tests/c/fork.c", false);
+    let map = page_fault_map(25);
+    let stdout = {
+        let out = common::run_output(
+            &bin,
+            "perf",
+            &[],
+            &[("PERFCOMPAT_EVENTS", map.to_str().unwrap())],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    assert!(stdout.contains("child: 0 failures"), "{stdout}");
+    assert!(stdout.contains("; 0 failures"), "{stdout}");
+}

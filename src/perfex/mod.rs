@@ -115,7 +115,8 @@ pub fn start(e0: i32, e1: i32) -> Result<u32> {
     let (n0, n1) = (check_range(e0)?, check_range(e1)?);
     STATE.with(|st| {
         let mut st = st.borrow_mut();
-        if !matches!(&*st, Some(t) if t.events == (e0, e1)) {
+        // After fork() the pair open in the parent still counts the parent: open a new one.
+        if !matches!(&*st, Some(t) if t.events == (e0, e1) && !t.binding.inherited_from_parent()) {
             *st = None; // unbind the old pair first
             *st = Some(ThreadCounters {
                 events: (e0, e1),
@@ -144,9 +145,12 @@ pub fn read(e0: i32, e1: i32) -> Result<Counts> {
     let (e0, e1) = events(e0, e1);
     STATE.with(|st| {
         let mut st = st.borrow_mut();
-        let t = st.as_mut().filter(|t| t.started).ok_or(Error::WrongState(
-            "the counters were not started on this thread (call start_counters first)",
-        ))?;
+        let t = st
+            .as_mut()
+            .filter(|t| t.started && !t.binding.inherited_from_parent())
+            .ok_or(Error::WrongState(
+                "the counters were not started on this thread (call start_counters first)",
+            ))?;
         if t.events != (e0, e1) {
             return Err(Error::InvalidArgument(format!(
                 "events ({e0}, {e1}) differ from the events started on this thread ({}, {})",
