@@ -164,3 +164,29 @@ fn a_forked_child_starts_clean_and_leaves_the_parent_counting() {
     assert!(stdout.contains("child: 0 failures"), "{stdout}");
     assert!(stdout.contains("; 0 failures"), "{stdout}");
 }
+
+/// exec(): the perf descriptors are close-on-exec, so the new program holds none.
+#[test]
+fn exec_drops_every_counter_descriptor() {
+    let bin = build("tests/c/exec_fds.c", false);
+    let map = page_fault_map(25);
+    let out = common::run_output(
+        &bin,
+        "perf",
+        &[],
+        &[("PERFCOMPAT_EVENTS", map.to_str().unwrap())],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (before, after) = stdout.split_once("after exec:").expect("the shell ran");
+    let open: u32 = before.trim().parse().expect("a count of perf descriptors");
+    assert!(
+        open >= 3,
+        "the library had its counters open before the exec: {stdout}"
+    );
+    assert!(!after.contains("perf_event"), "{stdout}");
+}
