@@ -194,7 +194,8 @@ pub extern "C" fn pctx_capture(
     })
 }
 
-/// Record one callback of `pctx_set_events` (called by the C side for each pair).
+/// Record one callback of `pctx_set_events` (called by the C side for each pair; event 0,
+/// `PCTX_NULL_EVENT`, only checks the handle).
 ///
 /// # Safety
 /// `f` is NULL or a function of the type `event` takes.
@@ -212,6 +213,11 @@ pub unsafe extern "C" fn perfcompat_pctx_set_event(
             );
             return -1;
         };
+        // PCTX_NULL_EVENT: only the handle check (varargs.c makes it first, so that a bad
+        // handle with an empty list is still EINVAL).
+        if event == 0 {
+            return 0;
+        }
         // SAFETY: the caller passes a function of the type its event takes.
         let cb = &mut c.callbacks;
         unsafe {

@@ -496,6 +496,18 @@ pub unsafe extern "C" fn cpc_set_add_request(
         }
         // SAFETY: a string, per the caller.
         let ev = unsafe { CStr::from_ptr(event) };
+        // An empty name is an unknown event on every backend (perf's parser calls it an
+        // invalid argument, which has no subcode).
+        if ev.is_empty() {
+            report(
+                c.handler(),
+                F,
+                CPC_INVALID_EVENT,
+                libc::EINVAL,
+                Some(&"empty event name"),
+            );
+            return -1;
+        }
         // SAFETY: the caller's promise about attrs.
         let copied = unsafe { copy_attrs(nattrs, attrs) };
         let checked = copied.and_then(|a| {

@@ -38,6 +38,9 @@ perfcompat_pctx_set_events_va(struct __pctx *pctx, ...)
 {
     va_list ap;
     int rc = 0;
+    /* The handle is checked even when the list is empty (event 0 checks it only). */
+    if (perfcompat_pctx_set_event(pctx, 0, (perfcompat_pctx_fn_t)0) != 0)
+        return -1;
     va_start(ap, pctx);
     for (;;) {
         int event = va_arg(ap, int);
