@@ -140,6 +140,19 @@ fn write_all(fd: i32, mut buf: &[u8]) {
     }
 }
 
+/// Whether `execvp` could find `name`: a path (with a `/`) that exists, or a file of that name
+/// in a `PATH` directory (glibc's default path when `PATH` is unset).
+fn findable(name: &std::ffi::OsStr) -> bool {
+    if name.is_empty() {
+        return false;
+    }
+    if name.as_bytes().contains(&b'/') {
+        return std::path::Path::new(name).exists();
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
+    std::env::split_paths(&path).any(|d| d.join(name).is_file())
+}
+
 /// A forked child waiting for the go-ahead before it runs a command: the counters (or the
 /// tracer) attach to it first.
 pub(crate) struct Child {
@@ -156,6 +169,14 @@ impl Child {
         let name = command
             .first()
             .ok_or_else(|| Error::InvalidArgument("no command to run".into()))?;
+        // A command that is nowhere is refused before the fork, as `pctx_create` documents;
+        // every other exec failure (permissions, format) is reported by the child.
+        if !findable(name) {
+            return Err(Error::CannotRun {
+                command: name.to_string_lossy().into_owned(),
+                errno: libc::ENOENT,
+            });
+        }
         let argv = command
             .iter()
             .map(|a| {

@@ -193,12 +193,20 @@ fn errors_name_the_cause() {
     assert!(e.to_string().contains("no such process"), "{e}");
     let e = Pctx::capture(i32::MAX).err().unwrap();
     assert!(e.to_string().contains("no such process"), "{e}");
-    let mut p = Pctx::create(&[OsString::from("/nonexistent/cmd")]).unwrap();
+    // A command that is nowhere is refused before anything is forked.
+    for cmd in ["/nonexistent/cmd", "no-such-command-anywhere"] {
+        let e = Pctx::create(&[OsString::from(cmd)]).err().unwrap();
+        assert!(
+            e.to_string().contains(&format!("cannot run '{cmd}'")),
+            "{e}"
+        );
+        assert_eq!(e.errno(), libc::ENOENT);
+    }
+    // One that exists but cannot be executed fails in the child, at run.
+    let mut p = Pctx::create(&[OsString::from("/")]).unwrap();
     let e = p.run(&mut Log::default(), None, 0).err().unwrap();
-    assert!(
-        e.to_string().contains("cannot run '/nonexistent/cmd'"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("cannot run '/'"), "{e}");
+    assert_eq!(e.errno(), libc::EACCES);
     // A created command that never ran is killed when dropped, without hanging.
     drop(Pctx::create(&args(&["touch", "1"])).unwrap());
 }
