@@ -326,6 +326,15 @@ fn bad_arguments_and_files_fail_before_the_command_runs() {
     let out = perfex(&["/nonexistent/program"]);
     assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
     assert!(stderr(&out).contains("cannot run '/nonexistent/program'"));
+    // Found but not executable (a directory): 126, as a shell says.
+    let out = perfex(&["/"]);
+    assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot run '/'"), "{}", stderr(&out));
+    // -T (trust a mixed-CPU system) is accepted and changes nothing.
+    let wl = workload().to_str().unwrap();
+    let out = perfex(&["-T", "-e", "25", wl, "touch", "10"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(report(&out).contains("25 Primary data cache misses"));
     let out = perfex(&[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("no command to count"));

@@ -58,12 +58,8 @@ fn usage_error(msg: &str) -> ExitCode {
 
 fn event(v: &OsString) -> Result<u32, String> {
     let s = v.to_string_lossy();
-    match s.trim().parse::<u32>() {
-        Ok(n) if n < 32 => Ok(n),
-        _ => Err(format!(
-            "-e {s}: not an R10000 event number (events are 0-31)"
-        )),
-    }
+    perfcompat::perfex::parse_event(&s)
+        .map_err(|_| format!("-e {s}: not an R10000 event number (events are 0-31)"))
 }
 
 /// Parse the command line; `Err` is a usage error message.

@@ -28,8 +28,8 @@ use std::os::unix::ffi::OsStringExt as _;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 
-use perfcompat::perfex::check_range;
 use perfcompat::perfex::command::{Options, SelfCount, Status};
+use perfcompat::perfex::parse_event;
 
 use crate::ffi_boundary;
 
@@ -121,12 +121,7 @@ fn options(value: &str, command: Vec<OsString>) -> perfcompat::Result<Options> {
         return Ok(opts);
     }
     for item in value.split(',') {
-        let n = item.trim().parse::<i32>().map_err(|_| {
-            perfcompat::Error::InvalidArgument(format!(
-                "{item:?} is not an R10000 event number (0-31) or \"all\""
-            ))
-        })?;
-        opts.events.push(check_range(n)?);
+        opts.events.push(parse_event(item)?);
     }
     Ok(opts)
 }

@@ -98,20 +98,7 @@ fn sample_restart_preset_and_sigemt_do_not_allocate() {
     BUF.store(buf, Ordering::SeqCst);
     // Pages mapped before counting, touched after.
     let n = 300;
-    // SAFETY: a fresh anonymous mapping.
-    let mem = unsafe {
-        let p = libc::mmap(
-            null_mut(),
-            n * 4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        libc::madvise(p, n * 4096, libc::MADV_NOHUGEPAGE);
-        p as *mut u8
-    };
+    let mem = common::Pages::new(n);
     assert_eq!(cpc_bind_curlwp(cpc, set, 0), 0);
     let before = allocs();
     let mut v = 0u64;
@@ -129,8 +116,7 @@ fn sample_restart_preset_and_sigemt_do_not_allocate() {
     assert_eq!(cpc_request_preset(cpc, 0, PRESET), 0);
     assert_eq!(cpc_set_restart(cpc, set), 0);
     for i in 0..n {
-        // SAFETY: within the mapping.
-        unsafe { std::ptr::write_volatile(mem.add(i * 4096), 1) };
+        mem.touch(i);
     }
     let used = allocs() - before;
     assert_eq!(

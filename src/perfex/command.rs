@@ -214,11 +214,7 @@ fn read_counts(counting: &[Counting]) -> Result<Vec<Count>> {
         let mut v = vec![0u64; c.events.len()];
         let info = c.binding.sample(&mut v)?;
         for (&event, &raw) in c.events.iter().zip(&v) {
-            let count = if info.running_ns > 0 && info.running_ns < info.enabled_ns {
-                raw as f64 * info.enabled_ns as f64 / info.running_ns as f64
-            } else {
-                raw as f64
-            };
+            let count = scaled(raw, info.enabled_ns, info.running_ns);
             counts.push(Count {
                 event,
                 linux_event: on_perf
@@ -232,6 +228,16 @@ fn read_counts(counting: &[Counting]) -> Result<Vec<Count>> {
         }
     }
     Ok(counts)
+}
+
+/// A count read while the kernel multiplexed its counter (`running < enabled`), scaled to the
+/// whole time it was enabled; unchanged when it ran all the time (or never).
+fn scaled(raw: u64, enabled_ns: u64, running_ns: u64) -> f64 {
+    if running_ns > 0 && running_ns < enabled_ns {
+        raw as f64 * enabled_ns as f64 / running_ns as f64
+    } else {
+        raw as f64
+    }
 }
 
 /// The sum over threads of each event's counts (events in the order of the first thread).
@@ -733,6 +739,41 @@ mod tests {
         assert_eq!(json_str("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
         assert_eq!(json_num(f64::NAN), "null");
         assert_eq!(json_num(1.5), "1.5");
+    }
+
+    #[test]
+    fn multiplexed_counts_are_scaled_to_the_enabled_time() {
+        assert_eq!(scaled(1000, 4_000, 1_000), 4000.0);
+        assert_eq!(scaled(1000, 4_000, 4_000), 1000.0);
+        assert_eq!(scaled(1000, 0, 0), 1000.0, "never ran: nothing to scale by");
+        let c = Count {
+            event: 0,
+            linux_event: None,
+            raw: 10,
+            count: scaled(10, 3, 2),
+            enabled_ns: 3,
+            running_ns: 2,
+        };
+        assert!(c.scaled());
+        let o = Outcome {
+            command: vec!["x".into()],
+            backend: "perf".into(),
+            kernel: false,
+            all: true,
+            counts: vec![c],
+            not_counted: vec![],
+            threads: vec![],
+            elapsed_s: 1.0,
+            counting_s: 1.0,
+            user_s: 0.0,
+            system_s: 0.0,
+            status: Status::Exited(0),
+        };
+        assert!(
+            o.text(None).contains("(counted 67% of the time, scaled)"),
+            "{}",
+            o.text(None)
+        );
     }
 
     #[test]

@@ -81,6 +81,17 @@ pub fn events(e0: i32, e1: i32) -> (i32, i32) {
     (o0.unwrap_or(e0), o1.unwrap_or(e1))
 }
 
+/// An R10000 event number written as text (`"26"`, surrounding blanks allowed), or an error
+/// naming it: what `perfex -e` and `PERFCOMPAT_PRELOAD_EVENTS` take.
+pub fn parse_event(text: &str) -> Result<u32> {
+    let n = text.trim().parse::<i32>().map_err(|_| {
+        Error::InvalidArgument(format!(
+            "{text:?} is not an R10000 event number (events are 0-31)"
+        ))
+    })?;
+    check_range(n)
+}
+
 /// `e` as an R10000 event number, or an error naming it when it is not in 0..31.
 pub fn check_range(e: i32) -> Result<u32> {
     u32::try_from(e).ok().filter(|&n| n < 32).ok_or_else(|| {
