@@ -46,4 +46,5 @@ program perfex_usage
   if (print_counters(e0, c0, e1, c1) < 0) error stop 'print_counters failed'
   if (print_costs(e0, c0, e1, c1) < 0) error stop 'print_costs failed'
   print '(a, f0.0)', 'sum = ', s
+  deallocate (a)
 end program perfex_usage

@@ -94,6 +94,7 @@ program perfex_f90
     call check(start_counters(e0, 21) < 0, 'unmapped 21')
   end if
 
+  deallocate (buf)
   write (*, '(a, a, i0, a)') trim(mode), ': ', nfail, ' failures'
   if (nfail /= 0) error stop 1
 
