@@ -801,66 +801,67 @@ pub fn statistics(
     counts: &[EventCount],
     elapsed_s: Option<f64>,
 ) -> Vec<(&'static str, f64)> {
-    let get = |e: usize| counts.iter().find(|c| c.event == e).map(|c| c.count);
-    let r12k = table.flavor == Flavor::R12000;
-    let cycles = get(0).or(if r12k { None } else { get(16) });
-    let grad = get(15)
-        .filter(|_| r12k)
-        .or(if r12k { None } else { get(17).or(get(15)) });
-    let (loads, stores, fp) = (get(18), get(19), get(21));
-    let ls = loads.zip(stores).map(|(l, s)| l + s);
-    let (l1m, l2m) = (get(25), get(26));
-    let time = cycles.map(|c| c / (table.clock_mhz * 1e6)).or(elapsed_s);
-    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) if b != 0.0 => Some(a / b),
-        _ => None,
+    // A missing count is NaN rather than None: NaN carries through the arithmetic, and every
+    // statistic that needs a missing count, like every division by zero, fails the final
+    // finiteness test and is left out. (With Option<f64>, optimised code compared the
+    // uninitialised payload of a None before looking at its tag: harmless, but memcheck rightly
+    // reported a jump on an uninitialised value in every print_costs.)
+    let get = |e: usize| {
+        counts
+            .iter()
+            .find(|c| c.event == e)
+            .map_or(f64::NAN, |c| c.count)
     };
-    let typ_time = |e: usize| get(e).map(|c| table.costs[e].seconds(c, table.clock_mhz).0);
+    let or = |a: f64, b: f64| if a.is_nan() { b } else { a };
+    let r12k = table.flavor == Flavor::R12000;
+    let cycles = if r12k { get(0) } else { or(get(0), get(16)) };
+    let grad = if r12k { get(15) } else { or(get(17), get(15)) };
+    let (loads, stores, fp) = (get(18), get(19), get(21));
+    let ls = loads + stores;
+    let (l1m, l2m) = (get(25), get(26));
+    let time = or(
+        cycles / (table.clock_mhz * 1e6),
+        elapsed_s.unwrap_or(f64::NAN),
+    );
+    let typ_time = |e: usize| table.costs[e].seconds(get(e), table.clock_mhz).0;
     let mut out = Vec::new();
-    let mut push = |name: &'static str, v: Option<f64>| {
-        if let Some(v) = v.filter(|v| v.is_finite()) {
+    let mut push = |name: &'static str, v: f64| {
+        if v.is_finite() {
             out.push((name, v));
         }
     };
-    push("Graduated instructions/cycle", ratio(grad, cycles));
-    push(
-        "Graduated floating point instructions/cycle",
-        ratio(fp, cycles),
-    );
-    push("Graduated loads & stores/cycle", ratio(ls, cycles));
+    push("Graduated instructions/cycle", grad / cycles);
+    push("Graduated floating point instructions/cycle", fp / cycles);
+    push("Graduated loads & stores/cycle", ls / cycles);
     push(
         "Graduated loads & stores/floating point instruction",
-        ratio(ls, fp),
+        ls / fp,
     );
-    push(
-        "Mispredicted branches/Decoded branches",
-        ratio(get(24), get(6)),
-    );
-    push("Graduated loads/Issued loads", ratio(loads, get(2)));
-    push("Graduated stores/Issued stores", ratio(stores, get(3)));
-    push("L1 cache line reuse", ratio(ls, l1m).map(|r| r - 1.0));
-    push("L2 cache line reuse", ratio(l1m, l2m).map(|r| r - 1.0));
-    push("L1 data cache hit rate", ratio(l1m, ls).map(|r| 1.0 - r));
-    push("L2 data cache hit rate", ratio(l2m, l1m).map(|r| 1.0 - r));
-    let mem = match (typ_time(25), typ_time(26)) {
-        (None, None) => None,
-        (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+    push("Mispredicted branches/Decoded branches", get(24) / get(6));
+    push("Graduated loads/Issued loads", loads / get(2));
+    push("Graduated stores/Issued stores", stores / get(3));
+    push("L1 cache line reuse", ls / l1m - 1.0);
+    push("L2 cache line reuse", l1m / l2m - 1.0);
+    push("L1 data cache hit rate", 1.0 - l1m / ls);
+    push("L2 data cache hit rate", 1.0 - l2m / l1m);
+    let (t1, t2) = (typ_time(25), typ_time(26));
+    let mem = if t1.is_nan() && t2.is_nan() {
+        f64::NAN
+    } else {
+        or(t1, 0.0) + or(t2, 0.0)
     };
-    push("Time accessing memory/Total time", ratio(mem, time));
-    let l1_bytes = l1m.map(|m| m * f64::from(table.l1_line_bytes));
-    let l2_bytes = l2m.map(|m| m * f64::from(table.l2_line_bytes));
+    push("Time accessing memory/Total time", mem / time);
+    let l1_bytes = l1m * f64::from(table.l1_line_bytes);
+    let l2_bytes = l2m * f64::from(table.l2_line_bytes);
     push(
         "L1-L2 bandwidth used (MB/s, average per process)",
-        ratio(l1_bytes, time).map(|b| b / 1e6),
+        l1_bytes / time / 1e6,
     );
     push(
         "Memory bandwidth used (MB/s, average per process)",
-        ratio(l2_bytes, time).map(|b| b / 1e6),
+        l2_bytes / time / 1e6,
     );
-    push(
-        "MFLOPS (average per process)",
-        ratio(fp, time).map(|f| f / 1e6),
-    );
+    push("MFLOPS (average per process)", fp / time / 1e6);
     out
 }
 
