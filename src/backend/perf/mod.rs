@@ -723,7 +723,8 @@ impl Backend for PerfBackend {
                 fds.push(fd);
             }
             let mmaps = if target == Target::CurrentThread && self.caps.pmu {
-                rdpmc::Pages::map(&fds, reqs.len())
+                // A declined fast path (see rdpmc::Declined) leaves the group to read().
+                rdpmc::Pages::map(&fds, reqs.len()).ok()
             } else {
                 None
             };

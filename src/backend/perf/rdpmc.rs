@@ -27,15 +27,39 @@ unsafe impl Sync for Pages {}
 
 const PAGE: usize = 4096;
 
+/// Why [`Pages::map`] left a group to `read()`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Declined {
+    /// `rdpmc` is an x86-64 instruction.
+    NotX86_64,
+    /// `mmap` of a counter's page failed (`EPERM` past `perf_event_mlock_kb` and
+    /// `RLIMIT_MEMLOCK`), after `mapped` pages of the group had been mapped (unmapped again).
+    MapRefused {
+        /// The `mmap` error.
+        errno: i32,
+        /// Pages of this group mapped before the refusal.
+        mapped: usize,
+    },
+    /// The kernel maps the page but does not let user space read this counter (software
+    /// events, or the `rdpmc` sysfs knob at 0).
+    NoUserRdpmc,
+}
+
 impl Pages {
-    /// Map one page per member; `None` if any mapping fails or the kernel does not offer
-    /// user-space reads.
-    pub fn map(fds: &[OwnedFd], n: usize) -> Option<Pages> {
+    /// Map one page per member, or say why the fast path is not available: the caller then
+    /// reads with `read()`, which is always exact. A refused mapping is not an error for the
+    /// user: the user page of a counter is charged to the per-user `perf_event_mlock_kb`
+    /// allowance and then to `RLIMIT_MEMLOCK`, and an unprivileged process with many counters
+    /// can run out of both (`EPERM`); its counts stay exact, only slower to read.
+    pub fn map(fds: &[OwnedFd], n: usize) -> Result<Pages, Declined> {
         if !cfg!(target_arch = "x86_64") {
-            return None;
+            return Err(Declined::NotX86_64);
         }
-        let mut pages = Vec::with_capacity(n);
-        let mut ok = true;
+        let mut pages = Pages {
+            pages: Vec::with_capacity(n),
+        };
+        // Map every member first, then look at the capabilities: a refused mapping is told
+        // apart from a kernel that maps but does not offer rdpmc.
         for fd in fds.iter().take(n) {
             // SAFETY: a read-only shared mapping of a perf fd's first page.
             let p = unsafe {
@@ -49,25 +73,23 @@ impl Pages {
                 )
             };
             if p == libc::MAP_FAILED {
-                ok = false;
-                break;
+                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                return Err(Declined::MapRefused {
+                    errno,
+                    mapped: pages.pages.len(),
+                });
             }
-            let p = p as *mut perf_event_mmap_page;
-            pages.push(p);
+            pages.pages.push(p as *mut perf_event_mmap_page);
+        }
+        for &p in &pages.pages {
             // SAFETY: a valid mapping of the kernel's page.
             let caps = unsafe { ptr::read_volatile(&(*p).__bindgen_anon_1.capabilities) };
             // cap_user_rdpmc is bit 2 of the capabilities word.
             if caps & (1 << 2) == 0 {
-                ok = false;
-                break;
+                return Err(Declined::NoUserRdpmc);
             }
         }
-        let pages = Pages { pages };
-        if ok {
-            Some(pages)
-        } else {
-            None
-        }
+        Ok(pages)
     }
 
     /// Read every member; `None` when the fast path cannot answer exactly.
@@ -139,6 +161,119 @@ impl Drop for Pages {
         for &p in &self.pages {
             // SAFETY: unmapping our own mapping.
             unsafe { libc::munmap(p.cast(), PAGE) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::perf::names::PerfCode;
+    use crate::backend::perf::{attr_for, open_attr};
+    use perf_event_open_sys::bindings as b;
+
+    /// `n` disabled user-mode task-clock counters of the calling thread.
+    fn software_counters(n: usize) -> std::result::Result<Vec<OwnedFd>, i32> {
+        (0..n)
+            .map(|_| {
+                let mut a = attr_for(PerfCode::new(
+                    b::PERF_TYPE_SOFTWARE,
+                    b::PERF_COUNT_SW_TASK_CLOCK as u64,
+                ));
+                a.set_disabled(1);
+                a.set_exclude_kernel(1);
+                a.set_exclude_hv(1);
+                open_attr(&mut a, 0, -1, -1)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn software_counters_map_but_do_not_offer_rdpmc() {
+        let fds = software_counters(3).expect("software counters open");
+        let want = if cfg!(target_arch = "x86_64") {
+            Declined::NoUserRdpmc
+        } else {
+            Declined::NotX86_64
+        };
+        assert_eq!(Pages::map(&fds, 3).err(), Some(want));
+    }
+
+    /// Past the per-user `perf_event_mlock_kb` allowance, with `RLIMIT_MEMLOCK` 0, as nobody:
+    /// the mapping is refused with `EPERM` and reported as such (the group is then read with
+    /// `read()`). Runs in a forked child that drops to nobody (root only, else SKIPPED).
+    #[test]
+    fn past_the_mlock_limits_mapping_is_refused_with_eperm() {
+        if !cfg!(target_arch = "x86_64") {
+            return;
+        }
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            println!("SKIPPED: not root: cannot drop to nobody to meet the mlock limits");
+            return;
+        }
+        let kb: usize = std::fs::read_to_string("/proc/sys/kernel/perf_event_mlock_kb")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(516);
+        // SAFETY: plain libc call.
+        let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+        // The allowance is perf_event_mlock_kb per online CPU, in pages; one page a counter.
+        let n = kb / 4 * cpus + 8;
+        // SAFETY: fork in a test process; the child makes only system calls and allocations
+        // (glibc's malloc is fork-safe) and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let code = child(n);
+            // SAFETY: leaving the child without running the parent's destructors.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status), "child died: status {status:#x}");
+        match libc::WEXITSTATUS(status) {
+            0 => {}
+            2 => println!("SKIPPED: cannot open {n} descriptors as nobody"),
+            3 => println!("SKIPPED: perf_event_paranoid is -1: no mlock limit applies"),
+            4 => panic!("{n} counter pages mapped as nobody with RLIMIT_MEMLOCK 0"),
+            c => panic!("mapping refused, but not with EPERM (child exit {c}: errno - 10)"),
+        }
+    }
+
+    /// The child of the test above: 0 when the mapping is refused with EPERM.
+    fn child(n: usize) -> i32 {
+        let nofile = libc::rlimit {
+            rlim_cur: n as u64 + 64,
+            rlim_max: n as u64 + 64,
+        };
+        let none = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: plain system calls on our own process.
+        unsafe {
+            // Root may raise it; if not, opening the counters below says so (2).
+            libc::setrlimit(libc::RLIMIT_NOFILE, &nofile);
+            if libc::setrlimit(libc::RLIMIT_MEMLOCK, &none) != 0
+                || libc::setgroups(0, ptr::null()) != 0
+                || libc::setresgid(65534, 65534, 65534) != 0
+                || libc::setresuid(65534, 65534, 65534) != 0
+            {
+                return 5;
+            }
+        }
+        if super::super::read_paranoid() < 0 {
+            return 3;
+        }
+        let Ok(fds) = software_counters(n) else {
+            return 2;
+        };
+        match Pages::map(&fds, n) {
+            Err(Declined::MapRefused { errno, mapped }) if errno == libc::EPERM && mapped < n => 0,
+            Err(Declined::MapRefused { errno, .. }) => 10 + errno,
+            _ => 4,
         }
     }
 }
