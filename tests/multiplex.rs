@@ -84,7 +84,9 @@ fn backend() -> &'static TimeShared {
 #[test]
 fn a_multiplexed_interval_is_flagged_and_changes_the_generation_unscaled() {
     let be = backend();
-    let set = CounterSet::new().with(Request::new("instructions")).unwrap();
+    let set = CounterSet::new()
+        .with(Request::new("instructions"))
+        .unwrap();
     let b = bind_with(be, &set, Target::CurrentThread).unwrap();
     let g0 = b.generation();
     let mut v = [0u64];
@@ -103,7 +105,10 @@ fn a_multiplexed_interval_is_flagged_and_changes_the_generation_unscaled() {
     RUNNING.store(7_500, Ordering::SeqCst);
     let s = b.sample(&mut v).unwrap();
     assert!(!s.complete, "{s:?}");
-    assert_ne!(s.generation, g0, "a multiplexed interval must change the generation");
+    assert_ne!(
+        s.generation, g0,
+        "a multiplexed interval must change the generation"
+    );
     assert_eq!(v[0], 1500, "counts are never scaled silently");
     assert!(s.running_ns < s.enabled_ns, "{s:?}");
 
