@@ -266,8 +266,33 @@ type CreateFn = unsafe extern "C" fn(
 
 static REAL: AtomicUsize = AtomicUsize::new(0);
 
-/// The `pthread_create` after ours in the search order (glibc's).
+// Under ThreadSanitizer (`.ci/tsan` builds with `--cfg perfcompat_tsan`) the sanitizer's
+// runtime, linked into the program, defines `pthread_create` as a weak interceptor that this
+// strong definition overrides, and `RTLD_NEXT` then finds glibc's: threads created behind the
+// sanitizer's back crash it. Forward to its interceptor instead, which records the thread and
+// calls glibc's.
+#[cfg(perfcompat_tsan)]
+extern "C" {
+    fn __interceptor_pthread_create(
+        thread: *mut libc::pthread_t,
+        attr: *const libc::pthread_attr_t,
+        start: Option<StartRoutine>,
+        arg: *mut c_void,
+    ) -> c_int;
+}
+
+/// The `pthread_create` after ours in the search order (glibc's; the sanitizer's under
+/// ThreadSanitizer).
 fn real() -> Option<CreateFn> {
+    #[cfg(perfcompat_tsan)]
+    return Some(__interceptor_pthread_create);
+    #[cfg(not(perfcompat_tsan))]
+    real_next()
+}
+
+/// `dlsym(RTLD_NEXT, "pthread_create")`, cached.
+#[cfg_attr(perfcompat_tsan, allow(dead_code))]
+fn real_next() -> Option<CreateFn> {
     let mut p = REAL.load(Ordering::Relaxed);
     if p == 0 {
         // SAFETY: dlsym with a NUL-terminated name.
