@@ -13,7 +13,7 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_longlong, c_void};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, Mutex, MutexGuard, Once};
+use std::sync::{Arc, Mutex, MutexGuard, Once};
 
 use perfcompat_capi::cpc::*;
 use perfcompat_capi::perfex::{print_counters, read_counters, start_counters};
@@ -29,6 +29,50 @@ use common::Pages;
 fn touch(p: &Pages, from: usize, n: usize) {
     for i in from..from + n {
         p.touch(i);
+    }
+}
+
+/// A barrier of atomics (std's Barrier waits on a Mutex and Condvar inside the uninstrumented
+/// standard library, so ThreadSanitizer would not see the ordering it gives).
+struct Barrier {
+    n: usize,
+    arrived: AtomicUsize,
+    generation: AtomicUsize,
+}
+
+impl Barrier {
+    fn new(n: usize) -> Barrier {
+        Barrier {
+            n,
+            arrived: AtomicUsize::new(0),
+            generation: AtomicUsize::new(0),
+        }
+    }
+
+    fn wait(&self) {
+        let g = self.generation.load(Ordering::SeqCst);
+        if self.arrived.fetch_add(1, Ordering::SeqCst) + 1 == self.n {
+            self.arrived.store(0, Ordering::SeqCst);
+            self.generation.fetch_add(1, Ordering::SeqCst);
+        } else {
+            while self.generation.load(Ordering::SeqCst) == g {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// Check that `faults` page faults were counted for touching `pages` fresh pages: exactly,
+/// except under ThreadSanitizer, whose shadow memory faults too (a few more per page).
+#[track_caller]
+fn assert_faults(faults: u64, pages: u64, what: &str) {
+    if cfg!(perfcompat_tsan) {
+        assert!(
+            faults >= pages && faults <= pages * 8,
+            "{what}: {faults} faults for {pages} pages"
+        );
+    } else {
+        assert_eq!(faults, pages, "{what}: page faults for {pages} pages");
     }
 }
 
@@ -67,9 +111,14 @@ fn watchdog() {
     });
 }
 
-/// Open file descriptors of this process.
+/// Open perf event descriptors of this process (only those: under ThreadSanitizer the
+/// sanitizer opens pipes of its own to its symbolizer).
 fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|l| l.to_string_lossy().contains("perf_event"))
+        .count()
 }
 
 fn errno() -> c_int {
@@ -173,6 +222,9 @@ fn sixty_four_threads_bind_sample_and_unbind_their_own_sets_at_once() {
                 ready.wait();
                 for round in 0..ROUNDS {
                     if round % 8 == 0 {
+                        // libcpc: a set is not destroyed while another thread uses it (the
+                        // neighbour's misuse below): everyone is past it before any set goes.
+                        ready.wait();
                         if !set.is_null() {
                             // SAFETY: our own live handles.
                             unsafe {
@@ -186,6 +238,7 @@ fn sixty_four_threads_bind_sample_and_unbind_their_own_sets_at_once() {
                         assert!(!buf.is_null());
                         calls += 4;
                         sets[t].store(set, Ordering::SeqCst);
+                        ready.wait();
                     }
                     assert_eq!(cpc_bind_curlwp(cpc, set, 0), 0, "bind: errno {}", errno());
                     calls += 1;
@@ -196,7 +249,7 @@ fn sixty_four_threads_bind_sample_and_unbind_their_own_sets_at_once() {
                         assert_eq!(cpc_set_sample(cpc, set, buf), 0, "errno {}", errno());
                         let v = [get(cpc, buf, 0), get(cpc, buf, 1)];
                         assert!(v[0] >= last[0], "task-clock went back: {last:?} {v:?}");
-                        assert_eq!(v[1] - last[1], PAGES as u64, "page faults: {last:?} {v:?}");
+                        assert_faults(v[1] - last[1], PAGES as u64, "sample");
                         last = v;
                         calls += 3;
                     }
@@ -204,9 +257,7 @@ fn sixty_four_threads_bind_sample_and_unbind_their_own_sets_at_once() {
                     // The neighbour's set, through our cpc_t: a set of another cpc_t.
                     let n = (t + 1) % THREADS;
                     let theirs = sets[n].load(Ordering::SeqCst);
-                    // (A set the neighbour destroyed meanwhile may have been freed and its
-                    // address reused for ours: then it is ours, not a misuse.)
-                    if !theirs.is_null() && theirs != set {
+                    if !theirs.is_null() {
                         assert_eq!(cpc_set_sample(cpc, theirs, buf), -1);
                         assert_eq!(errno(), libc::EINVAL);
                         assert_eq!(cpc_unbind(cpc, theirs), -1);
@@ -363,9 +414,16 @@ fn waves(
             .map(|_| {
                 let (body, finished) = (body.clone(), finished.clone());
                 std::thread::spawn(move || {
+                    // Counted even if the thread panics, so that the sampling loop ends.
+                    struct Finished(Arc<AtomicUsize>);
+                    impl Drop for Finished {
+                        fn drop(&mut self) {
+                            self.0.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    let _finished = Finished(finished);
                     body();
                     touch(&Pages::new(CHILD_PAGES), 0, CHILD_PAGES);
-                    finished.fetch_add(1, Ordering::SeqCst);
                 })
             })
             .collect();
@@ -413,7 +471,8 @@ fn threads_created_and_exiting_under_an_inheriting_bind_are_counted_by_the_binde
     let counted = get(cpc, buf, 0) - start;
     let threads = (WAVES * WAVE) as u64;
     assert!(
-        counted >= pages && counted <= pages + threads * 64,
+        counted >= pages
+            && counted <= pages * if cfg!(perfcompat_tsan) { 8 } else { 1 } + threads * 64,
         "the binder counted {counted} faults for {pages} pages touched by {threads} threads"
     );
     assert_eq!(cpc_unbind(cpc, set), 0);
@@ -514,11 +573,7 @@ fn threads_under_an_inheriting_notifying_bind_get_their_own_copies_and_close_the
                 let p = Pages::new(CHILD_PAGES);
                 touch(&p, 0, CHILD_PAGES);
                 assert_eq!(cpc_set_sample(cpc, set, buf), 0);
-                assert_eq!(
-                    get(cpc, buf, 0) - before,
-                    CHILD_PAGES as u64,
-                    "the copy's count"
-                );
+                assert_faults(get(cpc, buf, 0) - before, CHILD_PAGES as u64, "the copy");
                 drop(p);
                 copies2.fetch_add(1, Ordering::SeqCst);
             } else {
@@ -598,7 +653,7 @@ fn start_and_read_counters_from_sixty_four_threads_at_once() {
                     // SAFETY: valid out-pointers.
                     let r = unsafe { read_counters(0, &mut c0, 25, &mut c1) };
                     assert_eq!(r, g, "generation");
-                    assert_eq!(c1, PAGES as c_longlong, "page faults");
+                    assert_faults(c1 as u64, PAGES as u64, "read_counters");
                     assert!(c0 >= 0);
                     generation = r;
                 }
