@@ -988,6 +988,12 @@ pub extern "C" fn cpc_bind_curlwp(cpc: *mut cpc_t, set: *mut cpc_set_t, flags: u
             );
             return -1;
         }
+        // No signal handler of this thread may run between the unbinding of its old set and
+        // the new one being recorded as its set (`set_current` below): a SIGEMT handler's
+        // `cpc_set_sample`, `cpc_request_preset` and `cpc_set_restart` there would find no set
+        // (EINVAL), for an overflow of the new binding that comes while it is being bound
+        // (`tests/signal_stress.rs`). Overflows during the bind are handled once it is made.
+        let blocked = perfcompat::signal::Blocked::all();
         unbind_previous();
         s.bound.replace(None);
         let inherit = flags & CPC_BIND_LWP_INHERIT != 0;
@@ -1009,6 +1015,7 @@ pub extern "C" fn cpc_bind_curlwp(cpc: *mut cpc_t, set: *mut cpc_set_t, flags: u
         if r == 0 {
             let id = s.bound.with(|b| b.binding.id()).unwrap_or(0);
             inherit::set_current(set as usize, id);
+            drop(blocked);
             if emt {
                 if let Ok(reqs) = counter_set(s) {
                     inherit::enable(c.backend, set as usize, reqs, id);
@@ -1228,6 +1235,9 @@ pub extern "C" fn cpc_unbind(cpc: *mut cpc_t, set: *mut cpc_set_t) -> c_int {
         let Some((c, s)) = set_or_report(cpc, set, F) else {
             return -1;
         };
+        // As in cpc_bind_curlwp: a handler of this thread sees the set bound or unbound, never
+        // forgotten as the thread's set but still bound.
+        let _blocked = perfcompat::signal::Blocked::all();
         // A thread holding an inherited copy unbinds its copy only (contexts are per LWP).
         if forget_current(set as usize) {
             return 0;
