@@ -16,8 +16,9 @@
 //!   comparing the generation at start and at read notices that its counts are not whole.
 //!
 //! # Signal safety
-//! [`BoundSet::sample`], [`BoundSet::restart`], [`BoundSet::set_preset`], the overflow path and
-//! [`with_current`] are async-signal-safe: they allocate nothing, take no lock, print nothing.
+//! [`BoundSet::sample`], [`BoundSet::restart`], [`BoundSet::set_preset`], the overflow path,
+//! [`with_current`] and [`with_thread_binding`] are async-signal-safe: they allocate nothing,
+//! take no lock, print nothing.
 //! The state they share is guarded by a sequence counter: writers make their change with all
 //! signals blocked (so a handler never interrupts a change on its own thread) after claiming the
 //! counter with a compare-and-swap (so two threads never write at once); readers retry when the
@@ -25,8 +26,9 @@
 //!
 //! # Threads
 //! A binding belongs to the thread that made it. The engine keeps, per thread, a fixed-size
-//! table of that thread's bindings (the overflow signal handler searches it, and libcpc's
-//! "the calling LWP's bound set" is its most recent thread binding, see [`with_current`]).
+//! table of that thread's bindings (the overflow signal handler searches it; [`with_current`]
+//! finds its most recent thread binding, [`with_thread_binding`] one by id: libcpc's "the
+//! calling LWP's bound set" is the binding `cpc_bind_curlwp` made, whatever came after it).
 
 // Per-request state lives in parallel arrays (presets, bases, origins, raw counts); indexing
 // them by request number reads better than zipping four iterators.
@@ -676,8 +678,8 @@ fn unregister(b: &Arc<BoundSet>) {
     });
 }
 
-/// Run `f` on the calling thread's current binding (its most recent binding to itself), as
-/// libcpc's `cpc_request_preset` and `cpc_set_restart` need. `None` when there is none.
+/// Run `f` on the calling thread's current binding (its most recent binding to itself). `None`
+/// when there is none. (libcpc finds its set by id instead: [`with_thread_binding`].)
 /// Async-signal-safe.
 pub fn with_current<R>(f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
     THREAD
@@ -694,6 +696,29 @@ pub fn with_current<R>(f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
             } else {
                 Some(f(b))
             }
+        })
+        .ok()
+        .flatten()
+}
+
+/// Run `f` on the calling thread's binding `id` ([`BoundSet::id`]), if the thread holds it and
+/// it is still bound. Unlike [`with_current`], this finds a binding whatever the thread bound
+/// after it: libcpc's "the calling LWP's bound set" is the set `cpc_bind_curlwp` bound, even
+/// when libperfex's `start_counters` bound counters on the same thread since.
+/// Async-signal-safe.
+pub fn with_thread_binding<R>(id: u64, f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
+    THREAD
+        .try_with(|t| {
+            // SAFETY: as in `with_current`: the table holds a strong count for each non-null
+            // slot, and only this thread changes it, with signals blocked.
+            let slots = unsafe { &*t.slots.get() };
+            slots
+                .iter()
+                .filter(|s| !s.is_null())
+                // SAFETY: non-null slots are live.
+                .map(|&s| unsafe { &*s })
+                .find(|b| b.id == id && !b.gone())
+                .map(f)
         })
         .ok()
         .flatten()

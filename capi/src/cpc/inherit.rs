@@ -135,7 +135,23 @@ pub(crate) fn with_mine<R>(set: usize, f: impl FnOnce(&perfcompat::BoundSet) -> 
         return None;
     }
     let id = CURLWP_ID.try_with(Cell::get).ok()?;
-    engine::with_current(|b| (b.id() == id).then(|| f(b))).flatten()
+    engine::with_thread_binding(id, f)
+}
+
+/// Run `f` on this thread's libcpc counters (the set it bound with `cpc_bind_curlwp`, or its
+/// inherited copy), if it has them: what `cpc_request_preset`, `cpc_set_restart`,
+/// `cpc_enable` and `cpc_disable` act on. Found by binding id, not as the engine's current
+/// binding: a later libperfex `start_counters` on the thread binds counters too, and they must
+/// not become the target of libcpc's restart (the SIGEMT handler's restart then restarted
+/// them and left the libcpc set frozen: no overflow ever again; `tests/signal_stress.rs`).
+/// Async-signal-safe and allocation-free.
+#[inline]
+pub(crate) fn with_curlwp<R>(f: impl FnOnce(&perfcompat::BoundSet) -> R) -> Option<R> {
+    if CURLWP.try_with(Cell::get).ok()? == 0 {
+        return None;
+    }
+    let id = CURLWP_ID.try_with(Cell::get).ok()?;
+    engine::with_thread_binding(id, f)
 }
 
 /// This thread no longer uses `set` (unbound or destroyed): forget it, drop this thread's copy
@@ -205,7 +221,7 @@ fn snapshot() -> Option<Arc<Spec>> {
             let s = s.try_borrow().ok()?;
             let (h, id) = s.inherit.as_ref()?;
             let live = registry::contains(h.0.set, Kind::Set)
-                && engine::with_current(|b| b.id() == *id).unwrap_or(false);
+                && engine::with_thread_binding(*id, |_| ()).is_some();
             live.then(|| h.0.clone())
         })
         .ok()

@@ -1359,7 +1359,7 @@ fn on_current(
         bad(None, func, NO_CPC);
         return -1;
     };
-    match engine::with_current(f) {
+    match inherit::with_curlwp(f) {
         Some(Ok(())) => 0,
         Some(Err(e)) => {
             report(c.handler(), func, -1, e.errno(), Some(&e));
