@@ -56,6 +56,43 @@ fn exact_64_bit_counts_across_32_bit_wraps() {
     assert!(total > 5 << 32);
 }
 
+/// Counts near 2^64 in one `advance`, with and without a notification armed 2^64 - 1 events
+/// away: exact, and the notification at the exact event. (Stepping from one 32-bit interrupt
+/// to the next took 2^33 iterations with signals blocked: found by fuzz/state_machine.)
+#[test]
+fn one_advance_of_nearly_2_to_the_64_events() {
+    engine::set_overflow_hook(Some(hook));
+    for model in ["r10000", "ultrasparc", "pentium4"] {
+        let be = sim(model);
+        let ev = if model == "r10000" {
+            "cycles"
+        } else {
+            "PAPI_tot_cyc"
+        };
+        let set = CounterSet::new().with(Request::new(ev)).unwrap();
+        let b = bind_with(be, &set, Target::CurrentThread).unwrap();
+        be.advance(ev, u64::MAX - 5).unwrap();
+        assert_eq!(sample(&b)[0], u64::MAX - 5, "{model}");
+        be.advance(ev, 7).unwrap();
+        assert_eq!(sample(&b)[0], 1, "{model}: wraps modulo 2^64");
+
+        // Preset 1: the notification comes after 2^64 - 1 events, not one before.
+        let slot = 27;
+        let set = CounterSet::new()
+            .with(Request::new(ev).preset(1).notify())
+            .unwrap();
+        let b = engine::bind_tagged(be, &set, Target::CurrentThread, slot).unwrap();
+        let fired = FIRED[slot].load(Ordering::SeqCst);
+        be.advance(ev, u64::MAX - 1).unwrap();
+        assert_eq!(sample(&b)[0], u64::MAX, "{model}");
+        assert_eq!(FIRED[slot].load(Ordering::SeqCst), fired, "{model}: early");
+        be.advance(ev, u64::MAX).unwrap();
+        assert_eq!(FIRED[slot].load(Ordering::SeqCst), fired + 1, "{model}");
+        assert!(b.is_frozen());
+        assert_eq!(sample(&b)[0], 0, "{model}: frozen at the wrap");
+    }
+}
+
 #[test]
 fn ultrasparc_and_pentium4_wrap_their_own_widths() {
     for (model, event, width) in [
