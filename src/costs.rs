@@ -31,9 +31,10 @@
 //! An event line is the event number (0-31), an optional name (ignored: the dump's dotted
 //! name), then the typical, minimum and maximum cost and the unit `clks` or `nsec`. Costs are
 //! finite, non-negative and `minimum <= typical <= maximum`. The optional `clock <MHz> MHz`
-//! line sets the clock used to turn cycles into time. A file with no entry, an event or clock
-//! given twice, or any bad line is rejected as a whole ([`Error::BadFile`] names the file, the
-//! line and the reason) and the table in force stays unchanged.
+//! line (0.001 to 10^6 MHz) sets the clock used to turn cycles into time. A file with no
+//! entry, an event or clock given twice, or any bad line is rejected as a whole
+//! ([`Error::BadFile`] names the file, the line and the reason) and the table in force stays
+//! unchanged.
 //!
 //! # Decisions
 //! - "Summary" and redundant events (cycles, issued counts when the graduated ones carry the
@@ -465,11 +466,13 @@ impl CostOverlay {
                 let v = mhz
                     .parse::<f64>()
                     .ok()
-                    .filter(|v| v.is_finite() && *v > 0.0 && *v <= 1e6)
+                    // At least 0.001 MHz: `dump` writes the clock to 3 decimals, and a smaller
+                    // one was written as 0, which no longer loaded (found by fuzz/cost_file).
+                    .filter(|v| v.is_finite() && *v >= 0.001 && *v <= 1e6)
                     .ok_or_else(|| {
                         bad(
                             lineno,
-                            format!("clock '{mhz}' is not a number of MHz in (0, 1e6]"),
+                            format!("clock '{mhz}' is not a number of MHz in [0.001, 1e6]"),
                         )
                     })?;
                 if o.clock_mhz.replace(v).is_some() {
