@@ -840,6 +840,13 @@ fn buf_arith(m: &mut Model, r: &mut Reader) {
             .map(|(a, b)| a.wrapping_sub(b))
             .collect(),
     };
+    // The destination holds the result now.
+    for (i, want) in out.iter().enumerate() {
+        let mut v = 0u64;
+        // SAFETY: a valid out-pointer.
+        assert_eq!(unsafe { cpc_buf_get(cpc, p(0), i as c_int, &mut v) }, 0);
+        assert_eq!(v, *want, "buffer arithmetic {kind}: value {i}");
+    }
     m.bufs[picks[0]].vals = out;
 }
 
