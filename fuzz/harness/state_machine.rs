@@ -318,6 +318,11 @@ fn step(m: &mut Model, r: &mut Reader) {
             if m.cpc_live(c) {
                 assert_eq!(got, 0, "cpc_close");
                 m.cpcs[c].live = false;
+                if RESTART_CPC.load(Ordering::SeqCst) == p {
+                    // The handler's restart would fail on the closed handle: it only counts.
+                    RESTART_CPC.store(std::ptr::null_mut(), Ordering::SeqCst);
+                    m.restart_in_handler = false;
+                }
                 for s in 0..m.sets.len() {
                     if m.sets[s].cpc == c && m.sets[s].live {
                         m.sets[s].live = false;

@@ -272,10 +272,15 @@ pub fn parse_c_integer(s: &str) -> Option<u64> {
     if s.is_empty() {
         return None;
     }
+    // from_str_radix takes a leading '+', which strtoull does not after a 0 or 0x prefix
+    // ("0+1" was read as 1; found by fuzz/event_spec).
+    let digits = |d: &str| !d.starts_with('+');
     if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16).ok()
+        u64::from_str_radix(h, 16).ok().filter(|_| digits(h))
     } else if s.len() > 1 && s.starts_with('0') {
-        u64::from_str_radix(&s[1..], 8).ok()
+        u64::from_str_radix(&s[1..], 8)
+            .ok()
+            .filter(|_| digits(&s[1..]))
     } else {
         s.parse::<u64>().ok()
     }
