@@ -159,6 +159,18 @@ fn libcpc_examples_are_clean_under_asan_and_ubsan() {
         "cpc_p4_conflict",
     );
     run_clean(&p4, "sim:pentium4", &[], &[]);
+    // The libcpc test program: documented errors, exact counts and buffers, one set per
+    // thread, and threads created under CPC_BIND_LWP_INHERIT with SIGEMT copies (through the
+    // pthread_create interposer, which ASan's own pthread_create interceptor reaches as the
+    // next definition). On the emulated UltraSPARC: its perf modes check page faults exactly.
+    let mut t = c.to_vec();
+    t.push("-pthread");
+    let abi = build("cc", &t, "tests/c/cpc_abi.c", "cpc", "cpc_abi");
+    for mode in ["errors", "counts", "inherit-emt-sim"] {
+        let out = run_clean(&abi, "sim:ultrasparc", &[mode], &[]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains(&format!("{mode}: 0 failures")), "{stdout}");
+    }
 }
 
 #[test]
