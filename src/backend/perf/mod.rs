@@ -165,9 +165,9 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 
-/// Probe the host: is there a PMU, what does the kernel allow.
-pub fn probe() -> std::result::Result<HostCaps, Error> {
-    // Software events always exist where perf_event_open works at all.
+/// A disabled, user-mode-only `task-clock` of the calling thread: the event every kernel with
+/// perf_event_open has.
+fn user_task_clock() -> perf_event_attr {
     let mut a = attr_for(PerfCode::new(
         b::PERF_TYPE_SOFTWARE,
         b::PERF_COUNT_SW_TASK_CLOCK as u64,
@@ -175,6 +175,13 @@ pub fn probe() -> std::result::Result<HostCaps, Error> {
     a.set_disabled(1);
     a.set_exclude_kernel(1);
     a.set_exclude_hv(1);
+    a
+}
+
+/// Probe the host: is there a PMU, what does the kernel allow.
+pub fn probe() -> std::result::Result<HostCaps, Error> {
+    // Software events always exist where perf_event_open works at all.
+    let mut a = user_task_clock();
     let paranoid = read_paranoid();
     if let Err(e) = open_attr(&mut a, 0, -1, -1) {
         return Err(match e {

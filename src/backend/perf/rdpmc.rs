@@ -168,23 +168,12 @@ impl Drop for Pages {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::perf::names::PerfCode;
-    use crate::backend::perf::{attr_for, open_attr};
-    use perf_event_open_sys::bindings as b;
+    use crate::backend::perf::{open_attr, user_task_clock};
 
     /// `n` disabled user-mode task-clock counters of the calling thread.
     fn software_counters(n: usize) -> std::result::Result<Vec<OwnedFd>, i32> {
         (0..n)
-            .map(|_| {
-                let mut a = attr_for(PerfCode::new(
-                    b::PERF_TYPE_SOFTWARE,
-                    b::PERF_COUNT_SW_TASK_CLOCK as u64,
-                ));
-                a.set_disabled(1);
-                a.set_exclude_kernel(1);
-                a.set_exclude_hv(1);
-                open_attr(&mut a, 0, -1, -1)
-            })
+            .map(|_| open_attr(&mut user_task_clock(), 0, -1, -1))
             .collect()
     }
 
