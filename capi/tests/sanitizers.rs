@@ -171,6 +171,23 @@ fn libcpc_examples_are_clean_under_asan_and_ubsan() {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains(&format!("{mode}: 0 failures")), "{stdout}");
     }
+    // The same with libcpc.a linked in: the interposer is then the executable's own
+    // pthread_create, and gcc's shared libasan comes after it in the search order.
+    let prefix = installed_prefix();
+    let out = tmp().join("asan-cpc_abi-static");
+    let mut cmd = Command::new("cc");
+    cmd.args(SANITIZE)
+        .args(&t)
+        .arg(repo().join("tests/c/cpc_abi.c"))
+        .arg(format!("-I{}", prefix.join("include").display()))
+        .arg(prefix.join("lib/libcpc.a"))
+        .args(["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl"])
+        .arg("-o")
+        .arg(&out);
+    compile(&mut cmd, "tests/c/cpc_abi.c with libcpc.a");
+    let run = run_clean(&out, "sim:ultrasparc", &["inherit-emt-sim"], &[]);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(stdout.contains("inherit-emt-sim: 0 failures"), "{stdout}");
 }
 
 #[test]
