@@ -535,14 +535,7 @@ extern "C" fn on_sigemt(_sig: c_int, info: *mut libc::siginfo_t, _uc: *mut c_voi
 fn threads_under_an_inheriting_notifying_bind_get_their_own_copies_and_close_them() {
     let _s = serial();
     let fds = open_fds();
-    // SAFETY: installing a handler for SIGEMT.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_sigemt as *const () as usize;
-        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-        libc::sigemptyset(&mut sa.sa_mask);
-        assert_eq!(libc::sigaction(63, &sa, null_mut()), 0);
-    }
+    common::on_signal(63, on_sigemt);
     let cpc = open();
     let set = set_of(cpc, &[c"page-faults"], 0, CPC_OVF_NOTIFY_EMT);
     for b in &EMT_BUFS {

@@ -55,14 +55,7 @@ fn sample_restart_preset_and_sigemt_do_not_allocate() {
         std::process::exit(101);
     });
     std::env::set_var("PERFCOMPAT_BACKEND", "perf");
-    // SAFETY: installing a handler for SIGEMT.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_sigemt as *const () as usize;
-        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-        libc::sigemptyset(&mut sa.sa_mask);
-        assert_eq!(libc::sigaction(63, &sa, null_mut()), 0);
-    }
+    common::on_signal(63, on_sigemt);
     let cpc = cpc_open(CPC_VER_CURRENT);
     assert!(!cpc.is_null());
     let set = cpc_set_create(cpc);

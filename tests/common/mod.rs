@@ -1,6 +1,22 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+/// A three-argument signal handler.
+pub type SigInfoHandler = extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void);
+
+/// Install `handler` for signal `sig` (63 is SIGEMT) with `SA_SIGINFO | SA_RESTART` and an
+/// empty mask.
+pub fn on_signal(sig: i32, handler: SigInfoHandler) {
+    // SAFETY: installing a handler with a zeroed, then filled-in, sigaction.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        assert_eq!(libc::sigaction(sig, &sa, std::ptr::null_mut()), 0);
+    }
+}
+
 /// Anonymous memory without huge pages: each page faults exactly once on its first touch.
 pub struct Pages {
     pub p: *mut u8,
