@@ -53,6 +53,35 @@ pub struct Options {
     pub command: Vec<OsString>,
 }
 
+impl Options {
+    /// What the `perfex` command hands to the command it runs in
+    /// [`HANDOFF_VAR`](super::HANDOFF_VAR), so that libperfex in it counts each thread from its
+    /// start (see [`adopt_handoff`](super::adopt_handoff)): the `-e` events (event 0 by
+    /// default) and kernel mode with `-k`. Nothing with `-a` (32 multiplexed events are not a
+    /// libperfex pair) nor with `-s` (perfex cannot start and stop the program's own counters
+    /// on its signals), so that the command's `read_counters` without `start_counters` fails
+    /// as elsewhere.
+    pub fn handoff(&self) -> Option<super::Handoff> {
+        if self.all || self.signals {
+            return None;
+        }
+        let mut events = Vec::new();
+        for &e in self
+            .events
+            .iter()
+            .chain(self.events.is_empty().then_some(&0))
+        {
+            if !events.contains(&e) {
+                events.push(e);
+            }
+        }
+        Some(super::Handoff {
+            events,
+            kernel: self.kernel,
+        })
+    }
+}
+
 pub use crate::pctx::Status;
 
 /// The count of one event over the command.
@@ -163,11 +192,13 @@ struct Counting {
 fn bind_counters(opts: &Options, target: Target) -> Result<(Vec<Counting>, Vec<NotCounted>)> {
     let flags = flags(opts.kernel);
     if !opts.all {
-        let events = if opts.events.is_empty() {
+        // One event named twice (`-e 0 -e 0`) needs one counter: it is counted once.
+        let mut events = if opts.events.is_empty() {
             vec![0]
         } else {
             opts.events.clone()
         };
+        events.dedup();
         let binding = bind(&pinned_set(&events, flags)?, target)?;
         return Ok((vec![Counting { binding, events }], Vec::new()));
     }
