@@ -76,17 +76,19 @@ fn under_perfex(bin: &Path, args: &[&str], name: &str) -> (Output, String) {
     (out, report)
 }
 
-/// The program's "tid <tid> count <c>" lines: tid -> first count read.
-fn program_counts(out: &Output) -> BTreeMap<i64, f64> {
-    let mut m = BTreeMap::new();
+/// The program's "tid <tid> pid <pid> count <c>" lines: its process id, and tid -> the first
+/// count read.
+fn program_counts(out: &Output) -> (i64, BTreeMap<i64, f64>) {
+    let (mut pid, mut m) = (0, BTreeMap::new());
     for l in String::from_utf8_lossy(&out.stdout).lines() {
         let w: Vec<&str> = l.split_whitespace().collect();
-        if let ["tid", tid, "count", c] = w[..] {
+        if let ["tid", tid, "pid", p, "count", c] = w[..] {
+            pid = p.parse().unwrap();
             m.entry(tid.parse().unwrap())
                 .or_insert_with(|| c.parse().unwrap());
         }
     }
-    m
+    (pid, m)
 }
 
 /// The count of the last event line after `header` in a perfex report.
@@ -113,7 +115,7 @@ fn read_counters_without_start_under_perfex_mp_reads_the_thread_since_it_started
     let bin = build();
     let (out, report) = under_perfex(&bin, &["-mp"], "mp");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let counts = program_counts(&out);
+    let (pid, counts) = program_counts(&out);
     assert_eq!(counts.len(), 2, "two threads read: {counts:?}\n{stderr}");
     // The program's own print_counters: one line for the event asked for twice.
     assert_eq!(
@@ -129,7 +131,10 @@ fn read_counters_without_start_under_perfex_mp_reads_the_thread_since_it_started
         )),
         "{stderr}"
     );
-    let pid: i64 = *counts.keys().min().unwrap(); // the main thread's tid is the process id
+    assert!(
+        stderr.contains("read_counters: the counters perfex started on this thread count the parent process (this is a child of fork())"),
+        "{stderr}"
+    );
     for (&tid, &c) in &counts {
         let pages = if tid == pid { PAGES } else { PAGES / 2 } as f64;
         within_5_percent(
@@ -151,7 +156,7 @@ fn read_counters_without_start_under_perfex_mp_reads_the_thread_since_it_started
 fn read_counters_without_start_under_perfex_reads_the_thread_since_it_started() {
     let bin = build();
     let (out, report) = under_perfex(&bin, &[], "plain");
-    let counts = program_counts(&out);
+    let (_, counts) = program_counts(&out);
     assert_eq!(counts.len(), 2, "{counts:?}");
     let sum: f64 = counts.values().sum();
     within_5_percent(

@@ -4,8 +4,9 @@
  *   MODE "perfex": run by perfex counting event N (mapped to page faults): a second thread
  *        touches PAGES/2 pages and reads its counts (twice: they keep running), the main
  *        thread touches PAGES pages, joins it and reads its own; each thread prints
- *        "tid <tid> count <c0>" on stdout. Then the main thread's explicit start/read pair
- *        works as ever, and reading again without a start fails.
+ *        "tid <tid> pid <pid> count <c0>" on stdout. A child of fork() cannot read the parent's counters
+ *        without a start, and counts its own after one. Then the main thread's explicit
+ *        start/read pair works as ever, and reading again without a start fails.
  *   MODE "bare": not under perfex: read_counters without start_counters fails. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "libperfex.h"
 
@@ -39,7 +41,7 @@ static long long report(void) {
     CHECK(g > 0 && c0 == c1);
     CHECK(print_counters(event, c0, event, c1) > 0);
     pthread_mutex_lock(&lock);
-    printf("tid %ld count %lld\n", (long)gettid(), c0);
+    printf("tid %ld pid %ld count %lld\n", (long)gettid(), (long)getpid(), c0);
     fflush(stdout);
     pthread_mutex_unlock(&lock);
     return c0;
@@ -75,6 +77,20 @@ int main(int argc, char **argv) {
     touch(pages);
     CHECK(pthread_join(t, NULL) == 0);
     report();
+
+    /* A child of fork() inherits the main thread's state, whose counters count the parent:
+     * its read without a start fails; its own start counts its own work. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        errno = 0;
+        int ok = read_counters(event, &c0, event, &c1) < 0 && errno == EINVAL;
+        int g = start_counters(event, event);
+        touch(10);
+        ok = ok && g > 0 && read_counters(event, &c0, event, &c1) == g && c0 >= 10 && c0 < 60;
+        _exit(ok ? 0 : 1);
+    }
+    int st = -1;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 
     /* An explicit start takes over, exactly as without perfex. */
     int g = start_counters(event, event);
