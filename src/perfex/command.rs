@@ -808,6 +808,36 @@ mod tests {
     }
 
     #[test]
+    fn perfex_hands_over_its_pair_but_not_all_events_nor_signal_gated_counting() {
+        let h = |o: Options| o.handoff().map(|h| h.to_value());
+        assert_eq!(h(Options::default()).as_deref(), Some("0"));
+        let two = Options {
+            events: vec![0, 25],
+            kernel: true,
+            per_thread: true,
+            ..Options::default()
+        };
+        assert_eq!(h(two).as_deref(), Some("0,25,kernel"));
+        let twice = Options {
+            events: vec![26, 26],
+            ..Options::default()
+        };
+        assert_eq!(h(twice).as_deref(), Some("26"));
+        for o in [
+            Options {
+                all: true,
+                ..Options::default()
+            },
+            Options {
+                signals: true,
+                ..Options::default()
+            },
+        ] {
+            assert_eq!(h(o), None);
+        }
+    }
+
+    #[test]
     fn exit_codes_follow_the_shell() {
         assert_eq!(Status::Exited(3).exit_code(), 3);
         assert_eq!(Status::Signaled(9).exit_code(), 137);
