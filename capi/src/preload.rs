@@ -68,22 +68,26 @@ extern "C" fn ctor(argc: c_int, argv: *const *const c_char, envp: *const *const 
     preload(argc, argv, envp);
 }
 
+/// The value of the environment variable `name`, unless unset or blank (copied before anything
+/// else touches the environment).
+fn env_value(name: &CStr) -> Option<String> {
+    // SAFETY: getenv with a NUL-terminated name.
+    let value = unsafe { libc::getenv(name.as_ptr()) };
+    if value.is_null() {
+        return None;
+    }
+    // SAFETY: getenv returned a NUL-terminated string.
+    let value = unsafe { CStr::from_ptr(value) }.to_string_lossy();
+    (!value.trim().is_empty()).then(|| value.into_owned())
+}
+
 /// Under the `perfex` command ([`perfex::HANDOFF_VAR`] set): count the events perfex counts on
 /// the main thread from now on, and on every thread from its start
 /// ([`perfex::adopt_handoff`]; new threads through the `pthread_create` interposer).
 fn handoff() {
-    // SAFETY: getenv with a NUL-terminated name.
-    let value = unsafe { libc::getenv(HANDOFF_VAR.as_ptr()) };
-    if value.is_null() {
+    let Some(value) = env_value(HANDOFF_VAR) else {
         return;
-    }
-    // SAFETY: getenv returned a NUL-terminated string.
-    let value = unsafe { CStr::from_ptr(value) }
-        .to_string_lossy()
-        .into_owned();
-    if value.trim().is_empty() {
-        return;
-    }
+    };
     ffi_boundary("the perfex hand-over constructor", || {
         if let Err(e) = perfex::adopt_handoff(&value) {
             eprintln!(
@@ -96,19 +100,9 @@ fn handoff() {
 
 /// `PERFCOMPAT_PRELOAD_EVENTS`.
 fn preload(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char) {
-    // SAFETY: getenv with a NUL-terminated name; the value is copied before anything else
-    // touches the environment.
-    let value = unsafe { libc::getenv(EVENTS_VAR.as_ptr()) };
-    if value.is_null() {
+    let Some(value) = env_value(EVENTS_VAR) else {
         return;
-    }
-    // SAFETY: getenv returned a NUL-terminated string.
-    let value = unsafe { CStr::from_ptr(value) }
-        .to_string_lossy()
-        .into_owned();
-    if value.trim().is_empty() {
-        return;
-    }
+    };
     // SAFETY: getpid has no preconditions.
     let pid = CString::new(unsafe { libc::getpid() }.to_string()).unwrap_or_default();
     // SAFETY: getenv with a NUL-terminated name.

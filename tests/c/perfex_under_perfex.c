@@ -14,24 +14,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "libperfex.h"
+#include "pages.h"
 
 static int fails, event;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 #define CHECK(c) do { if (!(c)) { pthread_mutex_lock(&lock); fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #c); fails++; pthread_mutex_unlock(&lock); } } while (0)
 
-static void touch(long pages) {
-    size_t len = (size_t)pages * 4096;
-    volatile char *p = (volatile char *)mmap(NULL, len, PROT_READ | PROT_WRITE,
-                                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) { perror("mmap"); exit(99); }
-    madvise((void *)p, len, MADV_NOHUGEPAGE);
-    for (long i = 0; i < pages; i++) p[i * 4096] = 1;
-    munmap((void *)p, len);
-}
 
 /* Read this thread's counts without a start, print them and say whose they are. */
 static long long report(void) {
