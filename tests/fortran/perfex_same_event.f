@@ -125,14 +125,5 @@ C     FIRST on (neither end shares a page with another variable).
       END IF
       END
 
-      SUBROUTINE CHECK(OK, WHAT)
-      IMPLICIT NONE
-      LOGICAL OK
-      CHARACTER*(*) WHAT
-      INTEGER NFAIL
-      COMMON /FAILS/ NFAIL
-      IF (.NOT. OK) THEN
-         WRITE (*, '(2A)') 'FAIL: ', WHAT
-         NFAIL = NFAIL + 1
-      END IF
-      END
+C     CHECK(OK, WHAT): count and report a failed check.
+      INCLUDE 'check.f'
