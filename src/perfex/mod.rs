@@ -43,9 +43,41 @@ enum Mode {
     Perfex,
 }
 
+/// The distinct events a binding counts, in binding order: one or two (no allocation, so
+/// that a start/read pair costs two counter reads and nothing more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Bound {
+    events: [u32; 2],
+    n: usize,
+}
+
+impl Bound {
+    /// The distinct events of a pair: one event asked for twice is counted once (it needs one
+    /// counter, so it is no conflict).
+    fn pair(n0: u32, n1: u32) -> Bound {
+        Bound {
+            events: [n0, n1],
+            n: if n0 == n1 { 1 } else { 2 },
+        }
+    }
+
+    /// Distinct events (one or two), as `perfex` hands them over.
+    fn of(events: &[u32]) -> Bound {
+        match *events {
+            [e] => Bound::pair(e, e),
+            [e0, e1, ..] => Bound::pair(e0, e1),
+            [] => Bound::pair(0, 0),
+        }
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        &self.events[..self.n]
+    }
+}
+
 struct ThreadCounters {
-    /// The distinct events the binding counts, in binding order (one or two).
-    bound: Vec<u32>,
+    /// The events the binding counts.
+    bound: Bound,
     /// Whether the binding counts kernel mode too (only a `perfex -k` hand-over does).
     kernel: bool,
     binding: Binding,
@@ -58,12 +90,12 @@ struct ThreadCounters {
 
 impl ThreadCounters {
     /// Bind `bound` (distinct events) to the calling thread and take the origin sample.
-    fn bind(bound: Vec<u32>, kernel: bool, mode: Mode) -> Result<ThreadCounters> {
+    fn bind(bound: Bound, kernel: bool, mode: Mode) -> Result<ThreadCounters> {
         let flags = RequestFlags {
             system: kernel,
             ..RequestFlags::USER
         };
-        let binding = bind(&pinned_set(&bound, flags)?, Target::CurrentThread)?;
+        let binding = bind(&pinned_set(bound.as_slice(), flags)?, Target::CurrentThread)?;
         let mut t = ThreadCounters {
             bound,
             kernel,
@@ -92,6 +124,7 @@ impl ThreadCounters {
     /// Where event `e` is in the binding.
     fn index(&self, e: i32) -> Option<usize> {
         self.bound
+            .as_slice()
             .iter()
             .position(|&b| i64::from(b) == i64::from(e))
     }
@@ -116,16 +149,6 @@ impl ThreadCounters {
             c1: v[i1].wrapping_sub(self.origin[i1]) as i64,
             generation: self.generation,
         })
-    }
-}
-
-/// The distinct events of a pair: one event asked for twice is counted once (it needs one
-/// counter, so it is no conflict).
-fn distinct(n0: u32, n1: u32) -> Vec<u32> {
-    if n0 == n1 {
-        vec![n0]
-    } else {
-        vec![n0, n1]
     }
 }
 
@@ -210,7 +233,7 @@ pub fn pinned_set(events: &[u32], flags: RequestFlags) -> Result<CounterSet> {
 /// [`read`] reports its count for both.
 pub fn start(e0: i32, e1: i32) -> Result<u32> {
     let (e0, e1) = events(e0, e1);
-    let bound = distinct(check_range(e0)?, check_range(e1)?);
+    let bound = Bound::pair(check_range(e0)?, check_range(e1)?);
     STATE.with(|st| {
         let mut st = st.borrow_mut();
         // The group stays open between pairs. After fork() the pair open in the parent still
@@ -270,7 +293,7 @@ pub fn read(e0: i32, e1: i32) -> Result<Counts> {
             }
             Mode::Perfex => {
                 if let Some(e) = [e0, e1].into_iter().find(|&e| t.index(e).is_none()) {
-                    let list: Vec<String> = t.bound.iter().map(u32::to_string).collect();
+                    let list: Vec<String> = t.bound.as_slice().iter().map(u32::to_string).collect();
                     return Err(Error::InvalidArgument(format!(
                         "event {e} is not one perfex counts (it counts event{} {}): call \
                          start_counters first",
@@ -393,7 +416,7 @@ fn pre_start(h: &Handoff) -> Result<()> {
         let mut st = st.borrow_mut();
         if st.is_none() {
             *st = Some(ThreadCounters::bind(
-                h.events.clone(),
+                Bound::of(&h.events),
                 h.kernel,
                 Mode::Perfex,
             )?);
