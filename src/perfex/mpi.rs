@@ -8,15 +8,16 @@
 //! belong together and [`Merged`] prints the job's report: one line per rank, then per event
 //! the minimum and maximum (with their ranks), mean, sum and the imbalance `max / mean`.
 //!
-//! The record format (version 1), one `key<TAB>value` line each, events last:
+//! The record format (version 1), one `key<TAB>value` line each, events last (the tabs shown
+//! here as spaces):
 //!
 //! ```text
-//! perfcompat-rank	1
-//! rank	3
-//! host	node17
-//! backend	perf
-//! elapsed_s	0.512
-//! event	0	task-clock	123456	0
+//! perfcompat-rank 1
+//! rank            3
+//! host            node17
+//! backend         perf
+//! elapsed_s       0.512
+//! event           0   task-clock  123456  -
 //! ```
 //!
 //! An `event` line holds the R10000 event number, the Linux event it was counted as (`-`
@@ -25,13 +26,16 @@
 
 use std::fmt::Write as _;
 
-use super::command::Outcome;
+use super::command::{Options, Outcome, SelfCount, Status};
 use crate::costs::Flavor;
 use crate::error::{Error, Result};
 
 /// The size of one rank's record when ranks exchange them in fixed-size buffers (the PMPI
 /// layer's gather): enough for all 32 events with long names.
 pub const RECORD_BYTES: usize = 8192;
+
+/// The variables that name the events of a job's ranks, in the order they are read.
+pub const EVENT_VARS: [&str; 3] = ["PERFCOMPAT_PRELOAD_EVENTS", "T5_EVENT0", "T5_EVENT1"];
 
 /// The first line of a record.
 const MAGIC: &str = "perfcompat-rank\t1";
@@ -86,9 +90,10 @@ pub fn rank_from_env() -> Result<u32> {
         "SLURM_PROCID",
     ] {
         if let Ok(v) = std::env::var(var) {
-            return v.trim().parse().map_err(|_| {
-                Error::InvalidArgument(format!("{var}={v:?} is not a rank number"))
-            });
+            return v
+                .trim()
+                .parse()
+                .map_err(|_| Error::InvalidArgument(format!("{var}={v:?} is not a rank number")));
         }
     }
     Err(Error::InvalidArgument(
@@ -102,6 +107,113 @@ fn clean(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_whitespace() { '_' } else { c })
         .collect()
+}
+
+/// The events a rank counts, from its environment: `PERFCOMPAT_PRELOAD_EVENTS` (R10000
+/// numbers separated by commas, mapped as for `perfex -e`, or `all`), else `T5_EVENT0` and
+/// `T5_EVENT1` (one number each), else event 0 (cycles), as `perfex` without `-e`.
+pub fn options_from_env(command: Vec<std::ffi::OsString>) -> Result<Options> {
+    let mut opts = Options {
+        command,
+        ..Options::default()
+    };
+    let get = |v: &str| std::env::var(v).ok().filter(|s| !s.trim().is_empty());
+    if let Some(list) = get(EVENT_VARS[0]) {
+        if list.trim() == "all" {
+            opts.all = true;
+        } else {
+            for item in list.split(',') {
+                opts.events.push(super::parse_event(item).map_err(|e| {
+                    Error::InvalidArgument(format!("{}={list:?}: {e}", EVENT_VARS[0]))
+                })?);
+            }
+        }
+    } else {
+        for var in &EVENT_VARS[1..] {
+            if let Some(v) = get(var) {
+                opts.events.push(
+                    super::parse_event(&v)
+                        .map_err(|e| Error::InvalidArgument(format!("{var}={v:?}: {e}")))?,
+                );
+            }
+        }
+    }
+    if opts.events.is_empty() && !opts.all {
+        opts.events.push(0);
+    }
+    Ok(opts)
+}
+
+/// One rank's counting between `MPI_Init` and `MPI_Finalize` (the PMPI layer).
+pub struct RankCount {
+    count: SelfCount,
+}
+
+impl RankCount {
+    /// Start counting the calling process (every thread and child it creates from now on) for
+    /// the events of [`options_from_env`].
+    pub fn start() -> Result<RankCount> {
+        let opts = options_from_env(vec!["MPI rank".into()])?;
+        Ok(RankCount {
+            count: SelfCount::start(&opts)?,
+        })
+    }
+
+    /// Read the counts into rank `rank`'s record.
+    pub fn finish(&self, rank: u32) -> Result<RankRecord> {
+        let outcome = self.count.finish(Status::Exited(0))?;
+        Ok(RankRecord::from_outcome(rank, &hostname(), &outcome))
+    }
+}
+
+/// Merge the fixed-size records that rank 0 gathered ([`RECORD_BYTES`] or another size, one
+/// per rank in rank order). A record of zeros is a rank that could not count (it said why on
+/// its own standard error): it is reported missing.
+pub fn merge_buffers(buffers: &[u8], record_len: usize) -> Result<Merged> {
+    if record_len == 0 {
+        return Err(Error::InvalidArgument("record size 0".into()));
+    }
+    let mut records = Vec::new();
+    for (k, chunk) in buffers.chunks(record_len).enumerate() {
+        if chunk.iter().all(|&b| b == 0) {
+            continue;
+        }
+        let text = std::str::from_utf8(chunk)
+            .map_err(|_| Error::InvalidArgument(format!("the record of rank {k} is not text")))?;
+        records.push(RankRecord::decode(
+            text,
+            &format!("the record of rank {k}"),
+        )?);
+    }
+    let ranks = buffers.len().div_ceil(record_len) as u32;
+    let mut m = merge(records)?;
+    m.missing = (0..ranks)
+        .filter(|k| !m.ranks.iter().any(|r| r.rank == *k))
+        .collect();
+    Ok(m)
+}
+
+/// Write a job's report where `PERFCOMPAT_MPI_OUTPUT` says (a file, created or truncated;
+/// standard error when unset), as JSON when `PERFCOMPAT_MPI_FORMAT` is `json`, else as text.
+pub fn write_report(m: &Merged) -> Result<()> {
+    let json = std::env::var("PERFCOMPAT_MPI_FORMAT").is_ok_and(|f| f.trim() == "json");
+    let mut text = if json { m.json() } else { m.text() };
+    if json {
+        text.push('\n');
+    }
+    match std::env::var_os("PERFCOMPAT_MPI_OUTPUT").filter(|p| !p.is_empty()) {
+        Some(path) => std::fs::write(&path, text).map_err(|e| {
+            Error::InvalidArgument(format!(
+                "PERFCOMPAT_MPI_OUTPUT={}: {e}",
+                path.to_string_lossy()
+            ))
+        }),
+        None => {
+            use std::io::Write as _;
+            let _ = std::io::stderr().write_all(text.as_bytes());
+            Ok(())
+        }
+    }
 }
 
 impl RankRecord {
@@ -155,7 +267,7 @@ impl RankRecord {
         let mut lines = text.lines();
         if lines.next() != Some(MAGIC) {
             return Err(bad(
-                "not a perfcompat rank record (perfex --mpi writes them)".into()
+                "not a perfcompat rank record (perfex --mpi writes them)".into(),
             ));
         }
         let mut r = RankRecord {
@@ -484,8 +596,13 @@ mod tests {
         buf.resize(RECORD_BYTES, 0);
         let back = RankRecord::decode(std::str::from_utf8(&buf).unwrap(), "rank 3").unwrap();
         assert_eq!(back, r);
-        let e = RankRecord::decode("hello\n", "x.3").unwrap_err().to_string();
-        assert!(e.contains("x.3") && e.contains("not a perfcompat rank record"), "{e}");
+        let e = RankRecord::decode("hello\n", "x.3")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("x.3") && e.contains("not a perfcompat rank record"),
+            "{e}"
+        );
         let e = RankRecord::decode(&r.encode().replace("1234", "12x4"), "f")
             .unwrap_err()
             .to_string();
@@ -501,9 +618,15 @@ mod tests {
             rec(1, &[200.0, 8.0]),
         ])
         .unwrap();
-        assert_eq!(m.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), [0, 1, 2, 3]);
+        assert_eq!(
+            m.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
         let pf = &m.events[0];
-        assert_eq!((pf.min, pf.max, pf.sum, pf.mean), ((100.0, 0), (400.0, 3), 1000.0, 250.0));
+        assert_eq!(
+            (pf.min, pf.max, pf.sum, pf.mean),
+            ((100.0, 0), (400.0, 3), 1000.0, 250.0)
+        );
         assert!((pf.imbalance - 1.6).abs() < 1e-12);
         // Ties go to the lowest rank.
         assert_eq!((m.events[1].min, m.events[1].max), ((7.0, 2), (9.0, 0)));
@@ -511,7 +634,10 @@ mod tests {
         assert!(t.contains("4 ranks on 2 hosts"), "{t}");
         assert!(t.contains("multiplexed (scaled)"), "{t}");
         let j = m.json();
-        assert!(j.contains("\"min_rank\":0") && j.contains("\"max_rank\":3"), "{j}");
+        assert!(
+            j.contains("\"min_rank\":0") && j.contains("\"max_rank\":3"),
+            "{j}"
+        );
         assert!(m.missing.is_empty());
     }
 
