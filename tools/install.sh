@@ -107,7 +107,7 @@ for a in libperfex.a libcpc.a; do
   install -m 0644 "$rel/libperfcompat_capi.a" "$L/$a"
 done
 
-for h in libperfex.h libcpc.h libpctx.h perfcompat.h; do
+for h in libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h; do
   install -m 0644 "$repo/include/$h" "$(dest "$includedir")/$h"
 done
 install -m 0644 "$repo/fortran/perfex.f90" "$(dest "$datadir")/fortran/perfex.f90"

@@ -30,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::{backend, bind, Binding, CounterSet, Request, RequestFlags, Target};
 
 pub mod command;
+pub mod mpi;
 
 /// How a thread's counters came to be running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
