@@ -38,6 +38,7 @@ pub mod costs;
 pub mod engine;
 pub mod error;
 pub mod eventmap;
+pub mod eventspec;
 pub mod pctx;
 pub mod perfex;
 pub mod sched;
