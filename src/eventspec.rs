@@ -227,7 +227,10 @@ mod tests {
         Box::leak(from_name(name).unwrap())
     }
 
-    fn shape(set: &CounterSet) -> Vec<(String, Option<u32>, bool, bool, Vec<(String, u64)>)> {
+    /// event, counter, user, system, attributes
+    type Shape = (String, Option<u32>, bool, bool, Vec<(String, u64)>);
+
+    fn shape(set: &CounterSet) -> Vec<Shape> {
         set.requests()
             .iter()
             .map(|r| {
