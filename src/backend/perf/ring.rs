@@ -72,7 +72,20 @@ impl Ring {
                 0,
             )
         };
-        (p != libc::MAP_FAILED).then_some(Ring { base: p.cast() })
+        let ring = (p != libc::MAP_FAILED).then_some(Ring { base: p.cast() })?;
+        ring.prefault();
+        Some(ring)
+    }
+
+    /// Touch every page of the mapping now: the kernel maps a perf buffer's pages into the
+    /// process on first access, and a first access from the overflow handler would be a
+    /// user-mode page fault after the overflow, counted by `page-faults` before the handler
+    /// stops the group (and so dropped from the set while an independent counter sees it).
+    fn prefault(&self) {
+        for page in 0..MAP_LEN / PAGE {
+            // SAFETY: every page is inside the mapping.
+            unsafe { ptr::read_volatile(self.base.add(page * PAGE)) };
+        }
     }
 
     /// The metadata page (the page `rdpmc` reads too).
