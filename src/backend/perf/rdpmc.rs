@@ -12,10 +12,12 @@ use std::ptr;
 
 use perf_event_open_sys::bindings::perf_event_mmap_page;
 
+use super::kernel::Kernel;
 use crate::backend::Times;
 
 /// The mapped pages of one group's members.
 pub struct Pages {
+    kernel: &'static dyn Kernel,
     pages: Vec<*mut perf_event_mmap_page>,
 }
 
@@ -51,34 +53,24 @@ impl Pages {
     /// user: the user page of a counter is charged to the per-user `perf_event_mlock_kb`
     /// allowance and then to `RLIMIT_MEMLOCK`, and an unprivileged process with many counters
     /// can run out of both (`EPERM`); its counts stay exact, only slower to read.
-    pub fn map(fds: &[OwnedFd], n: usize) -> Result<Pages, Declined> {
+    pub fn map(kernel: &'static dyn Kernel, fds: &[OwnedFd], n: usize) -> Result<Pages, Declined> {
         if !cfg!(target_arch = "x86_64") {
             return Err(Declined::NotX86_64);
         }
         let mut pages = Pages {
+            kernel,
             pages: Vec::with_capacity(n),
         };
         // Map every member first, then look at the capabilities: a refused mapping is told
         // apart from a kernel that maps but does not offer rdpmc.
         for fd in fds.iter().take(n) {
-            // SAFETY: a read-only shared mapping of a perf fd's first page.
-            let p = unsafe {
-                libc::mmap(
-                    ptr::null_mut(),
-                    PAGE,
-                    libc::PROT_READ,
-                    libc::MAP_SHARED,
-                    fd.as_raw_fd(),
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-                return Err(Declined::MapRefused {
+            // A read-only shared mapping of the fd's first page.
+            let p = kernel
+                .mmap(fd.as_raw_fd(), PAGE, libc::PROT_READ, libc::MAP_SHARED)
+                .map_err(|errno| Declined::MapRefused {
                     errno,
                     mapped: pages.pages.len(),
-                });
-            }
+                })?;
             pages.pages.push(p as *mut perf_event_mmap_page);
         }
         for &p in &pages.pages {
@@ -96,7 +88,7 @@ impl Pages {
     pub fn read(&self, out: &mut [u64]) -> Option<Times> {
         let mut times = Times::default();
         for (i, (&p, o)) in self.pages.iter().zip(out.iter_mut()).enumerate() {
-            let (count, en, run) = read_one(p)?;
+            let (count, en, run) = read_one(self.kernel, p)?;
             if en != run {
                 return None;
             }
@@ -112,23 +104,7 @@ impl Pages {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-fn rdpmc(counter: u32) -> u64 {
-    let (lo, hi): (u32, u32);
-    // SAFETY: only reached when the kernel advertised cap_user_rdpmc for this counter.
-    unsafe {
-        std::arch::asm!("rdpmc", in("ecx") counter, out("eax") lo, out("edx") hi,
-                        options(nostack, nomem, preserves_flags));
-    }
-    (u64::from(hi) << 32) | u64::from(lo)
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn rdpmc(_counter: u32) -> u64 {
-    0
-}
-
-fn read_one(p: *mut perf_event_mmap_page) -> Option<(u64, u64, u64)> {
+fn read_one(kernel: &dyn Kernel, p: *mut perf_event_mmap_page) -> Option<(u64, u64, u64)> {
     loop {
         // SAFETY: `p` is a live mapping; fields are read volatile as the kernel updates them.
         unsafe {
@@ -142,7 +118,7 @@ fn read_one(p: *mut perf_event_mmap_page) -> Option<(u64, u64, u64)> {
                 return None;
             }
             let width = ptr::read_volatile(&(*p).pmc_width) as u32;
-            let mut pmc = rdpmc(idx - 1) as i64;
+            let mut pmc = kernel.rdpmc(idx - 1) as i64;
             if width > 0 && width < 64 {
                 let shift = 64 - width;
                 pmc = (pmc << shift) >> shift;
@@ -159,8 +135,8 @@ fn read_one(p: *mut perf_event_mmap_page) -> Option<(u64, u64, u64)> {
 impl Drop for Pages {
     fn drop(&mut self) {
         for &p in &self.pages {
-            // SAFETY: unmapping our own mapping.
-            unsafe { libc::munmap(p.cast(), PAGE) };
+            // SAFETY: unmapping our own mapping, not used after.
+            let _ = unsafe { self.kernel.munmap(p.cast(), PAGE) };
         }
     }
 }
@@ -168,12 +144,13 @@ impl Drop for Pages {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::perf::kernel::{Kernel, LINUX};
     use crate::backend::perf::{open_attr, user_task_clock};
 
     /// `n` disabled user-mode task-clock counters of the calling thread.
     fn software_counters(n: usize) -> std::result::Result<Vec<OwnedFd>, i32> {
         (0..n)
-            .map(|_| open_attr(&mut user_task_clock(), 0, -1, -1))
+            .map(|_| open_attr(&LINUX, &mut user_task_clock(), 0, -1, -1))
             .collect()
     }
 
@@ -185,7 +162,7 @@ mod tests {
         } else {
             Declined::NotX86_64
         };
-        assert_eq!(Pages::map(&fds, 3).err(), Some(want));
+        assert_eq!(Pages::map(&LINUX, &fds, 3).err(), Some(want));
     }
 
     /// Past the per-user `perf_event_mlock_kb` allowance, with `RLIMIT_MEMLOCK` 0, as nobody:
@@ -253,13 +230,13 @@ mod tests {
                 return 5;
             }
         }
-        if super::super::read_paranoid() < 0 {
+        if LINUX.perf_event_paranoid() < 0 {
             return 3;
         }
         let Ok(fds) = software_counters(n) else {
             return 2;
         };
-        match Pages::map(&fds, n) {
+        match Pages::map(&LINUX, &fds, n) {
             Err(Declined::MapRefused { errno, mapped }) if errno == libc::EPERM && mapped < n => 0,
             Err(Declined::MapRefused { errno, .. }) => 10 + errno,
             _ => 4,
