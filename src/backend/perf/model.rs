@@ -169,6 +169,7 @@ struct State {
     no_sampling: Vec<PerfCode>,
     interfere: u32,
     rdpmc_reads: u64,
+    reads: u64,
     log: Vec<Overflow>,
     mapped_pages: usize,
     now_ns: u64,
@@ -221,6 +222,7 @@ impl Model {
                 no_sampling: Vec::new(),
                 interfere: 0,
                 rdpmc_reads: 0,
+                reads: 0,
                 log: Vec::new(),
                 mapped_pages: 0,
                 now_ns: 0,
@@ -274,6 +276,11 @@ impl Model {
     /// `rdpmc` reads so far.
     pub fn rdpmc_reads(&self) -> u64 {
         self.lock().rdpmc_reads
+    }
+
+    /// `read()` calls so far.
+    pub fn reads(&self) -> u64 {
+        self.lock().reads
     }
 
     /// Every overflow so far, in order.
@@ -901,7 +908,8 @@ impl Kernel for Model {
     }
 
     fn read(&self, fd: i32, buf: &mut [MaybeUninit<u64>]) -> Result<usize, i32> {
-        let st = self.lock();
+        let mut st = self.lock();
+        st.reads += 1;
         let i = self.index(&st, fd).ok_or(libc::EBADF)?;
         let mut w = Vec::with_capacity(8);
         self.read_words(&st, i, &mut w);
