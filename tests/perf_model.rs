@@ -531,3 +531,237 @@ fn probe_failures_are_explained() {
         assert!(e.to_string().contains(want), "{errno}: {e}");
     }
 }
+
+/// Words of a `PERF_RECORD_SAMPLE` the model wrote into a ring of `data` bytes after the first
+/// page at `base`, from byte `at`.
+fn ring_words(base: *const u8, data: usize, at: usize, n: usize) -> Vec<u64> {
+    (0..n)
+        .map(|k| {
+            let mut w = [0u8; 8];
+            for (j, byte) in w.iter_mut().enumerate() {
+                // SAFETY: inside the model's mapping.
+                *byte = unsafe { *base.add(4096 + (at + 8 * k + j) % data) };
+            }
+            u64::from_ne_bytes(w)
+        })
+        .collect()
+}
+
+/// The model itself, through the kernel interface: the documented read formats, ioctls,
+/// sample records and errors (the backend relies on them behaving as the kernel's).
+#[test]
+fn the_model_follows_the_documented_interface() {
+    use perfcompat::backend::perf::kernel::Kernel;
+    use std::mem::MaybeUninit;
+    use std::os::fd::AsRawFd;
+
+    let m = Model::new(Config::default());
+    let attr = |code: PerfCode| {
+        let mut a = b::perf_event_attr {
+            size: std::mem::size_of::<b::perf_event_attr>() as u32,
+            type_: code.type_,
+            config: code.config,
+            read_format: (b::PERF_FORMAT_GROUP
+                | b::PERF_FORMAT_ID
+                | b::PERF_FORMAT_TOTAL_TIME_ENABLED
+                | b::PERF_FORMAT_TOTAL_TIME_RUNNING
+                | b::PERF_FORMAT_LOST) as u64,
+            ..Default::default()
+        };
+        a.set_exclude_kernel(1);
+        a
+    };
+    let ioc = |fd: i32, req: u32, arg: usize| m.ioctl(fd, req as u64, arg);
+    let read = |fd: i32, words: usize| -> Result<Vec<u64>, i32> {
+        let mut buf = vec![MaybeUninit::<u64>::uninit(); words];
+        let n = m.read(fd, &mut buf)?;
+        // SAFETY: the model wrote the first n bytes.
+        Ok(buf[..n / 8]
+            .iter()
+            .map(|w| unsafe { w.assume_init() })
+            .collect())
+    };
+
+    // A sampling leader and a counting sibling.
+    let mut a = attr(instructions());
+    a.set_disabled(1);
+    a.__bindgen_anon_1.sample_period = 10;
+    a.__bindgen_anon_2.wakeup_events = 1;
+    a.sample_type = (b::PERF_SAMPLE_IDENTIFIER
+        | b::PERF_SAMPLE_IP
+        | b::PERF_SAMPLE_TID
+        | b::PERF_SAMPLE_TIME
+        | b::PERF_SAMPLE_ID
+        | b::PERF_SAMPLE_STREAM_ID
+        | b::PERF_SAMPLE_CPU
+        | b::PERF_SAMPLE_PERIOD
+        | b::PERF_SAMPLE_READ) as u64;
+    let l = m.perf_event_open(&mut a, 0, -1, -1, 0).unwrap();
+    let l = l.as_raw_fd();
+    let s = m.perf_event_open(&mut attr(cycles()), 0, -1, l, 0).unwrap();
+    let s = s.as_raw_fd();
+    let (mut idl, mut ids) = (0u64, 0u64);
+    ioc(l, b::ID, &mut idl as *mut u64 as usize).unwrap();
+    ioc(s, b::ID, &mut ids as *mut u64 as usize).unwrap();
+    assert!(idl != ids && idl != 0);
+    assert_eq!(ioc(l, b::ID, 0), Err(libc::EFAULT));
+
+    // The group counts only once the leader is enabled.
+    m.advance(cycles(), 5);
+    ioc(l, b::ENABLE, 0).unwrap();
+    m.tick(100);
+    m.advance(cycles(), 7);
+    assert_eq!(
+        read(s, 16).unwrap(),
+        vec![2, 100, 100, 0, idl, 0, 7, ids, 0],
+        "nr, enabled, running, (value, id, lost) per member, from a member too"
+    );
+    assert_eq!(read(l, 8), Err(libc::ENOSPC));
+
+    // The ring: one header page and two data pages; the sibling's records go there too.
+    let len = 3 * 4096;
+    let p = m
+        .mmap(l, len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED)
+        .unwrap() as *const u8;
+    assert_eq!(
+        m.mmap(l, len, libc::PROT_READ, libc::MAP_SHARED),
+        Err(libc::EINVAL),
+        "mapped already"
+    );
+    ioc(s, b::SET_OUTPUT, l as usize).unwrap();
+    m.advance(instructions(), 12);
+    let page = p as *const b::perf_event_mmap_page;
+    // SAFETY: the model's page.
+    let (head, size) = unsafe { ((*page).data_head, (*page).data_size) };
+    let hdr = ring_words(p, size as usize, 0, 1)[0];
+    assert_eq!(hdr & 0xffff_ffff, b::PERF_RECORD_SAMPLE as u64);
+    let rec = (hdr >> 48) as usize;
+    assert_eq!(head as usize, rec, "one record");
+    let w = ring_words(p, size as usize, 8, rec / 8 - 1);
+    // identifier, ip, pid|tid, time, id, stream id, cpu, period, then the group read.
+    assert_eq!(w[0], idl);
+    assert_eq!(w[4], idl);
+    assert_eq!(w[7], 10, "the period");
+    assert_eq!(&w[8..], &[2, 100, 100, 10, idl, 0, 7, ids, 0], "values at the overflow");
+    assert_eq!(m.overflows().len(), 1);
+    assert_eq!(m.overflows()[0].signal, 0, "no O_ASYNC: no signal");
+
+    // PERIOD through a pointer; by value is a fault; 0 is invalid.
+    let np = 4u64;
+    ioc(l, b::PERIOD, &np as *const u64 as usize).unwrap();
+    assert_eq!(ioc(l, b::PERIOD, 4), Err(libc::EFAULT));
+    let zero = 0u64;
+    assert_eq!(ioc(l, b::PERIOD, &zero as *const u64 as usize), Err(libc::EINVAL));
+    assert_eq!(ioc(s, b::PERIOD, &np as *const u64 as usize), Err(libc::EINVAL));
+    m.advance(instructions(), 4);
+    assert_eq!(m.overflows().len(), 2, "the new period at once");
+
+    // REFRESH: one more overflow, then the event is disabled.
+    assert_eq!(ioc(s, b::REFRESH, 1), Err(libc::EINVAL), "not sampling");
+    ioc(l, b::REFRESH, 1).unwrap();
+    m.advance(instructions(), 100);
+    assert_eq!(m.overflows().len(), 3);
+    assert_eq!(m.event(l).unwrap().0, 20, "disabled at the limit: 16 + 4");
+
+    // RESET of the whole group.
+    ioc(l, b::RESET, b::PERF_IOC_FLAG_GROUP as usize).unwrap();
+    assert_eq!(read(l, 16).unwrap()[3], 0);
+    assert_eq!(read(l, 16).unwrap()[6], 0);
+    assert_eq!(ioc(l, 0x2499, 0), Err(libc::ENOTTY));
+    assert_eq!(ioc(s, b::SET_OUTPUT, 9999), Err(libc::EBADF));
+    ioc(s, b::SET_OUTPUT, -1i32 as usize).unwrap();
+
+    // fcntl.
+    assert_eq!(m.fcntl(l, libc::F_SETOWN, 1), Ok(0));
+    assert_eq!(m.fcntl(l, 10, 1000), Err(libc::EINVAL), "no such signal");
+    let bad_owner = [7i32, 0];
+    assert_eq!(
+        m.fcntl(l, 15, bad_owner.as_ptr() as usize),
+        Err(libc::EINVAL),
+        "unknown owner type"
+    );
+    assert_eq!(m.fcntl(l, libc::F_GETLK, 0), Err(libc::EINVAL));
+    assert_eq!(m.fcntl(-5, libc::F_SETOWN, 1), Err(libc::EBADF));
+
+    // mmap sizes and unmapping.
+    assert_eq!(
+        m.mmap(s, 3 * 4096 + 1, libc::PROT_READ, libc::MAP_SHARED),
+        Err(libc::EINVAL)
+    );
+    assert_eq!(
+        m.mmap(s, 4 * 4096, libc::PROT_READ, libc::MAP_SHARED),
+        Err(libc::EINVAL),
+        "1 + 3 pages"
+    );
+    assert_eq!(
+        m.mmap(s, 4096, libc::PROT_READ, libc::MAP_PRIVATE),
+        Err(libc::EINVAL)
+    );
+    // SAFETY: the model's mappings.
+    unsafe {
+        assert_eq!(m.munmap(p as *mut _, 4096), Err(libc::EINVAL), "wrong length");
+        assert_eq!(m.munmap(8192 as *mut _, 4096), Err(libc::EINVAL), "not ours");
+        m.munmap(p as *mut _, len).unwrap();
+    }
+
+    // Open errors.
+    let mut bad = attr(cycles());
+    bad.size = 8;
+    assert_eq!(m.perf_event_open(&mut bad, 0, -1, -1, 0).err(), Some(libc::E2BIG));
+    assert_eq!(
+        m.perf_event_open(&mut attr(cycles()), -1, -1, -1, 0).err(),
+        Some(libc::EINVAL),
+        "neither a task nor a CPU"
+    );
+    assert_eq!(
+        m.perf_event_open(&mut attr(cycles()), 0, -1, 9999, 0).err(),
+        Some(libc::EBADF)
+    );
+    assert_eq!(
+        m.perf_event_open(&mut attr(cycles()), 0, -1, s, 0).err(),
+        Some(libc::EINVAL),
+        "a member is no leader"
+    );
+    assert_eq!(
+        m.perf_event_open(&mut attr(PerfCode::new(b::PERF_TYPE_SOFTWARE, 99)), 0, -1, -1, 0)
+            .err(),
+        Some(libc::ENOENT)
+    );
+    assert_eq!(
+        m.perf_event_open(&mut attr(hw(99)), 0, -1, -1, 0).err(),
+        Some(libc::EINVAL)
+    );
+    let mut odd = attr(cycles());
+    odd.sample_type = 1 << 40;
+    assert_eq!(m.perf_event_open(&mut odd, 0, -1, -1, 0).err(), Some(libc::EINVAL));
+    assert_eq!(m.perf_event_paranoid(), 2);
+}
+
+/// The remaining explanations: a software event refused with ENOENT on a host without a PMU,
+/// a user-mode event refused with EACCES, attributes (the perf backend has none), a process
+/// that does not exist.
+#[test]
+fn other_open_errors_are_explained() {
+    let (m, be) = over(Config {
+        pmu: false,
+        ..Config::default()
+    });
+    let faults = PerfCode::new(b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_PAGE_FAULTS as u64);
+    m.refuse(faults, libc::ENOENT);
+    let e = bind_with(be, &set(&["page-faults"]), Target::CurrentThread).unwrap_err();
+    assert!(e.to_string().contains("no hardware PMU"), "{e}");
+    let minor = PerfCode::new(b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_PAGE_FAULTS_MIN as u64);
+    m.refuse(minor, libc::EACCES);
+    let e = bind_with(be, &set(&["minor-faults"]), Target::CurrentThread).unwrap_err();
+    assert!(
+        matches!(e, Error::PermissionDenied { ref what, .. } if what == "counting 'minor-faults'"),
+        "{e:?}"
+    );
+    let with_attr = CounterSet::new()
+        .with(Request::new("task-clock").attr("edge", 1))
+        .unwrap();
+    let e = bind_with(be, &with_attr, Target::CurrentThread).unwrap_err();
+    assert!(matches!(e, Error::InvalidAttribute { .. }), "{e:?}");
+    let e = bind_with(be, &set(&["task-clock"]), Target::Process(i32::MAX)).unwrap_err();
+    assert!(matches!(e, Error::NoSuchProcess(p) if p == i32::MAX), "{e:?}");
+}
