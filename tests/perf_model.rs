@@ -64,7 +64,12 @@ fn probe_finds_the_pmu_and_hardware_events_count_exactly() {
     assert_eq!(be.caps().paranoid, 2);
     assert!(be.info().description.starts_with("Linux perf_event on "));
     let names: Vec<String> = be.events().into_iter().map(|e| e.name).collect();
-    for want in ["cycles", "instructions", "L1-dcache-load-misses", "PAPI_tot_ins"] {
+    for want in [
+        "cycles",
+        "instructions",
+        "L1-dcache-load-misses",
+        "PAPI_tot_ins",
+    ] {
         assert!(names.iter().any(|n| n == want), "{want} listed");
     }
     let b = bind_with(be, &set(&["instructions", "cycles"]), Target::CurrentThread).unwrap();
@@ -101,7 +106,10 @@ fn rdpmc_sign_extends_a_48_bit_register() {
     let (count, on) = m.event(fd).unwrap();
     let (_, reg) = on.expect("on a counter");
     assert_eq!(count, 10);
-    assert!(reg < W48 && reg >> 47 == 1, "a negative 48-bit value: {reg:#x}");
+    assert!(
+        reg < W48 && reg >> 47 == 1,
+        "a negative 48-bit value: {reg:#x}"
+    );
     let rdpmcs = m.rdpmc_reads();
     assert_eq!(sample(&b), vec![10]);
     assert_eq!(m.rdpmc_reads(), rdpmcs + 1);
@@ -209,7 +217,10 @@ fn multiplexed_groups_are_flagged_incomplete_never_scaled() {
     assert!(ia.running_ns < ia.enabled_ns);
     assert_eq!(ia.enabled_ns, 6_000_000);
     assert_eq!(m.reads(), reads + 2, "multiplexed: read() for both");
-    assert!(m.rdpmc_reads() <= rdpmcs + 2, "rdpmc only for the group on the PMU");
+    assert!(
+        m.rdpmc_reads() <= rdpmcs + 2,
+        "rdpmc only for the group on the PMU"
+    );
     // The generation changed when the incompleteness was seen; a restart clears it.
     a.restart().unwrap();
     m.advance(instructions(), 1);
@@ -233,7 +244,10 @@ fn a_group_that_cannot_fit_is_refused_with_the_reason() {
     match &e {
         Error::EventUnavailable { event, reason } => {
             assert_eq!(event, "branch-misses");
-            assert!(reason.contains("more hardware events than the PMU has counters"), "{e}");
+            assert!(
+                reason.contains("more hardware events than the PMU has counters"),
+                "{e}"
+            );
         }
         _ => panic!("{e:?}"),
     }
@@ -293,24 +307,39 @@ fn hardware_overflow_at_the_preset_and_rearm_at_a_new_preset() {
     const M: u64 = 300;
     let (m, be) = pmu();
     let s = CounterSet::new()
-        .with(Request::new("instructions").preset(u64::MAX - (N - 1)).notify())
+        .with(
+            Request::new("instructions")
+                .preset(u64::MAX - (N - 1))
+                .notify(),
+        )
         .unwrap()
         .with(Request::new("cycles"))
         .unwrap();
     NEXT_PRESET[SLOT].store(u64::MAX - (M - 1), Ordering::SeqCst);
     let b = bind_notifying(be, &s, SLOT);
     let fd = m.fds(instructions())[0];
-    assert_eq!(unsafe { m.attr(fd).unwrap().__bindgen_anon_1.sample_period }, N);
+    assert_eq!(
+        unsafe { m.attr(fd).unwrap().__bindgen_anon_1.sample_period },
+        N
+    );
     m.advance(instructions(), N - 1);
     assert_eq!(NSIG[SLOT].load(Ordering::SeqCst), 0);
     m.advance(instructions(), 1);
-    assert_eq!(NSIG[SLOT].load(Ordering::SeqCst), 1, "overflow at the N-th event");
+    assert_eq!(
+        NSIG[SLOT].load(Ordering::SeqCst),
+        1,
+        "overflow at the N-th event"
+    );
     assert_eq!(VAL[SLOT].load(Ordering::SeqCst), 0, "frozen at the wrap");
     assert_eq!(MASK[SLOT].load(Ordering::SeqCst), 1);
     m.advance(instructions(), M - 1);
     assert_eq!(NSIG[SLOT].load(Ordering::SeqCst), 1, "not before M more");
     m.advance(instructions(), 1);
-    assert_eq!(NSIG[SLOT].load(Ordering::SeqCst), 2, "the M-th event after the restart");
+    assert_eq!(
+        NSIG[SLOT].load(Ordering::SeqCst),
+        2,
+        "the M-th event after the restart"
+    );
     // Several overflows within one advance: each signals at its own event.
     m.advance(instructions(), 3 * M + 7);
     assert_eq!(NSIG[SLOT].load(Ordering::SeqCst), 5);
@@ -348,7 +377,11 @@ fn hardware_overflow_beyond_the_register_range_freezes_the_set() {
     assert_eq!(v, [0, 42], "frozen at the overflow");
     b.restart().unwrap();
     m.advance(cycles(), 3);
-    assert_eq!(sample(&b), vec![far.wrapping_neg() + 3, 0], "both from their presets");
+    assert_eq!(
+        sample(&b),
+        vec![far.wrapping_neg() + 3, 0],
+        "both from their presets"
+    );
 }
 
 /// A request's own refusal to sample (EOPNOTSUPP) and events the PMU does not have (ENOENT)
@@ -373,7 +406,10 @@ fn refusals_are_explained() {
     // An errno the backend has no words for is passed on.
     m.refuse(hw(b::PERF_COUNT_HW_REF_CPU_CYCLES), libc::EBUSY);
     let e = bind_with(be, &set(&["ref-cycles"]), Target::CurrentThread).unwrap_err();
-    assert!(matches!(e, Error::Os { errno, .. } if errno == libc::EBUSY), "{e:?}");
+    assert!(
+        matches!(e, Error::Os { errno, .. } if errno == libc::EBUSY),
+        "{e:?}"
+    );
 }
 
 /// Kernel-mode and CPU-wide counting at paranoid 2, a thread that does not exist, a CPU that
@@ -419,7 +455,12 @@ fn permission_and_target_errors_are_explained() {
         max_fds: 1,
         ..Config::default()
     });
-    let e = bind_with(few, &set(&["cycles", "instructions"]), Target::CurrentThread).unwrap_err();
+    let e = bind_with(
+        few,
+        &set(&["cycles", "instructions"]),
+        Target::CurrentThread,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("out of file descriptors"), "{e}");
 }
 
@@ -458,7 +499,11 @@ fn without_a_pmu_cycles_is_cpu_time_times_the_clock() {
         ..Config::default()
     });
     assert!(!be.caps().pmu);
-    assert!(be.info().notes.iter().any(|n| n.contains("no hardware PMU")));
+    assert!(be
+        .info()
+        .notes
+        .iter()
+        .any(|n| n.contains("no hardware PMU")));
     let names: Vec<String> = be.events().into_iter().map(|e| e.name).collect();
     assert!(names.iter().any(|n| n == "cycles"));
     assert!(!names.iter().any(|n| n == "instructions"));
@@ -506,7 +551,10 @@ fn cycles_fallback_overflow_converts_the_period() {
     let b = bind_notifying(be, &s, SLOT);
     let fd = m.fds(task_clock())[0];
     // 1000 cycles at 2 GHz: 500 ns.
-    assert_eq!(unsafe { m.attr(fd).unwrap().__bindgen_anon_1.sample_period }, 500);
+    assert_eq!(
+        unsafe { m.attr(fd).unwrap().__bindgen_anon_1.sample_period },
+        500
+    );
     m.advance(task_clock(), 499);
     assert_eq!(NSIG[SLOT].load(Ordering::SeqCst), 0);
     assert_eq!(sample(&b), vec![u64::MAX - 1]);
@@ -642,7 +690,11 @@ fn the_model_follows_the_documented_interface() {
     assert_eq!(w[0], idl);
     assert_eq!(w[4], idl);
     assert_eq!(w[7], 10, "the period");
-    assert_eq!(&w[8..], &[2, 100, 100, 10, idl, 0, 7, ids, 0], "values at the overflow");
+    assert_eq!(
+        &w[8..],
+        &[2, 100, 100, 10, idl, 0, 7, ids, 0],
+        "values at the overflow"
+    );
     assert_eq!(m.overflows().len(), 1);
     assert_eq!(m.overflows()[0].signal, 0, "no O_ASYNC: no signal");
 
@@ -651,8 +703,14 @@ fn the_model_follows_the_documented_interface() {
     ioc(l, b::PERIOD, &np as *const u64 as usize).unwrap();
     assert_eq!(ioc(l, b::PERIOD, 4), Err(libc::EFAULT));
     let zero = 0u64;
-    assert_eq!(ioc(l, b::PERIOD, &zero as *const u64 as usize), Err(libc::EINVAL));
-    assert_eq!(ioc(s, b::PERIOD, &np as *const u64 as usize), Err(libc::EINVAL));
+    assert_eq!(
+        ioc(l, b::PERIOD, &zero as *const u64 as usize),
+        Err(libc::EINVAL)
+    );
+    assert_eq!(
+        ioc(s, b::PERIOD, &np as *const u64 as usize),
+        Err(libc::EINVAL)
+    );
     m.advance(instructions(), 4);
     assert_eq!(m.overflows().len(), 2, "the new period at once");
 
@@ -699,15 +757,26 @@ fn the_model_follows_the_documented_interface() {
     );
     // SAFETY: the model's mappings.
     unsafe {
-        assert_eq!(m.munmap(p as *mut _, 4096), Err(libc::EINVAL), "wrong length");
-        assert_eq!(m.munmap(8192 as *mut _, 4096), Err(libc::EINVAL), "not ours");
+        assert_eq!(
+            m.munmap(p as *mut _, 4096),
+            Err(libc::EINVAL),
+            "wrong length"
+        );
+        assert_eq!(
+            m.munmap(8192 as *mut _, 4096),
+            Err(libc::EINVAL),
+            "not ours"
+        );
         m.munmap(p as *mut _, len).unwrap();
     }
 
     // Open errors.
     let mut bad = attr(cycles());
     bad.size = 8;
-    assert_eq!(m.perf_event_open(&mut bad, 0, -1, -1, 0).err(), Some(libc::E2BIG));
+    assert_eq!(
+        m.perf_event_open(&mut bad, 0, -1, -1, 0).err(),
+        Some(libc::E2BIG)
+    );
     assert_eq!(
         m.perf_event_open(&mut attr(cycles()), -1, -1, -1, 0).err(),
         Some(libc::EINVAL),
@@ -723,8 +792,14 @@ fn the_model_follows_the_documented_interface() {
         "a member is no leader"
     );
     assert_eq!(
-        m.perf_event_open(&mut attr(PerfCode::new(b::PERF_TYPE_SOFTWARE, 99)), 0, -1, -1, 0)
-            .err(),
+        m.perf_event_open(
+            &mut attr(PerfCode::new(b::PERF_TYPE_SOFTWARE, 99)),
+            0,
+            -1,
+            -1,
+            0
+        )
+        .err(),
         Some(libc::ENOENT)
     );
     assert_eq!(
@@ -733,7 +808,10 @@ fn the_model_follows_the_documented_interface() {
     );
     let mut odd = attr(cycles());
     odd.sample_type = 1 << 40;
-    assert_eq!(m.perf_event_open(&mut odd, 0, -1, -1, 0).err(), Some(libc::EINVAL));
+    assert_eq!(
+        m.perf_event_open(&mut odd, 0, -1, -1, 0).err(),
+        Some(libc::EINVAL)
+    );
     assert_eq!(m.perf_event_paranoid(), 2);
 }
 
@@ -750,7 +828,10 @@ fn other_open_errors_are_explained() {
     m.refuse(faults, libc::ENOENT);
     let e = bind_with(be, &set(&["page-faults"]), Target::CurrentThread).unwrap_err();
     assert!(e.to_string().contains("no hardware PMU"), "{e}");
-    let minor = PerfCode::new(b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_PAGE_FAULTS_MIN as u64);
+    let minor = PerfCode::new(
+        b::PERF_TYPE_SOFTWARE,
+        b::PERF_COUNT_SW_PAGE_FAULTS_MIN as u64,
+    );
     m.refuse(minor, libc::EACCES);
     let e = bind_with(be, &set(&["minor-faults"]), Target::CurrentThread).unwrap_err();
     assert!(
@@ -763,5 +844,8 @@ fn other_open_errors_are_explained() {
     let e = bind_with(be, &with_attr, Target::CurrentThread).unwrap_err();
     assert!(matches!(e, Error::InvalidAttribute { .. }), "{e:?}");
     let e = bind_with(be, &set(&["task-clock"]), Target::Process(i32::MAX)).unwrap_err();
-    assert!(matches!(e, Error::NoSuchProcess(p) if p == i32::MAX), "{e:?}");
+    assert!(
+        matches!(e, Error::NoSuchProcess(p) if p == i32::MAX),
+        "{e:?}"
+    );
 }

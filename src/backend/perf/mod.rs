@@ -526,7 +526,9 @@ impl Group for PerfGroup {
 
     fn stop(&self) {
         for u in &self.units {
-            let _ = self.kernel.ioctl(u.fds[0].as_raw_fd(), b::DISABLE as u64, 0);
+            let _ = self
+                .kernel
+                .ioctl(u.fds[0].as_raw_fd(), b::DISABLE as u64, 0);
         }
     }
 

@@ -29,8 +29,8 @@
 //!   `nr` and a value per member, with the times, ids and lost counts the read format asks for;
 //!   a buffer too small gives `ENOSPC`.
 //! * **ioctls.** `ENABLE`, `DISABLE`, `RESET` (with `PERF_IOC_FLAG_GROUP`), `REFRESH`,
-//!   `PERIOD` (through a pointer: an argument below 4096 is taken for a value passed by
-//!   mistake and fails with `EFAULT`, as the kernel's copy would), `ID`, `SET_OUTPUT`.
+//!   `PERIOD` and `ID` (through a pointer: an address that is not mapped, such as a value
+//!   passed by mistake, fails with `EFAULT` as the kernel's copy does), `SET_OUTPUT`.
 //!   A new period takes effect at once: the next overflow comes that many events later, as
 //!   measured on the running kernel for a disabled event.
 //! * **Counters.** A counter on the PMU is a `width`-bit register. As the kernel does, the
@@ -309,7 +309,11 @@ impl Model {
 
     /// The attribute the event `fd` was opened with.
     pub fn attr(&self, fd: i32) -> Option<perf_event_attr> {
-        self.lock().events.iter().find(|e| e.fd == fd).map(|e| e.attr)
+        self.lock()
+            .events
+            .iter()
+            .find(|e| e.fd == fd)
+            .map(|e| e.attr)
     }
 
     /// Live events.
@@ -443,10 +447,7 @@ impl Model {
     }
 
     fn enabled(&self, st: &State, i: usize) -> bool {
-        st.events[i].enabled
-            && self
-                .leader_of(st, i)
-                .is_some_and(|l| st.events[l].enabled)
+        st.events[i].enabled && self.leader_of(st, i).is_some_and(|l| st.events[l].enabled)
     }
 
     /// Whether event `i`'s group is on the PMU: every enabled hardware member has a counter
@@ -797,6 +798,35 @@ fn unsafe_wakeup_events(attr: &perf_event_attr) -> u32 {
     unsafe { attr.__bindgen_anon_2.wakeup_events }
 }
 
+/// Copy a `T` from (or, with `to_user`, to) address `addr` of this process, or fail with
+/// `EFAULT` as the kernel's copy does when the address is not mapped (an integer passed where a
+/// pointer was due).
+fn copy_user<T: Copy>(addr: usize, val: &mut T, to_user: bool) -> Result<(), i32> {
+    let len = std::mem::size_of::<T>();
+    let local = libc::iovec {
+        iov_base: (val as *mut T).cast(),
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: len,
+    };
+    // SAFETY: process_vm_readv/writev on our own process check the remote address and fail
+    // with EFAULT where it is not mapped; the local one is `val`.
+    let n = unsafe {
+        if to_user {
+            libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0)
+        } else {
+            libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0)
+        }
+    };
+    if n == len as isize {
+        Ok(())
+    } else {
+        Err(libc::EFAULT)
+    }
+}
+
 fn last_errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
@@ -961,11 +991,8 @@ impl Kernel for Model {
                 self.schedule(&mut st);
             }
             b::PERIOD => {
-                if arg < PAGE {
-                    return Err(libc::EFAULT);
-                }
-                // SAFETY: the caller passes the address of a u64.
-                let p = unsafe { ptr::read(arg as *const u64) };
+                let mut p = 0u64;
+                copy_user(arg, &mut p, false)?;
                 let e = &mut st.events[i];
                 if p == 0 || e.period == 0 || p >> 63 != 0 {
                     return Err(libc::EINVAL);
@@ -978,11 +1005,8 @@ impl Kernel for Model {
                 self.sync_page(&st, i);
             }
             b::ID => {
-                if arg < PAGE {
-                    return Err(libc::EFAULT);
-                }
-                // SAFETY: the caller passes the address of a u64.
-                unsafe { ptr::write(arg as *mut u64, st.events[i].id) };
+                let mut id = st.events[i].id;
+                copy_user(arg, &mut id, true)?;
             }
             b::SET_OUTPUT => {
                 let target = arg as i32;
@@ -1011,11 +1035,9 @@ impl Kernel for Model {
                 e.sig = arg as i32;
             }
             F_SETOWN_EX => {
-                // SAFETY: the caller passes the address of a struct f_owner_ex.
-                let (kind, pid) = unsafe {
-                    let p = arg as *const i32;
-                    (ptr::read(p), ptr::read(p.add(1)))
-                };
+                let mut owner = [0i32; 2];
+                copy_user(arg, &mut owner, false)?;
+                let [kind, pid] = owner;
                 match kind {
                     F_OWNER_TID | F_OWNER_PID => e.owner = pid,
                     _ => return Err(libc::EINVAL),
