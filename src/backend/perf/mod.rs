@@ -37,6 +37,7 @@ pub mod kernel;
 pub mod model;
 pub mod names;
 mod rdpmc;
+mod ring;
 
 use kernel::Kernel;
 
@@ -423,6 +424,9 @@ fn fallback_notice(mhz: f64, source: &str) {
 struct Unit {
     fds: Vec<OwnedFd>,
     mmaps: Option<rdpmc::Pages>,
+    /// The overflow record rings of the notifying members (request index, ring); empty for
+    /// inherited events, which the kernel does not let map.
+    rings: Vec<(usize, ring::Ring)>,
 }
 
 /// The programmed counters of one set on the perf backend.
@@ -454,6 +458,18 @@ fn period(distance: Option<u64>, scale: f64) -> u64 {
 }
 
 impl PerfGroup {
+    /// Convert counts of requests whose events count in other units (the `cycles` fallback
+    /// counts nanoseconds).
+    fn apply_scale(&self, out: &mut [u64]) {
+        if self.scaled {
+            for (o, s) in out.iter_mut().zip(&self.scale) {
+                if *s != 1.0 {
+                    *o = (*o as f64 * s) as u64;
+                }
+            }
+        }
+    }
+
     fn read_unit(&self, u: &Unit, out: &mut [u64]) -> std::result::Result<Times, i32> {
         if let Some(p) = &u.mmaps {
             if let Some(t) = p.read(out) {
@@ -514,13 +530,7 @@ impl Group for PerfGroup {
                 }
             }
         }
-        if self.scaled {
-            for (o, s) in out.iter_mut().zip(&self.scale) {
-                if *s != 1.0 {
-                    *o = (*o as f64 * s) as u64;
-                }
-            }
-        }
+        self.apply_scale(out);
         Ok(t)
     }
 
@@ -534,6 +544,11 @@ impl Group for PerfGroup {
 
     fn start(&self) {
         for u in &self.units {
+            // The group is stopped: a record still in a ring is from an overflow the engine
+            // has handled, or from one before a stop whose signal comes late.
+            for (_, r) in &u.rings {
+                r.discard();
+            }
             let _ = self.kernel.ioctl(u.fds[0].as_raw_fd(), b::ENABLE as u64, 0);
         }
     }
@@ -564,6 +579,15 @@ impl Group for PerfGroup {
                 .enumerate()
                 .any(|(i, f)| self.notify & (1 << i) != 0 && f.as_raw_fd() == fd)
         })
+    }
+
+    fn overflow_snapshot(&self, fd: i32, out: &mut [u64]) -> Option<u64> {
+        let out = &mut out[..self.n];
+        let u = self.units.iter().find(|u| !u.rings.is_empty())?;
+        let (_, ring) = u.rings.iter().find(|(i, _)| u.fds[*i].as_raw_fd() == fd)?;
+        let s = ring.first_sample(out, self.n)?;
+        self.apply_scale(out);
+        Some(s.time_ns)
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -695,18 +719,22 @@ impl Backend for PerfBackend {
             .filter(|(_, r)| r.flags.notify_overflow)
             .fold(0u64, |m, (i, _)| m | 1 << i);
         let sig = crate::signal::overflow_signal();
+        // A lone request is read without the group format (cheaper), unless it notifies: its
+        // overflow record must hold the group.
+        let single = reqs.len() == 1 && notify == 0;
+        let group_format = (b::PERF_FORMAT_GROUP
+            | b::PERF_FORMAT_TOTAL_TIME_ENABLED
+            | b::PERF_FORMAT_TOTAL_TIME_RUNNING
+            | b::PERF_FORMAT_ID) as u64;
         let mut units = Vec::with_capacity(places.len());
         for (pid, cpu) in places {
             let mut fds: Vec<OwnedFd> = Vec::with_capacity(reqs.len());
             for (i, (r, ev)) in reqs.iter().zip(&resolved).enumerate() {
                 let mut a = attr_for(ev.code);
-                a.read_format = if reqs.len() == 1 {
+                a.read_format = if single {
                     (b::PERF_FORMAT_TOTAL_TIME_ENABLED | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64
                 } else {
-                    (b::PERF_FORMAT_GROUP
-                        | b::PERF_FORMAT_TOTAL_TIME_ENABLED
-                        | b::PERF_FORMAT_TOTAL_TIME_RUNNING
-                        | b::PERF_FORMAT_ID) as u64
+                    group_format
                 };
                 a.set_disabled(u64::from(i == 0));
                 a.set_inherit(u64::from(inherit));
@@ -717,6 +745,17 @@ impl Backend for PerfBackend {
                     a.__bindgen_anon_1.sample_period =
                         period(crate::virt::distance_to_wrap(r.preset), scale[i]);
                     a.__bindgen_anon_2.wakeup_events = 1;
+                    if !inherit {
+                        // The kernel records the group at the overflow instant (ring.rs).
+                        a.sample_type = ring::SAMPLE_TYPE;
+                        a.read_format = group_format;
+                    }
+                }
+                if notify != 0 && !inherit {
+                    // The record's time is CLOCK_MONOTONIC, like the engine's; the kernel
+                    // wants one clock for every member of a group.
+                    a.set_use_clockid(1);
+                    a.clockid = libc::CLOCK_MONOTONIC;
                 }
                 let group = fds.first().map_or(-1, |f| f.as_raw_fd());
                 let fd = open_attr(self.kernel, &mut a, pid, cpu, group)
@@ -726,17 +765,32 @@ impl Backend for PerfBackend {
                 }
                 fds.push(fd);
             }
+            // A refused ring (mlock limits) leaves that request's freeze to a read after the
+            // signal.
+            let rings: Vec<(usize, ring::Ring)> = if inherit {
+                Vec::new()
+            } else {
+                reqs.iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.flags.notify_overflow)
+                    .filter_map(|(i, _)| Some((i, ring::Ring::map(self.kernel, &fds[i])?)))
+                    .collect()
+            };
             let mmaps = if target == Target::CurrentThread && self.caps.pmu {
-                // A declined fast path (see rdpmc::Declined) leaves the group to read().
-                rdpmc::Pages::map(self.kernel, &fds, reqs.len()).ok()
+                // A declined fast path (see rdpmc::Declined) leaves the group to read(). A
+                // member with a ring is read through the ring's first page (a perf fd maps
+                // once per size).
+                let premapped =
+                    |i: usize| rings.iter().find(|(k, _)| *k == i).map(|(_, r)| r.page());
+                rdpmc::Pages::map(self.kernel, &fds, reqs.len(), premapped).ok()
             } else {
                 None
             };
-            units.push(Unit { fds, mmaps });
+            units.push(Unit { fds, mmaps, rings });
         }
         Ok(Box::new(PerfGroup {
             kernel: self.kernel,
-            single: reqs.len() == 1,
+            single,
             units,
             n: reqs.len(),
             scaled: scale.iter().any(|s| *s != 1.0),

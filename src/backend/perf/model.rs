@@ -657,7 +657,18 @@ impl Model {
             w.push(pid as u32 as u64 | (tid as u32 as u64) << 32);
         }
         if t & b::PERF_SAMPLE_TIME as u64 != 0 {
-            w.push(st.now_ns);
+            // With use_clockid, the clock asked for; else the model's own time.
+            w.push(if e.attr.use_clockid() != 0 {
+                let mut ts = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                };
+                // SAFETY: writes into `ts`.
+                unsafe { libc::clock_gettime(e.attr.clockid, &mut ts) };
+                ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+            } else {
+                st.now_ns
+            });
         }
         if t & b::PERF_SAMPLE_ID as u64 != 0 {
             w.push(e.id);
