@@ -347,7 +347,13 @@ impl BoundSet {
     /// The raw counts and times to count on from: those recorded at the freeze when frozen
     /// (the group has been stopped since), else stop the group and read them.
     fn stopped_raw(&self, raw: &mut [u64; MAX_REQUESTS]) -> Result<Times> {
-        if self.frozen.load(Ordering::Relaxed) {
+        // A set counting other threads is read again, stopped as it is: when the overflow
+        // handler stopped it, another CPU could be inside the kernel counting one event for
+        // the group, and a software event's count still takes that increment after it is
+        // disabled. Then the read kept at the freeze is one short, and the next overflow
+        // would come one event early against it. On the binding's own thread nothing can be
+        // in flight while its handler runs.
+        if self.frozen.load(Ordering::Relaxed) && self.target == Target::CurrentThread {
             for (r, f) in raw.iter_mut().zip(self.frozen_raw.iter()) {
                 *r = f.load(Ordering::Relaxed);
             }
@@ -356,7 +362,9 @@ impl BoundSet {
                 running: self.frozen_running.load(Ordering::Relaxed),
             });
         }
-        self.group.stop();
+        if !self.frozen.load(Ordering::Relaxed) {
+            self.group.stop();
+        }
         self.read_raw(raw)
     }
 
@@ -533,6 +541,14 @@ impl BoundSet {
         }
         let fired = self.write(|b| {
             if b.frozen.load(Ordering::Relaxed) {
+                return 0;
+            }
+            // A signal whose overflow record is gone reports an overflow already handled (two
+            // overflows before the first signal was taken; the restart dropped the second's
+            // record). Stopping and restarting the group for it would not be free: on a group
+            // counting another running thread, the kernel's disable can fall between two
+            // members' increments for one event and lose it in one of them.
+            if fd >= 0 && b.group.overflow_record_pending(fd) == Some(false) {
                 return 0;
             }
             // Stop first; the read below is where counting resumes after a restart.

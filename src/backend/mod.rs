@@ -103,6 +103,14 @@ pub trait Group: Send + Sync {
         let _ = (fd, out);
         None
     }
+    /// Whether an overflow record for the signal carrying `fd` is waiting: `Some(false)` says
+    /// the signal is stale (the overflow it reports was handled, or discarded by a restart,
+    /// already) and must not touch the group; `None`, that the backend keeps no records for
+    /// `fd`. Async-signal-safe.
+    fn overflow_record_pending(&self, fd: i32) -> Option<bool> {
+        let _ = fd;
+        None
+    }
     /// For downcasting by the backend that made it.
     fn as_any(&self) -> &dyn Any;
 }

@@ -458,6 +458,16 @@ fn period(distance: Option<u64>, scale: f64) -> u64 {
 }
 
 impl PerfGroup {
+    /// The overflow ring of the member whose descriptor is `fd`.
+    fn ring_of(&self, fd: i32) -> Option<&ring::Ring> {
+        self.units.iter().find_map(|u| {
+            u.rings
+                .iter()
+                .find(|(i, _)| u.fds[*i].as_raw_fd() == fd)
+                .map(|(_, r)| r)
+        })
+    }
+
     /// Convert counts of requests whose events count in other units (the `cycles` fallback
     /// counts nanoseconds).
     fn apply_scale(&self, out: &mut [u64]) {
@@ -583,11 +593,13 @@ impl Group for PerfGroup {
 
     fn overflow_snapshot(&self, fd: i32, out: &mut [u64]) -> Option<u64> {
         let out = &mut out[..self.n];
-        let u = self.units.iter().find(|u| !u.rings.is_empty())?;
-        let (_, ring) = u.rings.iter().find(|(i, _)| u.fds[*i].as_raw_fd() == fd)?;
-        let s = ring.first_sample(out, self.n)?;
+        let s = self.ring_of(fd)?.first_sample(out, self.n)?;
         self.apply_scale(out);
         Some(s.time_ns)
+    }
+
+    fn overflow_record_pending(&self, fd: i32) -> Option<bool> {
+        Some(self.ring_of(fd)?.pending())
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -109,6 +109,13 @@ impl Ring {
         }
     }
 
+    /// Whether a record is waiting to be read.
+    pub fn pending(&self) -> bool {
+        let pg = self.page();
+        // SAFETY: fields of the live metadata page.
+        unsafe { ptr::read_volatile(&(*pg).data_head) != ptr::read_volatile(&(*pg).data_tail) }
+    }
+
     /// Drop every record written so far (at a restart: the group is stopped, so what is in
     /// the ring is from an overflow the engine already handled or discarded).
     pub fn discard(&self) {
