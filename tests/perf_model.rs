@@ -849,3 +849,54 @@ fn other_open_errors_are_explained() {
         "{e:?}"
     );
 }
+
+/// With skid (the signal comes 5 events after the overflow, which the group counts), the set
+/// freezes at the values the kernel recorded at the overflow (the PERF_SAMPLE_READ record in
+/// the event's ring), not at a read in the handler; the events between the overflow and the
+/// handler's stop count nowhere.
+#[test]
+fn the_freeze_is_exact_under_skid_from_the_overflow_record() {
+    const SLOT: usize = 3;
+    const N: u64 = 100;
+    let (m, be) = over(Config {
+        skid: 5,
+        ..Config::default()
+    });
+    let s = CounterSet::new()
+        .with(
+            Request::new("instructions")
+                .preset(u64::MAX - (N - 1))
+                .notify(),
+        )
+        .unwrap()
+        .with(Request::new("cycles"))
+        .unwrap();
+    let b = bind_notifying(be, &s, SLOT);
+    let fd = m.fds(instructions())[0];
+    let a = m.attr(fd).unwrap();
+    assert!(
+        a.sample_type & b::PERF_SAMPLE_READ as u64 != 0,
+        "records the group"
+    );
+    m.advance(cycles(), 7);
+    let t0 = engine::now_ns() as u64;
+    m.advance(instructions(), N + 20);
+    assert_eq!(NSIG[SLOT].load(Ordering::SeqCst), 1);
+    assert_eq!(
+        VAL[SLOT].load(Ordering::SeqCst),
+        0,
+        "the handler saw the value at the wrap, not 5 past it"
+    );
+    let mut v = [0u64; 2];
+    let info = b.sample(&mut v).unwrap();
+    assert!(info.frozen);
+    assert_eq!(v, [0, 7]);
+    assert!(
+        info.hrtime as u64 >= t0,
+        "the record's CLOCK_MONOTONIC time"
+    );
+    assert_eq!(m.event(fd).unwrap().0, N + 5, "stopped 5 events late");
+    b.restart().unwrap();
+    m.advance(instructions(), 3);
+    assert_eq!(sample(&b), vec![u64::MAX - (N - 1) + 3, 0]);
+}

@@ -52,9 +52,9 @@
 //!   set with `F_SETSIG` as the kernel does: `si_code` `POLL_IN`, `si_band`, `si_fd`
 //!   (`rt_tgsigqueueinfo`; sending a kernel-style siginfo is only allowed to the calling
 //!   thread, so to another thread the descriptor travels in `si_value` with `SI_QUEUE`). The
-//!   signal comes at the overflow: [`Model::advance`] stops there, sends it without holding its
-//!   lock (the handler re-enters the model) and then counts the rest of the events, which are
-//!   lost if the handler stopped the group. `IOC_REFRESH` limits the overflows; at the limit
+//!   signal comes [`Config::skid`] events after the overflow (0: at it): [`Model::advance`]
+//!   stops there, sends it without holding its lock (the handler re-enters the model) and then
+//!   counts the rest of the events, which are lost if the handler stopped the group. `IOC_REFRESH` limits the overflows; at the limit
 //!   the event is disabled and the signal carries `POLL_HUP`. With a ring buffer mapped (its
 //!   own or the `SET_OUTPUT` target's), each overflow also writes a `PERF_RECORD_SAMPLE` with
 //!   the fields `sample_type` asks for (`IDENTIFIER`, `IP`, `TID`, `TIME`, `ID`, `STREAM_ID`,
@@ -100,10 +100,14 @@ pub struct Config {
     pub max_mapped_pages: usize,
     /// CPUs (`cpu` must be below; `EINVAL` otherwise).
     pub cpus: i32,
+    /// Events that happen between an overflow and its signal (counted by the group, as the
+    /// interrupt's latency and a hardware PMU's skid let them be).
+    pub skid: u64,
 }
 
 impl Default for Config {
-    /// A PMU with 4 counters of 48 bits that user space may read, paranoid 2, unprivileged.
+    /// A PMU with 4 counters of 48 bits that user space may read, paranoid 2, unprivileged,
+    /// no skid.
     fn default() -> Config {
         Config {
             pmu: true,
@@ -115,6 +119,7 @@ impl Default for Config {
             max_fds: 1024,
             max_mapped_pages: 1 << 20,
             cpus: 2,
+            skid: 0,
         }
     }
 }
@@ -336,8 +341,11 @@ impl Model {
     }
 
     fn advance_where(&self, mut n: u64, sel: impl Fn(&Event) -> bool) {
+        // Signals of overflows not yet delivered, with the events still to come before they
+        // are (the skid).
+        let mut queued: Vec<(u64, Pending)> = Vec::new();
         while n > 0 {
-            let pending;
+            let due;
             {
                 let mut st = self.lock();
                 self.purge(&mut st);
@@ -345,10 +353,10 @@ impl Model {
                     .filter(|&i| sel(&st.events[i]) && self.counts(&st, i))
                     .collect();
                 if counting.is_empty() {
-                    return;
+                    break;
                 }
-                // The largest step that crosses no interrupt and no overflow.
-                let mut step = n;
+                // The largest step that crosses no interrupt, no overflow and no delivery.
+                let mut step = queued.iter().fold(n, |s, (d, _)| s.min(*d));
                 for &i in &counting {
                     let e = &st.events[i];
                     if e.period != 0 {
@@ -381,17 +389,28 @@ impl Model {
                     }
                 }
                 n -= step;
-                pending = overflowed
-                    .into_iter()
-                    .filter_map(|i| self.overflow(&mut st, i))
-                    .collect::<Vec<_>>();
+                for q in &mut queued {
+                    q.0 -= step;
+                }
+                for i in overflowed {
+                    if let Some(p) = self.overflow(&mut st, i) {
+                        queued.push((self.cfg.skid, p));
+                    }
+                }
                 for i in 0..st.events.len() {
                     self.sync_page(&st, i);
                 }
+                let (now, later) = queued.into_iter().partition(|(d, _)| *d == 0);
+                (due, queued) = (now, later);
             }
-            for p in pending {
+            // Without the lock: the handler re-enters the model.
+            for (_, p) in due {
                 send(&p);
             }
+        }
+        // The rest come when the thread returns to user space.
+        for (_, p) in queued {
+            send(&p);
         }
     }
 
