@@ -49,6 +49,13 @@ fn pmu() -> (&'static Model, &'static PerfBackend) {
     over(Config::default())
 }
 
+/// A model with the default PMU and `instructions`, `cycles` bound to the calling thread.
+fn two_counting() -> (&'static Model, perfcompat::Binding) {
+    let (m, be) = pmu();
+    let b = bind_with(be, &set(&["instructions", "cycles"]), Target::CurrentThread).unwrap();
+    (m, b)
+}
+
 fn set(events: &[&str]) -> CounterSet {
     let mut s = CounterSet::new();
     for e in events {
@@ -85,8 +92,7 @@ fn probe_finds_the_pmu_and_hardware_events_count_exactly() {
 /// not `read()`.
 #[test]
 fn rdpmc_fast_path_reads_without_a_system_call() {
-    let (m, be) = pmu();
-    let b = bind_with(be, &set(&["instructions", "cycles"]), Target::CurrentThread).unwrap();
+    let (m, b) = two_counting();
     m.advance(instructions(), 123);
     m.advance(cycles(), 456);
     let (reads, rdpmcs) = (m.reads(), m.rdpmc_reads());
@@ -119,8 +125,7 @@ fn rdpmc_sign_extends_a_48_bit_register() {
 /// and the offset moved during the `rdpmc`) makes the reader retry; the value stays exact.
 #[test]
 fn rdpmc_retries_when_the_page_changes_under_it() {
-    let (m, be) = pmu();
-    let b = bind_with(be, &set(&["instructions", "cycles"]), Target::CurrentThread).unwrap();
+    let (m, b) = two_counting();
     m.advance(instructions(), 77);
     m.advance(cycles(), 88);
     let rdpmcs = m.rdpmc_reads();
@@ -635,15 +640,7 @@ fn the_model_follows_the_documented_interface() {
     a.set_disabled(1);
     a.__bindgen_anon_1.sample_period = 10;
     a.__bindgen_anon_2.wakeup_events = 1;
-    a.sample_type = (b::PERF_SAMPLE_IDENTIFIER
-        | b::PERF_SAMPLE_IP
-        | b::PERF_SAMPLE_TID
-        | b::PERF_SAMPLE_TIME
-        | b::PERF_SAMPLE_ID
-        | b::PERF_SAMPLE_STREAM_ID
-        | b::PERF_SAMPLE_CPU
-        | b::PERF_SAMPLE_PERIOD
-        | b::PERF_SAMPLE_READ) as u64;
+    a.sample_type = perfcompat::backend::perf::model::SAMPLE_TYPES;
     let l = m.perf_event_open(&mut a, 0, -1, -1, 0).unwrap();
     let l = l.as_raw_fd();
     let s = m.perf_event_open(&mut attr(cycles()), 0, -1, l, 0).unwrap();

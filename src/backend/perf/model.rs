@@ -78,6 +78,17 @@ use super::names::PerfCode;
 
 const PAGE: usize = 4096;
 
+/// The `sample_type` bits the model writes into its sample records (others fail with `EINVAL`).
+pub const SAMPLE_TYPES: u64 = (b::PERF_SAMPLE_IDENTIFIER
+    | b::PERF_SAMPLE_IP
+    | b::PERF_SAMPLE_TID
+    | b::PERF_SAMPLE_TIME
+    | b::PERF_SAMPLE_ID
+    | b::PERF_SAMPLE_STREAM_ID
+    | b::PERF_SAMPLE_CPU
+    | b::PERF_SAMPLE_PERIOD
+    | b::PERF_SAMPLE_READ) as u64;
+
 /// How the modelled PMU and kernel are configured.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -616,8 +627,7 @@ impl Model {
                 out.push(l.running_ns);
             }
         };
-        let value = |out: &mut Vec<u64>, m: &Event| {
-            out.push(m.count);
+        let id_lost = |out: &mut Vec<u64>, m: &Event| {
             if f & b::PERF_FORMAT_ID as u64 != 0 {
                 out.push(m.id);
             }
@@ -635,17 +645,13 @@ impl Model {
             out.push(members.len() as u64);
             times(out, &st.events[l]);
             for m in members {
-                value(out, m);
+                out.push(m.count);
+                id_lost(out, m);
             }
         } else {
             out.push(e.count);
             times(out, e);
-            if f & b::PERF_FORMAT_ID as u64 != 0 {
-                out.push(e.id);
-            }
-            if f & b::PERF_FORMAT_LOST as u64 != 0 {
-                out.push(0);
-            }
+            id_lost(out, e);
         }
     }
 
@@ -774,16 +780,7 @@ impl Model {
         if sampling && st.no_sampling.contains(&code) {
             return Err(libc::EOPNOTSUPP);
         }
-        let known = (b::PERF_SAMPLE_IDENTIFIER
-            | b::PERF_SAMPLE_IP
-            | b::PERF_SAMPLE_TID
-            | b::PERF_SAMPLE_TIME
-            | b::PERF_SAMPLE_ID
-            | b::PERF_SAMPLE_STREAM_ID
-            | b::PERF_SAMPLE_CPU
-            | b::PERF_SAMPLE_PERIOD
-            | b::PERF_SAMPLE_READ) as u64;
-        if attr.sample_type & !known != 0 || attr.read_format >= b::PERF_FORMAT_MAX as u64 {
+        if attr.sample_type & !SAMPLE_TYPES != 0 || attr.read_format >= b::PERF_FORMAT_MAX as u64 {
             return Err(libc::EINVAL);
         }
         if !self.cfg.privileged {
