@@ -897,3 +897,36 @@ fn the_freeze_is_exact_under_skid_from_the_overflow_record() {
     m.advance(instructions(), 3);
     assert_eq!(sample(&b), vec![u64::MAX - (N - 1) + 3, 0]);
 }
+
+/// A kernel without `use_clockid` (before 4.1) refuses the overflow record's attributes with
+/// EINVAL: the group is opened again without records, and the set freezes at a read after the
+/// signal (exact here: no skid).
+#[test]
+fn without_use_clockid_the_group_opens_without_records() {
+    const SLOT: usize = 4;
+    const N: u64 = 50;
+    let (m, be) = over(Config {
+        use_clockid: false,
+        ..Config::default()
+    });
+    let s = CounterSet::new()
+        .with(
+            Request::new("instructions")
+                .preset(u64::MAX - (N - 1))
+                .notify(),
+        )
+        .unwrap()
+        .with(Request::new("cycles"))
+        .unwrap();
+    let b = bind_notifying(be, &s, SLOT);
+    let fd = m.fds(instructions())[0];
+    let a = m.attr(fd).unwrap();
+    assert_eq!(a.sample_type, 0, "no record asked for");
+    assert_eq!(a.use_clockid(), 0);
+    m.advance(cycles(), 2);
+    m.advance(instructions(), N + 10);
+    assert_eq!(NSIG[SLOT].load(Ordering::SeqCst), 1);
+    let mut v = [0u64; 2];
+    assert!(b.sample(&mut v).unwrap().frozen);
+    assert_eq!(v, [0, 2]);
+}

@@ -739,47 +739,63 @@ impl Backend for PerfBackend {
             | b::PERF_FORMAT_TOTAL_TIME_RUNNING
             | b::PERF_FORMAT_ID) as u64;
         let mut units = Vec::with_capacity(places.len());
+        // Overflow records (ring.rs) where the kernel allows mapping: not for inherited
+        // events. A kernel that refuses them (before 4.1, no use_clockid) opens the group
+        // without: its freezes are then read after the signal.
+        let want_records = notify != 0 && !inherit;
         for (pid, cpu) in places {
-            let mut fds: Vec<OwnedFd> = Vec::with_capacity(reqs.len());
-            for (i, (r, ev)) in reqs.iter().zip(&resolved).enumerate() {
-                let mut a = attr_for(ev.code);
-                a.read_format = if single {
-                    (b::PERF_FORMAT_TOTAL_TIME_ENABLED | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64
-                } else {
-                    group_format
-                };
-                a.set_disabled(u64::from(i == 0));
-                a.set_inherit(u64::from(inherit));
-                a.set_exclude_user(u64::from(!r.flags.user));
-                a.set_exclude_kernel(u64::from(!r.flags.system));
-                a.set_exclude_hv(u64::from(!r.flags.hypervisor));
-                if r.flags.notify_overflow {
-                    a.__bindgen_anon_1.sample_period =
-                        period(crate::virt::distance_to_wrap(r.preset), scale[i]);
-                    a.__bindgen_anon_2.wakeup_events = 1;
-                    if !inherit {
-                        // The kernel records the group at the overflow instant (ring.rs).
-                        a.sample_type = ring::SAMPLE_TYPE;
-                        a.read_format = group_format;
+            let open_members = |records: bool| -> std::result::Result<Vec<OwnedFd>, (i32, usize)> {
+                let mut fds: Vec<OwnedFd> = Vec::with_capacity(reqs.len());
+                for (i, (r, ev)) in reqs.iter().zip(&resolved).enumerate() {
+                    let mut a = attr_for(ev.code);
+                    a.read_format = if single {
+                        (b::PERF_FORMAT_TOTAL_TIME_ENABLED | b::PERF_FORMAT_TOTAL_TIME_RUNNING)
+                            as u64
+                    } else {
+                        group_format
+                    };
+                    a.set_disabled(u64::from(i == 0));
+                    a.set_inherit(u64::from(inherit));
+                    a.set_exclude_user(u64::from(!r.flags.user));
+                    a.set_exclude_kernel(u64::from(!r.flags.system));
+                    a.set_exclude_hv(u64::from(!r.flags.hypervisor));
+                    if r.flags.notify_overflow {
+                        a.__bindgen_anon_1.sample_period =
+                            period(crate::virt::distance_to_wrap(r.preset), scale[i]);
+                        a.__bindgen_anon_2.wakeup_events = 1;
+                        if records {
+                            // The kernel records the group at the overflow instant.
+                            a.sample_type = ring::SAMPLE_TYPE;
+                        }
                     }
+                    if records {
+                        // The record's time is CLOCK_MONOTONIC, like the engine's; the kernel
+                        // wants one clock for every member of a group.
+                        a.set_use_clockid(1);
+                        a.clockid = libc::CLOCK_MONOTONIC;
+                    }
+                    let group = fds.first().map_or(-1, |f| f.as_raw_fd());
+                    fds.push(open_attr(self.kernel, &mut a, pid, cpu, group).map_err(|e| (e, i))?);
                 }
-                if notify != 0 && !inherit {
-                    // The record's time is CLOCK_MONOTONIC, like the engine's; the kernel
-                    // wants one clock for every member of a group.
-                    a.set_use_clockid(1);
-                    a.clockid = libc::CLOCK_MONOTONIC;
+                Ok(fds)
+            };
+            let mut records = want_records;
+            let fds = match open_members(records) {
+                Err((libc::EPERM, _)) if records => {
+                    records = false;
+                    open_members(false)
                 }
-                let group = fds.first().map_or(-1, |f| f.as_raw_fd());
-                let fd = open_attr(self.kernel, &mut a, pid, cpu, group)
-                    .map_err(|e| self.explain_open(e, &r.event, r, target))?;
+                other => other,
+            }
+            .map_err(|(e, i)| self.explain_open(e, &reqs[i].event, &reqs[i], target))?;
+            for (fd, r) in fds.iter().zip(reqs) {
                 if r.flags.notify_overflow {
-                    setup_signal(self.kernel, &fd, sig, owner)?;
+                    setup_signal(self.kernel, fd, sig, owner)?;
                 }
-                fds.push(fd);
             }
             // A refused ring (mlock limits) leaves that request's freeze to a read after the
             // signal.
-            let rings: Vec<(usize, ring::Ring)> = if inherit {
+            let rings: Vec<(usize, ring::Ring)> = if !records {
                 Vec::new()
             } else {
                 reqs.iter()

@@ -114,6 +114,8 @@ pub struct Config {
     /// Events that happen between an overflow and its signal (counted by the group, as the
     /// interrupt's latency and a hardware PMU's skid let them be).
     pub skid: u64,
+    /// Whether `use_clockid` is known (Linux 4.1 and later); `EINVAL` for it otherwise.
+    pub use_clockid: bool,
 }
 
 impl Default for Config {
@@ -131,6 +133,7 @@ impl Default for Config {
             max_mapped_pages: 1 << 20,
             cpus: 2,
             skid: 0,
+            use_clockid: true,
         }
     }
 }
@@ -779,6 +782,9 @@ impl Model {
         let sampling = unsafe { attr.__bindgen_anon_1.sample_period } != 0;
         if sampling && st.no_sampling.contains(&code) {
             return Err(libc::EOPNOTSUPP);
+        }
+        if attr.use_clockid() != 0 && !self.cfg.use_clockid {
+            return Err(libc::EINVAL);
         }
         if attr.sample_type & !SAMPLE_TYPES != 0 || attr.read_format >= b::PERF_FORMAT_MAX as u64 {
             return Err(libc::EINVAL);
