@@ -781,7 +781,7 @@ impl Backend for PerfBackend {
             };
             let mut records = want_records;
             let fds = match open_members(records) {
-                Err((libc::EPERM, _)) if records => {
+                Err((libc::EINVAL, _)) if records => {
                     records = false;
                     open_members(false)
                 }
