@@ -86,12 +86,11 @@ fn cross_thread_hook(ev: &OverflowEvent) {
     let mut v = [0u64; 2];
     let s = b.sample(&mut v).expect("a frozen set samples");
     let k = OVERFLOWS.fetch_add(1, Ordering::SeqCst);
-    if !s.frozen || s.overflowed != 1 || v != [0, period] {
-        if WRONG.fetch_add(1, Ordering::SeqCst) == 0 {
-            FIRST_WRONG[0].store(k, Ordering::SeqCst);
-            for (f, x) in FIRST_WRONG[1..].iter().zip(v) {
-                f.store(x, Ordering::SeqCst);
-            }
+    let exact = s.frozen && s.overflowed == 1 && v == [0, period];
+    if !exact && WRONG.fetch_add(1, Ordering::SeqCst) == 0 {
+        FIRST_WRONG[0].store(k, Ordering::SeqCst);
+        for (f, x) in FIRST_WRONG[1..].iter().zip(v) {
+            f.store(x, Ordering::SeqCst);
         }
     }
     let _ = b;

@@ -847,7 +847,7 @@ fn other_open_errors_are_explained() {
     );
 }
 
-/// With skid (the signal comes 5 events after the overflow, which the group counts), the set
+/// With the signal 5 events late (the model's `skid`: the group counts them), the set
 /// freezes at the values the kernel recorded at the overflow (the PERF_SAMPLE_READ record in
 /// the event's ring), not at a read in the handler; the events between the overflow and the
 /// handler's stop count nowhere.

@@ -112,7 +112,9 @@ pub struct Config {
     /// CPUs (`cpu` must be below; `EINVAL` otherwise).
     pub cpus: i32,
     /// Events that happen between an overflow and its signal (counted by the group, as the
-    /// interrupt's latency and a hardware PMU's skid let them be).
+    /// delivery of the signal lets them be). The sample record is still written at the
+    /// overflow: a PMU's own skid, which makes the interrupt itself (and so the record) late,
+    /// is not modelled.
     pub skid: u64,
     /// Whether `use_clockid` is known (Linux 4.1 and later); `EINVAL` for it otherwise.
     pub use_clockid: bool,
