@@ -171,6 +171,11 @@ fn without_user_rdpmc_or_mappings_the_group_is_read() {
     ] {
         let (m, be) = over(cfg.clone());
         let b = bind_with(be, &set(&["instructions", "cycles"]), Target::CurrentThread).unwrap();
+        assert_eq!(
+            m.mapped_pages(),
+            0,
+            "declined: the pages are unmapped again"
+        );
         m.advance(instructions(), 5);
         m.advance(cycles(), 6);
         let (reads, rdpmcs) = (m.reads(), m.rdpmc_reads());

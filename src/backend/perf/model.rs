@@ -299,6 +299,11 @@ impl Model {
         self.lock().rdpmc_reads
     }
 
+    /// Pages of user mappings now (event pages and rings).
+    pub fn mapped_pages(&self) -> usize {
+        self.lock().mapped_pages
+    }
+
     /// `read()` calls so far.
     pub fn reads(&self) -> u64 {
         self.lock().reads
