@@ -152,6 +152,7 @@ fi
 
 M=$(dest "$mandir")
 install -m 0644 "$repo/man/perfex.1" "$M/man1/perfex.1"
+install -m 0644 "$repo/man/cpustat.1" "$M/man1/cpustat.1"
 for page in libperfex.3 libcpc.3; do
   install -m 0644 "$repo/man/$page" "$M/man3/$page"
 done
