@@ -158,9 +158,9 @@ fn merge(a: &Args) -> ExitCode {
     let mut records = Vec::new();
     for f in &a.opts.command {
         let name = f.to_string_lossy();
-        let r = std::fs::read_to_string(f)
+        let r = std::fs::read(f)
             .map_err(|e| perfcompat::Error::InvalidArgument(format!("{name}: {e}")))
-            .and_then(|text| mpi::RankRecord::decode(&text, &name));
+            .and_then(|bytes| mpi::RankRecord::decode(&String::from_utf8_lossy(&bytes), &name));
         match r {
             Ok(r) => records.push(r),
             Err(e) => {
