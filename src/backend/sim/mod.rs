@@ -202,6 +202,13 @@ impl SimBackend {
     fn resolve_alias(&self, name: &str) -> Option<Resolved> {
         let map = EventMap::global();
         let mut n = name;
+        // An R10000 event number (libperfex's events) the user mapped: on a model without
+        // R10000 numbering, the map's event. (On r10000/r12000 the number is native.)
+        if !self.model.numbered {
+            if let Some(spec) = name.parse::<u32>().ok().and_then(|k| map.number(k)) {
+                n = spec;
+            }
+        }
         for _ in 0..8 {
             match map.alias(n) {
                 Some(s) => n = s,
