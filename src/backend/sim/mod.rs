@@ -1,8 +1,9 @@
 //! Emulated PMUs, for deterministic tests and for developing counter code without a PMU.
 //!
 //! Each model ([`model::Model`]) is emulated at the register level: a counter is a `width`-bit
-//! register that raises its overflow interrupt when bit 31 becomes set (R10000/R12000) or when
-//! it wraps (UltraSPARC, Pentium 4). At every interrupt the emulated kernel folds the register
+//! register that raises its overflow interrupt when bit 31 becomes set (R10000/R12000, PowerPC)
+//! or when it wraps (UltraSPARC, Pentium 4, Alpha; an Alpha counter's width is its interrupt
+//! period, chosen per request with `int_every`: see [`alpha`]). At every interrupt the emulated kernel folds the register
 //! into a 64-bit sum, the perfctr way ([`crate::virt::Accumulator`]). A request that notifies on
 //! overflow is an "i-mode" counter: its register is loaded so that the interrupt comes exactly
 //! when the 64-bit virtual value wraps (after several silent interrupts when the distance is
