@@ -45,7 +45,7 @@ pub mod sparc;
 
 use model::{IrqRule, Model};
 
-/// Every emulated PMU: the one table that [`MODEL_NAMES`] and [`model`] are derived from.
+/// Every emulated PMU: the one table that [`MODEL_NAMES`] and [`model()`] are derived from.
 pub static MODELS: [&Model; 9] = [
     &mips::R10000,
     &mips::R12000,
