@@ -150,7 +150,7 @@ fn each_rank_writes_its_record_and_the_merge_prints_the_job() {
     let out = merge(&mixed, false);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("rank 0 has two records"));
-    let out = merge(&[bin.clone()], false);
+    let out = merge(std::slice::from_ref(&bin), false);
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a perfcompat rank record"));
 }
 

@@ -18,7 +18,7 @@
 #   include/libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h,
 #   include/perfex.mod (when gfortran exists)
 #   share/perfcompat/fortran/perfex.f90 the module's source, for other gfortran versions
-#   bin/perfex, share/man/man1/perfex.1, share/man/man3/{libperfex,libcpc}.3 and function links
+#   bin/perfex, bin/cpustat, share/man/man1/perfex.1, share/man/man3/{libperfex,libcpc}.3 and function links
 #
 # The shared library is linked here from the release staticlib with a version script generated
 # from capi/abi.manifest: rustc gives every cdylib its own anonymous version script, which
@@ -60,7 +60,7 @@ static_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl"
 
 echo "install.sh: building (release)" >&2
 (cd "$repo" && "$cargo" build --release --quiet -p perfcompat-capi --lib &&
-  "$cargo" build --release --quiet -p perfcompat --bin perfex)
+  "$cargo" build --release --quiet -p perfcompat --bin perfex --bin cpustat)
 rel=$target/release
 [ -f "$rel/libperfcompat_capi.a" ] || { echo "install.sh: no $rel/libperfcompat_capi.a" >&2; exit 1; }
 
@@ -138,6 +138,7 @@ pc libperfex "IRIX libperfex hardware counter interface" perfex
 pc libcpc "Solaris libcpc v2 hardware counter interface" cpc
 
 install -m 0755 "$rel/perfex" "$(dest "$bindir")/perfex"
+install -m 0755 "$rel/cpustat" "$(dest "$bindir")/cpustat"
 
 # The PMPI layer, built with the MPI's own compiler wrapper (MPICC, default mpicc): it is tied
 # to that MPI's mpi.h. Without one, it is skipped and said so.
