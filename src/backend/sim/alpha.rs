@@ -42,34 +42,11 @@
 //! `PF5_SCACHEWRITE`). The `ev5` model is the 21164 (EV5, EV56): the 21164PC (PCA56) events are
 //! not included.
 
-use super::model::{AttrSpec, Generic, IrqRule, Model, Route, SimEvent};
+use super::model::{plain_event as ev, plain_generic as g, route, AttrSpec, IrqRule, Model, Route};
 
 /// The route for code `code` on counter `counter`.
 const fn on(counter: u32, code: u32) -> Route {
-    Route {
-        counters: 1 << counter,
-        code,
-        resource: None,
-    }
-}
-
-/// An Alpha event (no event mask).
-const fn ev(name: &'static str, description: &'static str, routes: &'static [Route]) -> SimEvent {
-    SimEvent {
-        name,
-        description,
-        routes,
-        emask: 0,
-    }
-}
-
-/// A generic name for `event`.
-const fn g(name: &'static str, event: &'static str) -> Generic {
-    Generic {
-        name,
-        event,
-        emask: 0,
-    }
+    route(1 << counter, code)
 }
 
 /// The interrupt-period attribute: the number of events between two interrupts, a power of two
@@ -383,11 +360,7 @@ pub static EV5: Model = Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::sim::model::tests::check_tables;
-
-    fn routes(m: &Model, name: &str) -> &'static [Route] {
-        m.events.iter().find(|e| e.name == name).unwrap().routes
-    }
+    use crate::backend::sim::model::tests::{check_tables, routes};
 
     #[test]
     fn ev4_menus_are_pfm7s() {

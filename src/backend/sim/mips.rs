@@ -17,7 +17,7 @@
 //! 30 and 31 "store/fetch" in the R10000 list and "store/prefetch" in the R12000 list; the names
 //! use "store/prefetch" (the wording of the R10000 user's manual and of perfex(1)).
 
-use super::model::{Generic, IrqRule, Model, Route, SimEvent};
+use super::model::{plain_event as event, plain_generic as generic, IrqRule, Model, Route};
 
 /// The route for R10000/R12000 event number `n`: code `n % 16` on counter `n / 16`.
 const fn num(n: u32) -> Route {
@@ -25,29 +25,6 @@ const fn num(n: u32) -> Route {
         counters: 1 << (n / 16),
         code: n % 16,
         resource: None,
-    }
-}
-
-/// An event counted by the given numbers.
-const fn event(
-    name: &'static str,
-    description: &'static str,
-    routes: &'static [Route],
-) -> SimEvent {
-    SimEvent {
-        name,
-        description,
-        routes,
-        emask: 0,
-    }
-}
-
-/// A generic name for `event`.
-const fn generic(name: &'static str, event: &'static str) -> Generic {
-    Generic {
-        name,
-        event,
-        emask: 0,
     }
 }
 

@@ -129,6 +129,39 @@ impl Model {
     }
 }
 
+/// A route through the counters in the mask `counters` with select code `code`, needing no
+/// shared resource.
+pub const fn route(counters: u64, code: u32) -> Route {
+    Route {
+        counters,
+        code,
+        resource: None,
+    }
+}
+
+/// An event without event masks.
+pub const fn plain_event(
+    name: &'static str,
+    description: &'static str,
+    routes: &'static [Route],
+) -> SimEvent {
+    SimEvent {
+        name,
+        description,
+        routes,
+        emask: 0,
+    }
+}
+
+/// A generic name for `event`, without an event mask.
+pub const fn plain_generic(name: &'static str, event: &'static str) -> Generic {
+    Generic {
+        name,
+        event,
+        emask: 0,
+    }
+}
+
 /// `a` followed by `b`, in a constant: for models that share part of their event table with
 /// another model, so that the shared part is written once.
 pub const fn concat<T: Copy, const A: usize, const B: usize, const N: usize>(
@@ -164,6 +197,15 @@ pub const fn span(lo: u32, hi: u32) -> u64 {
 pub(crate) mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    /// The routes of `m`'s event `name`.
+    pub(crate) fn routes(m: &Model, name: &str) -> &'static [Route] {
+        m.events
+            .iter()
+            .find(|e| e.name == name)
+            .unwrap_or_else(|| panic!("{}: no event {name}", m.name))
+            .routes
+    }
 
     /// The consistency every model's tables must have: unique event and generic names, every
     /// event counted somewhere and only on counters that exist, one event per (counter, code),

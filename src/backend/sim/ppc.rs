@@ -24,38 +24,13 @@
 //!
 //! Names are the documents' event descriptions, lower-cased with `_` for spaces.
 
-use super::model::{concat, span, Generic, IrqRule, Model, Route, SimEvent};
+use super::model::{
+    concat, plain_event as ev, plain_generic as g, route as on, span, Generic, IrqRule, Model,
+    SimEvent,
+};
 
 /// PMC1-PMC4.
 const PMC1_4: u64 = span(0, 3);
-
-/// The route for select code `code` on the counters `counters`.
-const fn on(counters: u64, code: u32) -> Route {
-    Route {
-        counters,
-        code,
-        resource: None,
-    }
-}
-
-/// A PowerPC event (no event mask).
-const fn ev(name: &'static str, description: &'static str, routes: &'static [Route]) -> SimEvent {
-    SimEvent {
-        name,
-        description,
-        routes,
-        emask: 0,
-    }
-}
-
-/// A generic name for `event`.
-const fn g(name: &'static str, event: &'static str) -> Generic {
-    Generic {
-        name,
-        event,
-        emask: 0,
-    }
-}
 
 /// The reference events both models count on PMC1-PMC4 (cycles differ: see the models).
 const REFERENCE: [SimEvent; 3] = [
@@ -298,11 +273,7 @@ pub static PPC7450: Model = Model {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::sim::model::tests::check_tables;
-
-    fn routes(m: &Model, name: &str) -> &'static [Route] {
-        m.events.iter().find(|e| e.name == name).unwrap().routes
-    }
+    use crate::backend::sim::model::tests::{check_tables, routes};
 
     #[test]
     fn ppc_tables_are_consistent() {

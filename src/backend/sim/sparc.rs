@@ -7,43 +7,16 @@
 //! [`SimEvent`] with one [`Route`] per PIC. Neither family has event masks, shared resources or
 //! request attributes.
 
-use super::model::{Generic, IrqRule, Model, Route, SimEvent};
+use super::model::{plain_event as ev, plain_generic as g, route, IrqRule, Model, Route};
 
 /// Route through PIC0 with the given %pcr select code.
 const fn p0(code: u32) -> Route {
-    Route {
-        counters: 1 << 0,
-        code,
-        resource: None,
-    }
+    route(1 << 0, code)
 }
 
 /// Route through PIC1 with the given %pcr select code.
 const fn p1(code: u32) -> Route {
-    Route {
-        counters: 1 << 1,
-        code,
-        resource: None,
-    }
-}
-
-/// An UltraSPARC event (no event mask).
-const fn ev(name: &'static str, description: &'static str, routes: &'static [Route]) -> SimEvent {
-    SimEvent {
-        name,
-        description,
-        routes,
-        emask: 0,
-    }
-}
-
-/// A generic name on UltraSPARC (no event mask).
-const fn g(name: &'static str, event: &'static str) -> Generic {
-    Generic {
-        name,
-        event,
-        emask: 0,
-    }
+    route(1 << 1, code)
 }
 
 /// UltraSPARC III+ and UltraSPARC IV (the UltraSPARC III family tables with the III+/IV
@@ -485,6 +458,7 @@ pub static ULTRASPARC2: Model = Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::sim::model::SimEvent;
     use std::collections::HashSet;
 
     fn find(m: &Model, name: &str) -> Option<SimEvent> {
