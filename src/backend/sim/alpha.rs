@@ -3,7 +3,7 @@
 //!
 //! **Counters.** EV4 has two counters, EV5 three; each counter has its own event menu (pfm(7)
 //! lists the events of each counter separately), and an event that two counters can count (EV5
-//! cycles, EV5 secondary-cache writes) is one [`SimEvent`] with a [`Route`] per counter. The
+//! cycles, EV5 secondary-cache writes) is one [`SimEvent`](super::model::SimEvent) with a [`Route`] per counter. The
 //! event-select code of a route is the event's position in its counter's menu as pfm(7) lists
 //! it (pfm(7) does not give the `<sys/pfcntr.h>` values).
 //!

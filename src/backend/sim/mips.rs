@@ -4,7 +4,7 @@
 //! set, and each has its own control register (so the user/system mode can differ per counter).
 //! Events are numbered 0-31: number `n` is event-select code `n % 16` on counter `n / 16`.
 //!
-//! Each distinct event is one [`SimEvent`] whose routes are the event numbers that count it: on
+//! Each distinct event is one [`SimEvent`](super::model::SimEvent) whose routes are the event numbers that count it: on
 //! the R10000, `cycles` is both event 0 (counter 0, code 0) and event 16 (counter 1, code 0),
 //! and `graduated_instructions` both 15 and 17. On the R12000 every number is a different event;
 //! cycles and graduated instructions exist only on counter 0.

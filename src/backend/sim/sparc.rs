@@ -4,7 +4,7 @@
 //! a single performance control register (%pcr). The %pcr carries one event-select field per PIC
 //! but only one pair of user/system bits, so every request of a set must use the same flags.
 //! Events are named as in the processor manuals; an event that both PICs can count is a single
-//! [`SimEvent`] with one [`Route`] per PIC. Neither family has event masks, shared resources or
+//! [`SimEvent`](super::model::SimEvent) with one [`Route`] per PIC. Neither family has event masks, shared resources or
 //! request attributes.
 
 use super::model::{plain_event as ev, plain_generic as g, route, IrqRule, Model, Route};
