@@ -702,7 +702,7 @@ impl Outcome {
 }
 
 /// A JSON string literal.
-fn json_str(v: &str) -> String {
+pub(crate) fn json_str(v: &str) -> String {
     let mut s = String::with_capacity(v.len() + 2);
     s.push('"');
     for ch in v.chars() {
@@ -723,7 +723,7 @@ fn json_str(v: &str) -> String {
 }
 
 /// A JSON number (`null` for the non-finite values JSON cannot hold).
-fn json_num(v: f64) -> String {
+pub(crate) fn json_num(v: f64) -> String {
     if v.is_finite() {
         format!("{v}")
     } else {

@@ -10,7 +10,8 @@ use std::sync::OnceLock;
 // The engine tests' helpers, for `skip`.
 #[path = "../../../tests/common/mod.rs"]
 mod engine;
-pub use engine::skip;
+#[allow(unused_imports)]
+pub use engine::{have_tool, skip};
 
 /// The repository's root.
 pub fn repo() -> PathBuf {
@@ -88,20 +89,6 @@ pub fn installed_prefix() -> &'static Path {
         );
         prefix
     })
-}
-
-/// Whether `tool` can be run (`tool --version`). Without it the tests that need it are skipped
-/// with a message, except in CI (`CI` set), where they fail: CI must install `package`.
-pub fn have_tool(tool: &str, package: &str) -> bool {
-    if Command::new(tool).arg("--version").output().is_ok() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{tool} not found: CI must install it (apt-get install {package}; .ci/run does)"
-    );
-    skip(&format!("{tool} not found (apt-get install {package})"));
-    false
 }
 
 /// The compiler flags of `pkg-config --cflags --libs lib<lib>` for the installed `prefix`
