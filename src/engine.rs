@@ -80,6 +80,23 @@ fn run_hook(ev: &OverflowEvent) {
     }
 }
 
+thread_local! {
+    /// Per request index: events that happened between an overflow and the stop that froze
+    /// the set at the overflow's record, summed over the freezes handled on this thread. They
+    /// are counted nowhere by design; this is for tests that account for every event.
+    static DROPPED: [Cell<u64>; MAX_REQUESTS] = const { [const { Cell::new(0) }; MAX_REQUESTS] };
+}
+
+/// Events of request `index` dropped at the freezes handled on the calling thread so far:
+/// those that came between an overflow (the kernel's record of it) and the handler's stop of
+/// the group (see the README, "The freeze is taken at the overflow instant"). A test that
+/// counts every event independently adds them to what the set reported. Async-signal-safe.
+pub fn dropped_at_freezes(index: usize) -> u64 {
+    DROPPED
+        .try_with(|d| d.get(index).map_or(0, Cell::get))
+        .unwrap_or(0)
+}
+
 static NEXT_GENERATION: AtomicU32 = AtomicU32::new(0);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -574,6 +591,11 @@ impl BoundSet {
                 if let Some(when) = b.group.overflow_snapshot(fd, &mut at) {
                     let mask = b.wrapped(&at, &mut rearm);
                     if mask != 0 {
+                        let _ = DROPPED.try_with(|d| {
+                            for (i, c) in d.iter().enumerate().take(b.n) {
+                                c.set(c.get().wrapping_add(raw[i].wrapping_sub(at[i])));
+                            }
+                        });
                         b.freeze_at(&at, &raw, times, mask, Some(when));
                         return mask;
                     }

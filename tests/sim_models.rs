@@ -351,7 +351,9 @@ fn overflow_at_the_exact_event_at_each_documented_width() {
     ] {
         let be = sim(model);
         for k in [0u64, 1, irq_at - 2, irq_at - 1, irq_at, 3 * irq_at + 5] {
-            slot = (slot + 1) % 16;
+            // Tags 1..=14: 0 is every untagged binding's, 15 the other test's (the tests of
+            // this file run at once and share the hook).
+            slot = slot % 14 + 1;
             let mut r = Request::new(event).preset(u64::MAX - k).notify();
             if let Some(p) = int_every {
                 r = r.attr("int_every", p);
