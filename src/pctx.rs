@@ -136,8 +136,9 @@ pub trait Observer {
     }
     /// In the copy of the controlling process made for [`Follow::Copy`]: `child`, created by
     /// thread `tid` of process `pid`, is under control, stopped before its first instruction
-    /// (nothing has been called for it yet: its `init_lwp` comes from its own [`Pctx::run`]).
-    /// Dropping it lets it go.
+    /// (nothing has been called for it yet: its `init_lwp` comes from its own [`Pctx::run`]);
+    /// dropping it lets it go. Or the error that kept the copy from taking it over (it then
+    /// runs untraced).
     fn adopt(&mut self, child: Result<Pctx>, pid: i32, tid: i32) {
         let _ = (child, pid, tid);
     }
@@ -593,7 +594,12 @@ impl Pctx {
         let signals = Signals::block(false)?;
         let mut p = Pctx::new(pid, None, signals);
         if ptrace(libc::PTRACE_SEIZE, pid, OPTIONS) < 0 {
-            return Err(Self::trace_error(pid, errno()));
+            // (kernel.yama.ptrace_scope 1: the child is not our descendant.) Let it run
+            // untraced rather than leave it stopped.
+            let e = Self::trace_error(pid, errno());
+            // SAFETY: ending the stop of a process our parent controller let go.
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+            return Err(e);
         }
         let mut ru = p.rusage;
         loop {

@@ -23,10 +23,17 @@ fn programs() -> &'static (PathBuf, PathBuf) {
             (&target, "tests/c/pctx_target.c", false),
         ] {
             let mut cmd = Command::new("cc");
-            cmd.args(["-std=gnu99", "-Wall", "-Wextra", "-Werror", "-pthread", "-o"])
-                .arg(out)
-                .arg(repo().join(src))
-                .arg(format!("-I{}", repo().join("include").display()));
+            cmd.args([
+                "-std=gnu99",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-pthread",
+                "-o",
+            ])
+            .arg(out)
+            .arg(repo().join(src))
+            .arg(format!("-I{}", repo().join("include").display()));
             if link {
                 cmd.args(link_args());
             }
@@ -189,6 +196,47 @@ fn threads_get_lwp_create_from_their_creator_then_init_lwp() {
     );
 }
 
+/// A process that ends with a thread still running (exit from main, or SIGKILL): every thread
+/// gets lwp_exit then fini_lwp (the two threads end at once, in either order), then exit.
+#[test]
+fn at_process_exit_every_thread_gets_lwp_exit_then_fini_lwp() {
+    let t = target();
+    for (mode, status) in [("exit", "0"), ("kill", "137")] {
+        let Some(out) = run(&["seq", &t, mode]) else {
+            return;
+        };
+        let l = of(&out, "p");
+        assert_eq!(
+            l[..3],
+            lines(
+                "init_lwp main main
+                 lwp_create main main
+                 init_lwp main t1"
+            ),
+            "{out}"
+        );
+        let mut ends = vec![l[3..5].join(", "), l[5..7].join(", ")];
+        ends.sort();
+        assert_eq!(
+            ends,
+            [
+                "lwp_exit main main, fini_lwp main main",
+                "lwp_exit main t1, fini_lwp main t1"
+            ],
+            "{out}"
+        );
+        assert_eq!(
+            l[7..],
+            lines(&format!(
+                "exit main main {status}
+                 pctx_run 0
+                 released"
+            )),
+            "{out}"
+        );
+    }
+}
+
 #[test]
 fn without_a_fork_callback_children_are_not_followed() {
     let t = target();
@@ -252,7 +300,11 @@ fn ticks(msec: u32, n: u32, args: &[&str]) -> Option<(i64, f64, i32)> {
     let out = run(&a)?;
     let w: Vec<&str> = out.split_whitespace().collect();
     assert_eq!(w.get(1), Some(&"ticks"), "{out}");
-    Some((w[2].parse().unwrap(), w[4].parse().unwrap(), w[6].parse().unwrap()))
+    Some((
+        w[2].parse().unwrap(),
+        w[4].parse().unwrap(),
+        w[6].parse().unwrap(),
+    ))
 }
 
 #[test]
@@ -272,7 +324,10 @@ fn ticks_come_every_msec() {
         return;
     };
     assert_eq!((n, rc), (3, 0));
-    assert!((290.0..700.0).contains(&ms), "3 ticks of 100 ms took {ms} ms");
+    assert!(
+        (290.0..700.0).contains(&ms),
+        "3 ticks of 100 ms took {ms} ms"
+    );
 }
 
 /// The last `fini ... faults N` count of `who`, and its number of exec lines.
@@ -314,7 +369,10 @@ fn a_cputrack_like_client_counts_page_faults_of_parent_and_child() {
     }
     // sh's child (with dash a vfork) is followed in the copy: (parent, child, child's thread).
     assert_eq!(of(&out, "c")[0], "fork P X1 X1", "{out}");
-    assert!(of(&out, "c").contains(&"exec X1 X1 pctx_target".to_string()), "{out}");
+    assert!(
+        of(&out, "c").contains(&"exec X1 X1 pctx_target".to_string()),
+        "{out}"
+    );
 }
 
 /// The target is found where the tests expect it (a guard for the helpers above).

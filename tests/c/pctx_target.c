@@ -2,10 +2,13 @@
  * reports the ids it has on standard error ("id NAME=N"), so that the tests can name the ids
  * the callbacks get (not in touch mode, which runs in several processes at once). usage: pctx_target MODE [PAGES]
  *   threads  create a thread and join it, then a second one
+ *   exit     create a thread that waits forever, then exit from the main thread
+ *   kill     the same, then SIGKILL itself
  *   fork     fork a child that exits 0; wait for it
  *   touch    touch PAGES fresh pages (one page fault each) */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,12 @@ static long tid(void) { return (long)syscall(SYS_gettid); }
 
 static void *thread_main(void *arg) {
     fprintf(stderr, "id %s=%ld\n", (const char *)arg, tid());
+    return NULL;
+}
+
+static void *wait_forever(void *arg) {
+    fprintf(stderr, "id %s=%ld\n", (const char *)arg, tid());
+    for (;;) pause();
     return NULL;
 }
 
@@ -42,6 +51,12 @@ int main(int argc, char **argv) {
             if (pthread_create(&t, NULL, thread_main, names[i]) != 0) return 98;
             pthread_join(t, NULL);
         }
+    } else if (strcmp(mode, "exit") == 0 || strcmp(mode, "kill") == 0) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, wait_forever, "t1") != 0) return 98;
+        usleep(100000);
+        if (strcmp(mode, "kill") == 0) kill(getpid(), SIGKILL);
+        exit(0);
     } else if (strcmp(mode, "fork") == 0) {
         pid_t pid = fork();
         if (pid == 0) {
@@ -53,7 +68,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(mode, "touch") == 0 && argc > 2) {
         touch(atol(argv[2]));
     } else {
-        fprintf(stderr, "usage: %s threads|fork|touch PAGES\n", argv[0]);
+        fprintf(stderr, "usage: %s threads|exit|kill|fork|touch PAGES\n", argv[0]);
         return 99;
     }
     return 0;
