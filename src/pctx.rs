@@ -430,29 +430,21 @@ impl Signals {
     /// first. In a multithreaded process SIGCHLD may go to (and be dropped by) a thread that
     /// does not block it, so callers check their children again after every `None`.
     pub(crate) fn next(&self, timeout: Option<Duration>) -> Result<Option<i32>> {
-        let timeout = Some(timeout.map_or(POLL, |t| t.min(POLL)));
-        loop {
-            let s = match timeout {
-                // SAFETY: waits on a valid set.
-                None => unsafe { libc::sigwaitinfo(&self.wait, std::ptr::null_mut()) },
-                Some(d) => {
-                    let ts = libc::timespec {
-                        tv_sec: d.as_secs() as libc::time_t,
-                        tv_nsec: d.subsec_nanos() as libc::c_long,
-                    };
-                    // SAFETY: waits on a valid set with a valid timeout.
-                    unsafe { libc::sigtimedwait(&self.wait, std::ptr::null_mut(), &ts) }
-                }
-            };
-            if s >= 0 {
-                return Ok(Some(s));
-            }
-            match errno() {
-                // A handler ran (pctx_terminate may have been called from it): let the
-                // caller look at its state again.
-                libc::EINTR | libc::EAGAIN => return Ok(None),
-                _ => return Err(Error::last_os("sigwaitinfo")),
-            }
+        let d = timeout.map_or(POLL, |t| t.min(POLL));
+        let ts = libc::timespec {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: waits on a valid set with a valid timeout.
+        let s = unsafe { libc::sigtimedwait(&self.wait, std::ptr::null_mut(), &ts) };
+        if s >= 0 {
+            return Ok(Some(s));
+        }
+        match errno() {
+            // A handler ran (pctx_terminate may have been called from it): let the caller
+            // look at its state again.
+            libc::EINTR | libc::EAGAIN => Ok(None),
+            _ => Err(Error::last_os("sigtimedwait")),
         }
     }
 }
