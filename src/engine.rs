@@ -347,7 +347,13 @@ impl BoundSet {
     /// The raw counts and times to count on from: those recorded at the freeze when frozen
     /// (the group has been stopped since), else stop the group and read them.
     fn stopped_raw(&self, raw: &mut [u64; MAX_REQUESTS]) -> Result<Times> {
-        if self.frozen.load(Ordering::Relaxed) {
+        // A set counting other threads is read again, stopped as it is: when the overflow
+        // handler stopped it, another CPU could be inside the kernel counting one event for
+        // the group, and a software event's count still takes that increment after it is
+        // disabled. Then the read kept at the freeze is one short, and the next overflow
+        // would come one event early against it. On the binding's own thread nothing can be
+        // in flight while its handler runs.
+        if self.frozen.load(Ordering::Relaxed) && self.target == Target::CurrentThread {
             for (r, f) in raw.iter_mut().zip(self.frozen_raw.iter()) {
                 *r = f.load(Ordering::Relaxed);
             }
@@ -356,7 +362,9 @@ impl BoundSet {
                 running: self.frozen_running.load(Ordering::Relaxed),
             });
         }
-        self.group.stop();
+        if !self.frozen.load(Ordering::Relaxed) {
+            self.group.stop();
+        }
         self.read_raw(raw)
     }
 
@@ -409,22 +417,26 @@ impl BoundSet {
         self.group.stop();
         let mut raw = [0u64; MAX_REQUESTS];
         let times = self.read_raw(&mut raw)?;
-        self.freeze_at(&raw, times, overflowed);
+        self.freeze_at(&raw, &raw, times, overflowed, None);
         Ok(())
     }
 
-    /// Freeze at raw counts `raw` read after the group was stopped.
-    fn freeze_at(&self, raw: &[u64], times: Times, overflowed: u64) {
+    /// Freeze: the values are those of raw counts `at` (at the overflow instant, or as read
+    /// after the stop), counting resumes from raw counts `raw` read after the group was
+    /// stopped (so what was counted between `at` and the stop counts nowhere), and `when` is
+    /// the time of `at` if the backend knows it.
+    fn freeze_at(&self, at: &[u64], raw: &[u64], times: Times, overflowed: u64, when: Option<u64>) {
         for i in 0..self.n {
             self.frozen_raw[i].store(raw[i], Ordering::Relaxed);
             let base = self.base[i].load(Ordering::Relaxed);
             let origin = self.origin[i].load(Ordering::Relaxed);
             self.frozen_vals[i].store(
-                virt::virtual_value(base, raw[i].wrapping_sub(origin)),
+                virt::virtual_value(base, at[i].wrapping_sub(origin)),
                 Ordering::Relaxed,
             );
         }
-        self.frozen_at.store(now_ns() as u64, Ordering::Relaxed);
+        let when = when.unwrap_or_else(|| now_ns() as u64);
+        self.frozen_at.store(when, Ordering::Relaxed);
         self.overflowed.fetch_or(overflowed, Ordering::Relaxed);
         self.frozen_enabled.store(times.enabled, Ordering::Relaxed);
         self.frozen_running.store(times.running, Ordering::Relaxed);
@@ -500,9 +512,30 @@ impl BoundSet {
         })
     }
 
-    /// Overflow interrupt from the backend: find the requests that wrapped, freeze, notify.
+    /// The notifying requests that wrapped at raw counts `raw` (bit mask), and for the others
+    /// the events left to their wrap.
+    fn wrapped(&self, raw: &[u64], rearm: &mut [Option<u64>; MAX_REQUESTS]) -> u64 {
+        let mut mask = 0u64;
+        for (i, r) in rearm.iter_mut().enumerate().take(self.n) {
+            *r = None;
+            if self.notify & (1 << i) == 0 {
+                continue;
+            }
+            let base = self.base[i].load(Ordering::Relaxed);
+            let events = raw[i].wrapping_sub(self.origin[i].load(Ordering::Relaxed));
+            match virt::distance_to_wrap(base) {
+                Some(d) if events >= d => mask |= 1 << i,
+                Some(d) => *r = Some(d - events),
+                None => {}
+            }
+        }
+        mask
+    }
+
+    /// Overflow interrupt from the backend, for the signal that carried `fd` (-1 when the
+    /// backend detected it itself): find the requests that wrapped, freeze, notify.
     /// Async-signal-safe.
-    pub(crate) fn interrupt(&self, pc: usize) {
+    pub(crate) fn interrupt(&self, fd: i32, pc: usize) {
         if self.notify == 0 || self.gone() {
             return;
         }
@@ -510,28 +543,35 @@ impl BoundSet {
             if b.frozen.load(Ordering::Relaxed) {
                 return 0;
             }
-            // Stop first: the values freeze at the overflow, and the read below is the one the
-            // freeze keeps.
+            // A signal whose overflow record is gone reports an overflow already handled (two
+            // overflows before the first signal was taken; the restart dropped the second's
+            // record). Stopping and restarting the group for it would not be free: on a group
+            // counting another running thread, the kernel's disable can fall between two
+            // members' increments for one event and lose it in one of them.
+            if fd >= 0 && b.group.overflow_record_pending(fd) == Some(false) {
+                return 0;
+            }
+            // Stop first; the read below is where counting resumes after a restart.
             b.group.stop();
             let mut raw = [0u64; MAX_REQUESTS];
             let Ok(times) = b.read_raw(&mut raw) else {
                 b.group.start();
                 return 0;
             };
-            let mut mask = 0u64;
             let mut rearm = [None::<u64>; MAX_REQUESTS];
-            for (i, r) in rearm.iter_mut().enumerate().take(b.n) {
-                if b.notify & (1 << i) == 0 {
-                    continue;
-                }
-                let base = b.base[i].load(Ordering::Relaxed);
-                let events = raw[i].wrapping_sub(b.origin[i].load(Ordering::Relaxed));
-                match virt::distance_to_wrap(base) {
-                    Some(d) if events >= d => mask |= 1 << i,
-                    Some(d) => *r = Some(d - events),
-                    None => {}
+            // The values freeze at the overflow instant when the backend recorded it (the
+            // perf backend's overflow record), else at the read after the stop.
+            let mut at = [0u64; MAX_REQUESTS];
+            if fd >= 0 {
+                if let Some(when) = b.group.overflow_snapshot(fd, &mut at) {
+                    let mask = b.wrapped(&at, &mut rearm);
+                    if mask != 0 {
+                        b.freeze_at(&at, &raw, times, mask, Some(when));
+                        return mask;
+                    }
                 }
             }
+            let mask = b.wrapped(&raw, &mut rearm);
             if mask == 0 {
                 // The backend could not be armed that far (perf periods stop at 2^63):
                 // arm again for the rest of the distance.
@@ -543,7 +583,7 @@ impl BoundSet {
                 b.group.start();
                 return 0;
             }
-            b.freeze_at(&raw, times, mask);
+            b.freeze_at(&raw, &raw, times, mask, None);
             mask
         });
         if fired != 0 {
@@ -738,7 +778,7 @@ pub(crate) fn on_overflow_fd(fd: i32, pc: usize) {
             // SAFETY: non-null slots are live.
             let b = unsafe { &*s };
             if b.group.owns_fd(fd) {
-                b.interrupt(pc);
+                b.interrupt(fd, pc);
                 return;
             }
         }
@@ -748,7 +788,7 @@ pub(crate) fn on_overflow_fd(fd: i32, pc: usize) {
 /// Deliver an overflow interrupt to a binding (used by backends that detect overflows
 /// themselves, like the emulated PMUs).
 pub(crate) fn interrupt(b: &BoundSet, pc: usize) {
-    b.interrupt(pc)
+    b.interrupt(-1, pc)
 }
 
 /// Check a set against a backend and find where its requests go, without binding.

@@ -35,9 +35,11 @@
 pub mod backend;
 pub mod calibrate;
 pub mod costs;
+pub mod cpustat;
 pub mod engine;
 pub mod error;
 pub mod eventmap;
+pub mod eventspec;
 pub mod pctx;
 pub mod perfex;
 pub mod sched;

@@ -14,14 +14,16 @@
 #   lib/libperfcompat.so, libperfex.so, libcpc.so  development links (-lperfex, -lcpc)
 #   lib/libperfex.a, lib/libcpc.a       static archives (Libs.private in the .pc files)
 #   lib/pkgconfig/libperfex.pc, libcpc.pc
-#   include/libperfex.h libcpc.h libpctx.h perfcompat.h, include/perfex.mod (when gfortran exists)
+#   lib/libperfcompat-mpi.so            the PMPI layer (when an mpicc exists; README, "MPI")
+#   include/libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h,
+#   include/perfex.mod (when gfortran exists)
 #   share/perfcompat/fortran/perfex.f90 the module's source, for other gfortran versions
-#   bin/perfex, share/man/man1/perfex.1, share/man/man3/{libperfex,libcpc}.3 and function links
+#   bin/perfex, bin/cpustat, share/man/man1/perfex.1, share/man/man3/{libperfex,libcpc}.3 and function links
 #
 # The shared library is linked here from the release staticlib with a version script generated
 # from capi/abi.manifest: rustc gives every cdylib its own anonymous version script, which
 # overrides (rust-lld) or conflicts with (GNU ld) any other, so a cdylib cannot carry versions.
-# Environment: CC (default cc), CARGO (default cargo), CARGO_TARGET_DIR.
+# Environment: CC (default cc), CARGO (default cargo), CARGO_TARGET_DIR, MPICC (default mpicc).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -58,7 +60,7 @@ static_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl"
 
 echo "install.sh: building (release)" >&2
 (cd "$repo" && "$cargo" build --release --quiet -p perfcompat-capi --lib &&
-  "$cargo" build --release --quiet -p perfcompat --bin perfex)
+  "$cargo" build --release --quiet -p perfcompat --bin perfex --bin cpustat)
 rel=$target/release
 [ -f "$rel/libperfcompat_capi.a" ] || { echo "install.sh: no $rel/libperfcompat_capi.a" >&2; exit 1; }
 
@@ -107,7 +109,7 @@ for a in libperfex.a libcpc.a; do
   install -m 0644 "$rel/libperfcompat_capi.a" "$L/$a"
 done
 
-for h in libperfex.h libcpc.h libpctx.h perfcompat.h; do
+for h in libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h; do
   install -m 0644 "$repo/include/$h" "$(dest "$includedir")/$h"
 done
 install -m 0644 "$repo/fortran/perfex.f90" "$(dest "$datadir")/fortran/perfex.f90"
@@ -136,6 +138,17 @@ pc libperfex "IRIX libperfex hardware counter interface" perfex
 pc libcpc "Solaris libcpc v2 hardware counter interface" cpc
 
 install -m 0755 "$rel/perfex" "$(dest "$bindir")/perfex"
+install -m 0755 "$rel/cpustat" "$(dest "$bindir")/cpustat"
+
+# The PMPI layer, built with the MPI's own compiler wrapper (MPICC, default mpicc): it is tied
+# to that MPI's mpi.h. Without one, it is skipped and said so.
+mpicc=${MPICC:-mpicc}
+if command -v "$mpicc" >/dev/null 2>&1; then
+  "$mpicc" -std=c99 -O2 -shared -fPIC -I"$repo/include" -o "$L/libperfcompat-mpi.so" \
+    "$repo/mpi/perfcompat_mpi.c" -L"$L" -Wl,-rpath,"$libdir" -lperfcompat
+else
+  echo "install.sh: $mpicc not found: libperfcompat-mpi.so (the MPI layer) not built" >&2
+fi
 
 M=$(dest "$mandir")
 install -m 0644 "$repo/man/perfex.1" "$M/man1/perfex.1"

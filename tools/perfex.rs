@@ -10,12 +10,15 @@ use std::process::ExitCode;
 
 use perfcompat::costs;
 use perfcompat::perfex::command::{self, Options};
+use perfcompat::perfex::mpi;
 
 const USAGE: &str = "\
 usage: perfex [-a | -e event0 [-e event1]] [-mp | -s] [-x] [-k] [-y] [-t] [-T] [-o file] [-c file]
               [--json] command [args...]
        perfex -t [-c file]
        perfex --calibrate [--quick]
+       mpirun ... perfex --mpi PREFIX [options] command [args...]
+       perfex --merge [--json] [-o file] PREFIX.0 PREFIX.1 ...
 
   -e N      count R10000 event N (0-31; at most two, not two of the same counter: 0-15 are
             counter 0, 16-31 counter 1); default: event 0, cycles
@@ -31,6 +34,11 @@ usage: perfex [-a | -e event0 [-e event1]] [-mp | -s] [-x] [-k] [-y] [-t] [-T] [
   -o file   write the report to file instead of standard error
   -T        accepted for compatibility (mixed-CPU systems); no effect
   --json    write the report as one JSON object
+  --mpi PREFIX  for each rank of an MPI job: write this rank's counts to PREFIX.<rank> (the
+            rank from the launcher's environment: OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or
+            SLURM_PROCID) instead of the report; -o still writes the report too
+  --merge   print the job report of the rank files (per rank, then per event min/max with
+            their ranks, mean, sum, max/mean) on standard output
   --calibrate  measure this machine's latencies and cache the host cost table
   --quick   with --calibrate: a shorter, rougher measurement
 
@@ -49,6 +57,8 @@ struct Args {
     json: bool,
     calibrate: bool,
     quick: bool,
+    mpi: Option<PathBuf>,
+    merge: bool,
 }
 
 fn usage_error(msg: &str) -> ExitCode {
@@ -89,6 +99,8 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
             "-o" => a.output = Some(value(&mut it, "-o")?.into()),
             "-c" => a.cost_file = Some(value(&mut it, "-c")?.into()),
             "--json" => a.json = true,
+            "--mpi" | "-mpi" => a.mpi = Some(value(&mut it, "--mpi")?.into()),
+            "--merge" => a.merge = true,
             "--calibrate" => a.calibrate = true,
             "--quick" => a.quick = true,
             "-mp" => a.opts.per_thread = true,
@@ -112,6 +124,12 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
     if a.calibrate && !a.opts.command.is_empty() {
         return Err("--calibrate takes no command".into());
     }
+    if a.merge && (a.mpi.is_some() || a.calibrate || a.table || a.costs) {
+        return Err("--merge takes rank files only (and --json, -o)".into());
+    }
+    if a.merge && a.opts.command.is_empty() {
+        return Err("--merge: no rank files (perfex --mpi PREFIX writes PREFIX.<rank>)".into());
+    }
     if a.opts.command.is_empty() && !a.table && !a.calibrate {
         return Err("no command to count".into());
     }
@@ -134,6 +152,48 @@ fn calibrate(quick: bool) -> ExitCode {
     }
 }
 
+/// `perfex --merge`: the job report of the rank files.
+fn merge(a: &Args) -> ExitCode {
+    let mut records = Vec::new();
+    for f in &a.opts.command {
+        let name = f.to_string_lossy();
+        let r = std::fs::read(f)
+            .map_err(|e| perfcompat::Error::InvalidArgument(format!("{name}: {e}")))
+            .and_then(|bytes| mpi::RankRecord::decode(&String::from_utf8_lossy(&bytes), &name));
+        match r {
+            Ok(r) => records.push(r),
+            Err(e) => {
+                eprintln!("perfex: --merge: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+    let merged = match mpi::merge(records) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("perfex: --merge: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut report = if a.json { merged.json() } else { merged.text() };
+    if a.json {
+        report.push('\n');
+    }
+    let written = match &a.output {
+        Some(p) => std::fs::write(p, report).map_err(|e| format!("-o {}: {e}", p.display())),
+        None => std::io::stdout()
+            .write_all(report.as_bytes())
+            .map_err(|e| e.to_string()),
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("perfex: --merge: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let a = match parse(std::env::args_os().skip(1).collect()) {
         Ok(Some(a)) => a,
@@ -146,6 +206,25 @@ fn main() -> ExitCode {
     if a.calibrate {
         return calibrate(a.quick);
     }
+    if a.merge {
+        return merge(&a);
+    }
+    // Under an MPI launcher, each rank's record goes to PREFIX.<rank>: know the rank before
+    // the command runs.
+    let mpi_file = match &a.mpi {
+        Some(prefix) => match mpi::rank_from_env() {
+            Ok(rank) => {
+                let mut f = prefix.clone().into_os_string();
+                f.push(format!(".{rank}"));
+                Some((rank, PathBuf::from(f)))
+            }
+            Err(e) => {
+                eprintln!("perfex: --mpi: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        None => None,
+    };
     if let Some(f) = &a.cost_file {
         if let Err(e) = costs::load(f) {
             eprintln!("perfex: -c: {e}");
@@ -167,6 +246,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(1);
             }
         },
+        None if mpi_file.is_some() => Box::new(std::io::sink()),
         None => Box::new(std::io::stderr()),
     };
     if a.opts.all {
@@ -186,6 +266,13 @@ fn main() -> ExitCode {
             });
         }
     };
+    if let Some((rank, path)) = &mpi_file {
+        let record = mpi::RankRecord::from_outcome(*rank, &mpi::hostname(), &outcome);
+        if let Err(e) = std::fs::write(path, record.encode()) {
+            eprintln!("perfex: --mpi: {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    }
     let table = a.costs.then(costs::current);
     let report = if a.json {
         outcome.json(table.as_ref())

@@ -11,6 +11,7 @@ use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 pub mod cpc;
+pub mod mpi;
 pub mod pctx;
 pub mod perfex;
 pub mod preload;

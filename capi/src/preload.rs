@@ -141,6 +141,12 @@ fn start(value: &str, command: Vec<OsString>) -> perfcompat::Result<()> {
     Ok(())
 }
 
+/// Stop the constructor's counting without a report: the MPI layer counts the rank itself
+/// (capi/src/mpi.rs).
+pub(crate) fn take_session() -> Option<SelfCount> {
+    SESSION.lock().unwrap_or_else(|p| p.into_inner()).take()
+}
+
 /// The exit handler: read the counts and print the report.
 extern "C" fn report(status: c_int, _arg: *mut c_void) {
     ffi_boundary("the PERFCOMPAT_PRELOAD_EVENTS report", || {

@@ -4,7 +4,7 @@
 //! Each header is generated from its module's source file alone (cbindgen does not follow
 //! `mod` declarations from there): `perfcompat.h` from `capi/src/sim.rs`, `libperfex.h` from
 //! `capi/src/perfex.rs`, `libcpc.h` from `capi/src/cpc/mod.rs`, `libpctx.h` from
-//! `capi/src/pctx.rs`; so none picks up another library's symbols.
+//! `capi/src/pctx.rs`, `perfcompat_mpi.h` from `capi/src/mpi.rs`; so none picks up another library's symbols.
 
 use std::path::PathBuf;
 
@@ -34,6 +34,11 @@ fn check(config_file: &str, header: &str, source: &str) {
 #[test]
 fn perfcompat_h_is_up_to_date() {
     check("cbindgen.toml", "perfcompat.h", "src/sim.rs");
+}
+
+#[test]
+fn perfcompat_mpi_h_is_up_to_date() {
+    check("cbindgen-mpi.toml", "perfcompat_mpi.h", "src/mpi.rs");
 }
 
 #[test]

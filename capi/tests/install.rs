@@ -172,6 +172,34 @@ fn the_layout_links_and_sonames() {
 }
 
 /// DESTDIR staging: the files land under DESTDIR/PREFIX and name PREFIX.
+/// With an mpicc on the machine, the install builds the PMPI layer: it defines the C and
+/// Fortran MPI entry points it intercepts and finds the installed library through its rpath.
+#[test]
+fn the_mpi_layer_is_installed_where_mpicc_exists() {
+    let so = lib().join("libperfcompat-mpi.so");
+    if !common::have_tool("mpicc", "libopenmpi-dev") {
+        assert!(!so.exists());
+        return;
+    }
+    let syms: BTreeSet<String> = dynamic_symbols(&so).into_iter().map(|(s, _)| s).collect();
+    for s in [
+        "MPI_Init",
+        "MPI_Init_thread",
+        "MPI_Finalize",
+        "mpi_init_",
+        "mpi_finalize_",
+    ] {
+        assert!(syms.contains(s), "{s} not defined by the layer: {syms:?}");
+    }
+    let dynamic = tool(Command::new("readelf").arg("-d").arg(&so));
+    assert!(dynamic.contains("[libperfcompat.so.1]"), "{dynamic}");
+    let ldd = tool(Command::new("ldd").arg(&so));
+    assert!(
+        ldd.contains(&lib().join("libperfcompat.so.1").display().to_string()),
+        "{ldd}"
+    );
+}
+
 #[test]
 fn destdir_stages_for_the_prefix() {
     let stage = tmp().join("destdir");

@@ -93,6 +93,24 @@ pub trait Group: Send + Sync {
         let _ = fd;
         false
     }
+    /// The raw counts of every request (as [`Group::read`] gives them) at the instant of the
+    /// overflow that the signal carrying `fd` reports, as the kernel recorded them then, into
+    /// `out[..n]`; returns that instant (`CLOCK_MONOTONIC` nanoseconds). Consumes the record.
+    /// `None` where there is no such record: the engine then freezes at a read taken after
+    /// stopping the group, which also counts what happened between the overflow and the stop.
+    /// Called with the group stopped.
+    fn overflow_snapshot(&self, fd: i32, out: &mut [u64]) -> Option<u64> {
+        let _ = (fd, out);
+        None
+    }
+    /// Whether an overflow record for the signal carrying `fd` is waiting: `Some(false)` says
+    /// the signal is stale (the overflow it reports was handled, or discarded by a restart,
+    /// already) and must not touch the group; `None`, that the backend keeps no records for
+    /// `fd`. Async-signal-safe.
+    fn overflow_record_pending(&self, fd: i32) -> Option<bool> {
+        let _ = fd;
+        None
+    }
     /// For downcasting by the backend that made it.
     fn as_any(&self) -> &dyn Any;
 }

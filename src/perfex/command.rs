@@ -305,8 +305,9 @@ pub struct SelfCount {
 
 impl SelfCount {
     /// Start counting the events of `opts` on the calling thread and its descendants.
+    ///
+    /// On an emulated backend it counts what the process injects (`perfcompat_sim_advance`).
     pub fn start(opts: &Options) -> Result<SelfCount> {
-        refuse_emulation()?;
         if opts.per_thread || opts.signals {
             return Err(Error::InvalidArgument(
                 "per-thread and signal-controlled counting need the perfex command".into(),

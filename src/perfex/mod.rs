@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::{backend, bind, Binding, CounterSet, Request, RequestFlags, Target};
 
 pub mod command;
+pub mod mpi;
 
 struct ThreadCounters {
     events: (i32, i32),

@@ -1,6 +1,10 @@
 /* A task-clock request that overflows almost at once (1000 ns from its preset), so the first
  * overflow can come while cpc_bind_curlwp is still returning: it must still be notified, and
- * the set must go on counting after the handler restarts it. Prints "0 failures" on success. */
+ * the set must go on counting after the handler restarts it. Prints "0 failures" on success.
+ *
+ * The handler restarts with a distance of 1 ms: the kernel arms task-clock at 10 us at the
+ * least, and a program that restarts at that distance forever can spend all of it in signal
+ * handling (a debug build on a loaded machine did: the program never got past its loop). */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +23,7 @@ static void on_emt(int sig, siginfo_t *si, void *uc) {
         return;
     }
     overflows++;
+    cpc_request_preset(cpc, 0, UINT64_MAX - 999999);
     cpc_set_restart(cpc, set);
 }
 

@@ -34,6 +34,7 @@ use crate::set::{Request, Target, MAX_REQUESTS};
 
 pub mod names;
 mod rdpmc;
+mod ring;
 
 use names::{Class, PerfCode, PerfEvent};
 
@@ -431,6 +432,9 @@ fn fallback_notice(mhz: f64, source: &str) {
 struct Unit {
     fds: Vec<OwnedFd>,
     mmaps: Option<rdpmc::Pages>,
+    /// The overflow record rings of the notifying members (request index, ring); empty for
+    /// inherited events, which the kernel does not let map.
+    rings: Vec<(usize, ring::Ring)>,
 }
 
 /// The programmed counters of one set on the perf backend.
@@ -461,6 +465,28 @@ fn period(distance: Option<u64>, scale: f64) -> u64 {
 }
 
 impl PerfGroup {
+    /// The overflow ring of the member whose descriptor is `fd`.
+    fn ring_of(&self, fd: i32) -> Option<&ring::Ring> {
+        self.units.iter().find_map(|u| {
+            u.rings
+                .iter()
+                .find(|(i, _)| u.fds[*i].as_raw_fd() == fd)
+                .map(|(_, r)| r)
+        })
+    }
+
+    /// Convert counts of requests whose events count in other units (the `cycles` fallback
+    /// counts nanoseconds).
+    fn apply_scale(&self, out: &mut [u64]) {
+        if self.scaled {
+            for (o, s) in out.iter_mut().zip(&self.scale) {
+                if *s != 1.0 {
+                    *o = (*o as f64 * s) as u64;
+                }
+            }
+        }
+    }
+
     fn read_unit(&self, u: &Unit, out: &mut [u64]) -> std::result::Result<Times, i32> {
         if let Some(p) = &u.mmaps {
             if let Some(t) = p.read(out) {
@@ -526,13 +552,7 @@ impl Group for PerfGroup {
                 }
             }
         }
-        if self.scaled {
-            for (o, s) in out.iter_mut().zip(&self.scale) {
-                if *s != 1.0 {
-                    *o = (*o as f64 * s) as u64;
-                }
-            }
-        }
+        self.apply_scale(out);
         Ok(t)
     }
 
@@ -545,6 +565,11 @@ impl Group for PerfGroup {
 
     fn start(&self) {
         for u in &self.units {
+            // The group is stopped: a record still in a ring is from an overflow the engine
+            // has handled, or from one before a stop whose signal comes late.
+            for (_, r) in &u.rings {
+                r.discard();
+            }
             // SAFETY: ioctl on our own fd.
             unsafe { sys::ioctls::ENABLE(u.fds[0].as_raw_fd(), 0) };
         }
@@ -578,6 +603,17 @@ impl Group for PerfGroup {
                 .enumerate()
                 .any(|(i, f)| self.notify & (1 << i) != 0 && f.as_raw_fd() == fd)
         })
+    }
+
+    fn overflow_snapshot(&self, fd: i32, out: &mut [u64]) -> Option<u64> {
+        let out = &mut out[..self.n];
+        let s = self.ring_of(fd)?.first_sample(out, self.n)?;
+        self.apply_scale(out);
+        Some(s.time_ns)
+    }
+
+    fn overflow_record_pending(&self, fd: i32) -> Option<bool> {
+        Some(self.ring_of(fd)?.pending())
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -715,47 +751,93 @@ impl Backend for PerfBackend {
             .filter(|(_, r)| r.flags.notify_overflow)
             .fold(0u64, |m, (i, _)| m | 1 << i);
         let sig = crate::signal::overflow_signal();
+        // A lone request is read without the group format (cheaper), unless it notifies: its
+        // overflow record must hold the group.
+        let single = reqs.len() == 1 && notify == 0;
+        let group_format = (b::PERF_FORMAT_GROUP
+            | b::PERF_FORMAT_TOTAL_TIME_ENABLED
+            | b::PERF_FORMAT_TOTAL_TIME_RUNNING
+            | b::PERF_FORMAT_ID) as u64;
         let mut units = Vec::with_capacity(places.len());
+        // Overflow records (ring.rs) where the kernel allows mapping: not for inherited
+        // events. A kernel that refuses them (before 4.1, no use_clockid) opens the group
+        // without: its freezes are then read after the signal.
+        let want_records = notify != 0 && !inherit;
         for (pid, cpu) in places {
-            let mut fds: Vec<OwnedFd> = Vec::with_capacity(reqs.len());
-            for (i, (r, ev)) in reqs.iter().zip(&resolved).enumerate() {
-                let mut a = attr_for(ev.code);
-                a.read_format = if reqs.len() == 1 {
-                    (b::PERF_FORMAT_TOTAL_TIME_ENABLED | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64
-                } else {
-                    (b::PERF_FORMAT_GROUP
-                        | b::PERF_FORMAT_TOTAL_TIME_ENABLED
-                        | b::PERF_FORMAT_TOTAL_TIME_RUNNING
-                        | b::PERF_FORMAT_ID) as u64
-                };
-                a.set_disabled(u64::from(i == 0));
-                a.set_inherit(u64::from(inherit));
-                a.set_exclude_user(u64::from(!r.flags.user));
-                a.set_exclude_kernel(u64::from(!r.flags.system));
-                a.set_exclude_hv(u64::from(!r.flags.hypervisor));
-                if r.flags.notify_overflow {
-                    a.__bindgen_anon_1.sample_period =
-                        period(crate::virt::distance_to_wrap(r.preset), scale[i]);
-                    a.__bindgen_anon_2.wakeup_events = 1;
+            let open_members = |records: bool| -> std::result::Result<Vec<OwnedFd>, (i32, usize)> {
+                let mut fds: Vec<OwnedFd> = Vec::with_capacity(reqs.len());
+                for (i, (r, ev)) in reqs.iter().zip(&resolved).enumerate() {
+                    let mut a = attr_for(ev.code);
+                    a.read_format = if single {
+                        (b::PERF_FORMAT_TOTAL_TIME_ENABLED | b::PERF_FORMAT_TOTAL_TIME_RUNNING)
+                            as u64
+                    } else {
+                        group_format
+                    };
+                    a.set_disabled(u64::from(i == 0));
+                    a.set_inherit(u64::from(inherit));
+                    a.set_exclude_user(u64::from(!r.flags.user));
+                    a.set_exclude_kernel(u64::from(!r.flags.system));
+                    a.set_exclude_hv(u64::from(!r.flags.hypervisor));
+                    if r.flags.notify_overflow {
+                        a.__bindgen_anon_1.sample_period =
+                            period(crate::virt::distance_to_wrap(r.preset), scale[i]);
+                        a.__bindgen_anon_2.wakeup_events = 1;
+                        if records {
+                            // The kernel records the group at the overflow instant.
+                            a.sample_type = ring::SAMPLE_TYPE;
+                        }
+                    }
+                    if records {
+                        // The record's time is CLOCK_MONOTONIC, like the engine's; the kernel
+                        // wants one clock for every member of a group.
+                        a.set_use_clockid(1);
+                        a.clockid = libc::CLOCK_MONOTONIC;
+                    }
+                    let group = fds.first().map_or(-1, |f| f.as_raw_fd());
+                    fds.push(open_attr(&mut a, pid, cpu, group).map_err(|e| (e, i))?);
                 }
-                let group = fds.first().map_or(-1, |f| f.as_raw_fd());
-                let fd = open_attr(&mut a, pid, cpu, group)
-                    .map_err(|e| self.explain_open(e, &r.event, r, target))?;
-                if r.flags.notify_overflow {
-                    setup_signal(&fd, sig, owner)?;
+                Ok(fds)
+            };
+            let mut records = want_records;
+            let fds = match open_members(records) {
+                Err((libc::EINVAL, _)) if records => {
+                    records = false;
+                    open_members(false)
                 }
-                fds.push(fd);
+                other => other,
             }
+            .map_err(|(e, i)| self.explain_open(e, &reqs[i].event, &reqs[i], target))?;
+            for (fd, r) in fds.iter().zip(reqs) {
+                if r.flags.notify_overflow {
+                    setup_signal(fd, sig, owner)?;
+                }
+            }
+            // A refused ring (mlock limits) leaves that request's freeze to a read after the
+            // signal.
+            let rings: Vec<(usize, ring::Ring)> = if !records {
+                Vec::new()
+            } else {
+                reqs.iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.flags.notify_overflow)
+                    .filter_map(|(i, _)| Some((i, ring::Ring::map(&fds[i])?)))
+                    .collect()
+            };
             let mmaps = if target == Target::CurrentThread && self.caps.pmu {
-                // A declined fast path (see rdpmc::Declined) leaves the group to read().
-                rdpmc::Pages::map(&fds, reqs.len()).ok()
+                // A declined fast path (see rdpmc::Declined) leaves the group to read(). A
+                // member with a ring is read through the ring's first page (a perf fd maps
+                // once per size).
+                let premapped =
+                    |i: usize| rings.iter().find(|(k, _)| *k == i).map(|(_, r)| r.page());
+                rdpmc::Pages::map(&fds, reqs.len(), premapped).ok()
             } else {
                 None
             };
-            units.push(Unit { fds, mmaps });
+            units.push(Unit { fds, mmaps, rings });
         }
         Ok(Box::new(PerfGroup {
-            single: reqs.len() == 1,
+            single,
             units,
             n: reqs.len(),
             scaled: scale.iter().any(|s| *s != 1.0),

@@ -17,6 +17,8 @@ use crate::backend::Times;
 /// The mapped pages of one group's members.
 pub struct Pages {
     pages: Vec<*mut perf_event_mmap_page>,
+    /// Which of `pages` this mapped (and unmaps); the others belong to an overflow ring.
+    owned: Vec<bool>,
 }
 
 // SAFETY: the pages are read-only shared mappings; reading them from any thread is fine (the
@@ -51,16 +53,29 @@ impl Pages {
     /// user: the user page of a counter is charged to the per-user `perf_event_mlock_kb`
     /// allowance and then to `RLIMIT_MEMLOCK`, and an unprivileged process with many counters
     /// can run out of both (`EPERM`); its counts stay exact, only slower to read.
-    pub fn map(fds: &[OwnedFd], n: usize) -> Result<Pages, Declined> {
+    ///
+    /// `premapped(i)` is member `i`'s page when it is already mapped (the first page of its
+    /// overflow ring: the kernel maps a perf fd only once per size).
+    pub fn map(
+        fds: &[OwnedFd],
+        n: usize,
+        premapped: impl Fn(usize) -> Option<*mut perf_event_mmap_page>,
+    ) -> Result<Pages, Declined> {
         if !cfg!(target_arch = "x86_64") {
             return Err(Declined::NotX86_64);
         }
         let mut pages = Pages {
             pages: Vec::with_capacity(n),
+            owned: Vec::with_capacity(n),
         };
         // Map every member first, then look at the capabilities: a refused mapping is told
         // apart from a kernel that maps but does not offer rdpmc.
-        for fd in fds.iter().take(n) {
+        for (i, fd) in fds.iter().take(n).enumerate() {
+            if let Some(p) = premapped(i) {
+                pages.pages.push(p);
+                pages.owned.push(false);
+                continue;
+            }
             // SAFETY: a read-only shared mapping of a perf fd's first page.
             let p = unsafe {
                 libc::mmap(
@@ -80,6 +95,7 @@ impl Pages {
                 });
             }
             pages.pages.push(p as *mut perf_event_mmap_page);
+            pages.owned.push(true);
         }
         for &p in &pages.pages {
             // SAFETY: a valid mapping of the kernel's page.
@@ -158,7 +174,7 @@ fn read_one(p: *mut perf_event_mmap_page) -> Option<(u64, u64, u64)> {
 
 impl Drop for Pages {
     fn drop(&mut self) {
-        for &p in &self.pages {
+        for (&p, _) in self.pages.iter().zip(&self.owned).filter(|(_, o)| **o) {
             // SAFETY: unmapping our own mapping.
             unsafe { libc::munmap(p.cast(), PAGE) };
         }
@@ -185,7 +201,7 @@ mod tests {
         } else {
             Declined::NotX86_64
         };
-        assert_eq!(Pages::map(&fds, 3).err(), Some(want));
+        assert_eq!(Pages::map(&fds, 3, |_| None).err(), Some(want));
     }
 
     /// Past the per-user `perf_event_mlock_kb` allowance, with `RLIMIT_MEMLOCK` 0, as nobody:
@@ -259,7 +275,7 @@ mod tests {
         let Ok(fds) = software_counters(n) else {
             return 2;
         };
-        match Pages::map(&fds, n) {
+        match Pages::map(&fds, n, |_| None) {
             Err(Declined::MapRefused { errno, mapped }) if errno == libc::EPERM && mapped < n => 0,
             Err(Declined::MapRefused { errno, .. }) => 10 + errno,
             _ => 4,

@@ -1,0 +1,184 @@
+//! The overflow record: the group's values as the kernel saw them at the overflow instant.
+//!
+//! A notifying request is opened with `sample_type = PERF_SAMPLE_TIME | PERF_SAMPLE_READ` and
+//! the group read format, and gets a small ring buffer (one metadata page and one data page,
+//! `mmap`ed read-write so that user space can advance `data_tail`). In its overflow path the
+//! kernel writes a `PERF_RECORD_SAMPLE` holding the `CLOCK_MONOTONIC` time and the value of
+//! every member of the group *at that instant*, before it sends the overflow signal.
+//!
+//! The signal arrives later: after the kernel has returned to user space, after the handler's
+//! frame was pushed (a fresh stack page there is a page fault, counted by `page-faults` and
+//! `minor-faults`), and, for hardware events, after some skid. Whatever the group counted in
+//! between is in a `read()` taken by the handler, but not in the record. So the engine freezes
+//! the set at the record's values ([`Ring::first_sample`]) and restarts from the counts read
+//! after it stopped the group: the events between the overflow and the stop are counted
+//! nowhere, as on a PMU that freezes its counters in hardware.
+//!
+//! Everything here is async-signal-safe: plain loads and stores to a mapping made at bind.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::ptr;
+use std::sync::atomic::{fence, Ordering};
+
+use perf_event_open_sys::bindings::{self as b, perf_event_mmap_page};
+
+use crate::set::MAX_REQUESTS;
+
+const PAGE: usize = 4096;
+/// One metadata page, one data page: a record is at most 8 + 8 + 24 + 16 x 64 bytes, and the
+/// handler consumes every record of each signal.
+const DATA_PAGES: usize = 1;
+const MAP_LEN: usize = PAGE * (1 + DATA_PAGES);
+
+/// The `sample_type` of a notifying request.
+pub const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_TIME | b::PERF_SAMPLE_READ) as u64;
+
+/// What one overflow record says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sample {
+    /// `CLOCK_MONOTONIC` nanoseconds of the overflow (the event is opened with
+    /// `use_clockid`).
+    pub time_ns: u64,
+    /// Members in the record.
+    pub nr: usize,
+}
+
+/// The ring buffer of one notifying event.
+pub struct Ring {
+    base: *mut u8,
+}
+
+// SAFETY: the mapping is owned by the ring and freed once, on drop; the handler that reads it
+// runs on the binding's thread, and writers of `data_tail` are serialised by the engine's
+// sequence counter (every access is inside its write section).
+unsafe impl Send for Ring {}
+// SAFETY: as above.
+unsafe impl Sync for Ring {}
+
+impl Ring {
+    /// Map the ring of `fd`, or `None` when the kernel refuses (the per-user
+    /// `perf_event_mlock_kb` allowance and `RLIMIT_MEMLOCK` are spent, or the event is
+    /// inherited): the engine then freezes at a `read()` after the signal, which is exact
+    /// unless something counts between the overflow and the handler.
+    pub fn map(fd: &OwnedFd) -> Option<Ring> {
+        // SAFETY: a shared read-write mapping of a perf fd, as perf_event_open(2) describes.
+        let p = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                MAP_LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        (p != libc::MAP_FAILED).then_some(Ring { base: p.cast() })
+    }
+
+    /// The metadata page (the page `rdpmc` reads too).
+    pub fn page(&self) -> *mut perf_event_mmap_page {
+        self.base.cast()
+    }
+
+    fn data_area(&self) -> (usize, usize) {
+        let pg = self.page();
+        // SAFETY: fields of the live metadata page. Kernels before 4.1 leave them 0.
+        let (off, size) = unsafe {
+            (
+                ptr::read_volatile(&(*pg).data_offset) as usize,
+                ptr::read_volatile(&(*pg).data_size) as usize,
+            )
+        };
+        if size == 0 || off + size > MAP_LEN {
+            (PAGE, PAGE * DATA_PAGES)
+        } else {
+            (off, size)
+        }
+    }
+
+    /// Copy `out.len()` bytes starting at ring position `pos` (the data area wraps).
+    fn copy(&self, pos: u64, out: &mut [u8]) {
+        let (off, size) = self.data_area();
+        for (k, o) in out.iter_mut().enumerate() {
+            let at = (pos as usize + k) % size;
+            // SAFETY: `off + at` is inside the mapping.
+            *o = unsafe { ptr::read_volatile(self.base.add(off + at)) };
+        }
+    }
+
+    /// Whether a record is waiting to be read.
+    pub fn pending(&self) -> bool {
+        let pg = self.page();
+        // SAFETY: fields of the live metadata page.
+        unsafe { ptr::read_volatile(&(*pg).data_head) != ptr::read_volatile(&(*pg).data_tail) }
+    }
+
+    /// Drop every record written so far (at a restart: the group is stopped, so what is in
+    /// the ring is from an overflow the engine already handled or discarded).
+    pub fn discard(&self) {
+        let pg = self.page();
+        // SAFETY: fields of the live metadata page; `data_tail` is ours to write.
+        unsafe {
+            let head = ptr::read_volatile(&(*pg).data_head);
+            fence(Ordering::Acquire);
+            ptr::write_volatile(&mut (*pg).data_tail, head);
+        }
+    }
+
+    /// The values of the first overflow record not yet consumed, in group order, into
+    /// `raw[..n]`, and consume every record. `None` when there is none (no record was written:
+    /// the ring was full, or the signal was for an overflow already handled).
+    pub fn first_sample(&self, raw: &mut [u64], n: usize) -> Option<Sample> {
+        let pg = self.page();
+        let (_, size) = self.data_area();
+        // SAFETY: fields of the live metadata page.
+        let head = unsafe { ptr::read_volatile(&(*pg).data_head) };
+        fence(Ordering::Acquire);
+        // SAFETY: as above.
+        let mut tail = unsafe { ptr::read_volatile(&(*pg).data_tail) };
+        let mut found = None;
+        // A record: header {u32 type, u16 misc, u16 size}, then for SAMPLE with SAMPLE_TYPE
+        // and the group read format: time, nr, time_enabled, time_running, {value, id} x nr.
+        let mut rec = [0u64; 4 + 2 * MAX_REQUESTS + 1];
+        while head.wrapping_sub(tail) >= 8 && (head.wrapping_sub(tail) as usize) <= size {
+            let mut hdr = [0u8; 8];
+            self.copy(tail, &mut hdr);
+            let kind = u32::from_ne_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
+            let len = u16::from_ne_bytes([hdr[6], hdr[7]]) as u64;
+            if len < 8 || len > head.wrapping_sub(tail) {
+                break;
+            }
+            if found.is_none() && kind == b::PERF_RECORD_SAMPLE {
+                let body = ((len - 8) as usize).min(rec.len() * 8);
+                let mut bytes = [0u8; (4 + 2 * MAX_REQUESTS + 1) * 8];
+                self.copy(tail.wrapping_add(8), &mut bytes[..body]);
+                for (w, c) in rec.iter_mut().zip(bytes.chunks_exact(8)) {
+                    *w = u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+                }
+                let words = body / 8;
+                let nr = rec[1] as usize;
+                if words >= 4 && nr >= n && words >= 4 + 2 * n {
+                    for (i, r) in raw.iter_mut().enumerate().take(n) {
+                        *r = rec[4 + 2 * i];
+                    }
+                    found = Some(Sample {
+                        time_ns: rec[0],
+                        nr,
+                    });
+                }
+            }
+            tail = tail.wrapping_add(len);
+        }
+        fence(Ordering::Release);
+        // SAFETY: `data_tail` is ours to write; everything up to `head` has been read.
+        unsafe { ptr::write_volatile(&mut (*pg).data_tail, head) };
+        found
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping.
+        unsafe { libc::munmap(self.base.cast(), MAP_LEN) };
+    }
+}

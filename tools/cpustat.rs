@@ -1,0 +1,412 @@
+//! `cpustat`: the Solaris command that counts events on every CPU, on the perfcompat engine.
+//! Argument parsing and output only: what is counted is `perfcompat::cpustat`'s, the event
+//! specifications are `perfcompat::eventspec`'s. `cpustat -h` lists the options and events.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use perfcompat::backend::{self, Backend};
+use perfcompat::cpustat::CpuStat;
+use perfcompat::{eventspec, CounterSet};
+
+const USAGE: &str = "\
+usage: cpustat -c eventspec [-c eventspec]... [-p period] [-sntD] [-T d|u] [interval [count]]
+       cpustat -h
+
+  -c spec   the events of one set: [picn=]event[,attr[n][=val]][,[picn=]event...], with the
+            tokens nouser[n] (no user mode) and sys[n] (kernel mode too); several -c options
+            are counted in turn
+  -p period with several sets, move to the next one every period seconds, rounded to whole
+            intervals (default: every interval)
+  -s        run a soaker thread on each CPU (lowest priority, SCHED_IDLE) so that no CPU idles
+  -n        no column titles
+  -t        add a column with the time-stamp counter's ticks over the interval (x86-64)
+  -T d|u    print a time stamp before each sample: d as a date, u as seconds since the epoch
+  -D        debug: name the engine call that failed in messages
+  -h        this text and the events, generic events and attributes of the backend in force
+  interval  seconds between samples (fractions allowed; default 5)
+  count     number of samples (default: until interrupted)
+
+Counting every CPU needs perf_event_paranoid 0 or less, CAP_PERFMON or root. Ctrl-C prints a
+total line per set and unbinds everything. Exit status: 0, 1 when counting failed, 2 for a
+usage error. Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (see the README).";
+
+struct Args {
+    specs: Vec<String>,
+    period: Option<f64>,
+    soak: bool,
+    no_titles: bool,
+    tick: bool,
+    stamp: Option<char>,
+    debug: bool,
+    interval: f64,
+    count: Option<u64>,
+}
+
+fn seconds(v: &str, what: &str) -> Result<f64, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
+        .ok_or_else(|| format!("{what} must be a positive number of seconds, not '{v}'"))
+}
+
+fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
+    let mut a = Args {
+        specs: Vec::new(),
+        period: None,
+        soak: false,
+        no_titles: false,
+        tick: false,
+        stamp: None,
+        debug: false,
+        interval: 5.0,
+        count: None,
+    };
+    let argv: Vec<String> = argv
+        .into_iter()
+        .map(|s| {
+            s.into_string()
+                .map_err(|_| "arguments must be UTF-8".to_string())
+        })
+        .collect::<Result<_, _>>()?;
+    let mut it = argv.into_iter().peekable();
+    let mut rest = Vec::new();
+    while let Some(arg) = it.next() {
+        if !arg.starts_with('-') || arg == "-" {
+            rest.push(arg);
+            continue;
+        }
+        let mut chars = arg[1..].chars();
+        while let Some(c) = chars.next() {
+            let value = |chars: &mut std::str::Chars, it: &mut std::iter::Peekable<_>| {
+                let tail: String = chars.collect();
+                if !tail.is_empty() {
+                    Ok(tail)
+                } else {
+                    Iterator::next(it).ok_or_else(|| format!("-{c} needs a value"))
+                }
+            };
+            match c {
+                'h' => return Ok(None),
+                'c' => a.specs.push(value(&mut chars, &mut it)?),
+                'p' => a.period = Some(seconds(&value(&mut chars, &mut it)?, "-p")?),
+                'T' => {
+                    let v = value(&mut chars, &mut it)?;
+                    a.stamp = match v.as_str() {
+                        "d" => Some('d'),
+                        "u" => Some('u'),
+                        _ => return Err(format!("-T takes d or u, not '{v}'")),
+                    }
+                }
+                's' => a.soak = true,
+                'n' => a.no_titles = true,
+                't' => a.tick = true,
+                'D' => a.debug = true,
+                other => return Err(format!("unknown option -{other}")),
+            }
+        }
+    }
+    if a.specs.is_empty() {
+        return Err("no -c eventspec: say what to count (cpustat -h lists the events)".into());
+    }
+    match rest.as_slice() {
+        [] => {}
+        [i] => a.interval = seconds(i, "the interval")?,
+        [i, n] => {
+            a.interval = seconds(i, "the interval")?;
+            a.count = Some(
+                n.parse::<u64>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("the count must be a positive number, not '{n}'"))?,
+            );
+        }
+        _ => return Err("too many arguments: [interval [count]]".into()),
+    }
+    if a.tick && !cfg!(target_arch = "x86_64") {
+        return Err("-t reads the time-stamp counter, which only x86-64 has".into());
+    }
+    Ok(Some(a))
+}
+
+/// The `-h` listing: the interface, generic and platform events, attributes, reference.
+fn help(b: &dyn Backend) -> String {
+    let info = b.info();
+    let mut s = format!(
+        "{USAGE}\n\n\tCPU performance counter interface: {}\n",
+        info.description
+    );
+    let events = b.events();
+    let wrap = |s: &mut String, title: &str, names: Vec<&str>| {
+        s.push_str(title);
+        let mut col = 17;
+        for (i, n) in names.iter().enumerate() {
+            if col + n.len() + 2 > 76 {
+                s.push_str("\n\t\t ");
+                col = 17;
+            }
+            s.push_str(n);
+            if i + 1 < names.len() {
+                s.push_str(", ");
+            }
+            col += n.len() + 2;
+        }
+        s.push('\n');
+    };
+    let npic = info.counters.len();
+    wrap(
+        &mut s,
+        &format!("\n\tGeneric Events:\n\n\tevent[0-{}]: ", npic - 1),
+        events
+            .iter()
+            .filter(|e| e.generic)
+            .map(|e| e.name.as_str())
+            .collect(),
+    );
+    wrap(
+        &mut s,
+        &format!("\n\tPlatform Specific Events:\n\n\tevent[0-{}]: ", npic - 1),
+        events
+            .iter()
+            .filter(|e| !e.generic)
+            .map(|e| e.name.as_str())
+            .collect(),
+    );
+    let mut attrs: Vec<&str> = info.attributes.iter().map(String::as_str).collect();
+    attrs.extend(["nouser", "sys"]);
+    s.push_str(&format!(
+        "\n\tattributes: {}\n\n\t{}\n",
+        attrs.join(" "),
+        info.reference
+    ));
+    s
+}
+
+#[cfg(target_arch = "x86_64")]
+fn tsc() -> u64 {
+    // SAFETY: rdtsc has no preconditions on x86-64.
+    unsafe { std::arch::x86_64::_rdtsc() }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn tsc() -> u64 {
+    0
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Sleep until `deadline` or an interrupt; false when interrupted.
+fn sleep_until(deadline: Instant) -> bool {
+    loop {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return true;
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(50)));
+    }
+}
+
+/// A busy thread pinned to `cpu` at the lowest priority (`-s`).
+fn soaker(cpu: u32) {
+    std::thread::spawn(move || {
+        // SAFETY: plain system calls on the calling thread.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu as usize, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            let p = libc::sched_param { sched_priority: 0 };
+            libc::sched_setscheduler(0, libc::SCHED_IDLE, &p);
+        }
+        loop {
+            std::hint::spin_loop();
+            if INTERRUPTED.load(Ordering::Relaxed) {
+                return;
+            }
+        }
+    });
+}
+
+fn title(sets: &[CounterSet], set: usize, tick: bool) -> String {
+    let mut s = format!("{:>7} {:>3} {:>5} ", "time", "cpu", "event");
+    if tick {
+        s.push_str(&format!("{:>9} ", "tsc"));
+    }
+    for r in sets[set].requests() {
+        let mut h = format!("{:>8}{:<2}", "pic", r.counter.unwrap_or(0));
+        h.truncate(10);
+        s.push_str(&h);
+        s.push(' ');
+    }
+    s.trim_end().to_string() + "\n"
+}
+
+fn main() -> ExitCode {
+    let a = match parse(std::env::args_os().skip(1).collect()) {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            match backend::global() {
+                Ok(b) => print!("{}", help(b)),
+                Err(e) => {
+                    println!("{USAGE}");
+                    eprintln!("cpustat: {e}");
+                }
+            }
+            return ExitCode::SUCCESS;
+        }
+        Err(m) => {
+            eprintln!("cpustat: {m} (cpustat -h lists the options)");
+            return ExitCode::from(2);
+        }
+    };
+    let who = |f: &str| {
+        if a.debug {
+            format!("cpustat: {f}: ")
+        } else {
+            "cpustat: ".into()
+        }
+    };
+    let b = match backend::global() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("{}{e}", who("backend"));
+            return ExitCode::from(1);
+        }
+    };
+    let mut sets = Vec::new();
+    for spec in &a.specs {
+        match eventspec::parse(spec, b) {
+            Ok(s) => sets.push(s),
+            Err(e) => {
+                eprintln!("{}{e}", who("cpc_set_add_request"));
+                return ExitCode::from(1);
+            }
+        }
+    }
+    let mut stat = match CpuStat::start(b, sets.clone()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{}{e}", who("cpc_bind_cpu"));
+            return ExitCode::from(1);
+        }
+    };
+    // SAFETY: installing a handler that only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+    }
+    if a.soak {
+        for &c in stat.cpus() {
+            soaker(c);
+        }
+    }
+    let several = sets.len() > 1;
+    // The set changes after every `per_set` samples (the period rounded to intervals).
+    let per_set = (a.period.unwrap_or(a.interval) / a.interval)
+        .round()
+        .max(1.0) as u64;
+    let interval = Duration::from_secs_f64(a.interval);
+    let start = Instant::now();
+    let mut out = std::io::stdout().lock();
+    let mut next = start + interval;
+    let mut tick0 = tsc();
+    let mut samples = 0u64;
+    let mut titled = None;
+    let status = loop {
+        let on = sleep_until(next);
+        let now = Instant::now();
+        let t = (now - start).as_secs_f64();
+        let tick1 = tsc();
+        if !on {
+            break 0;
+        }
+        let set = stat.current();
+        let rows = match stat.sample() {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("{}{e}", who("cpc_set_sample"));
+                break 1;
+            }
+        };
+        if !a.no_titles && titled != Some(set) {
+            let _ = out.write_all(title(&sets, set, a.tick).as_bytes());
+            titled = Some(set);
+        }
+        match a.stamp {
+            Some('u') => {
+                let secs = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let _ = writeln!(out, "{secs}");
+            }
+            Some(_) => {
+                let mut now_t: libc::time_t = 0;
+                let mut buf = [0 as libc::c_char; 64];
+                // SAFETY: time and ctime_r with a buffer of 26 bytes or more.
+                let d = unsafe {
+                    libc::time(&mut now_t);
+                    libc::ctime_r(&now_t, buf.as_mut_ptr());
+                    std::ffi::CStr::from_ptr(buf.as_ptr())
+                        .to_string_lossy()
+                        .into_owned()
+                };
+                let _ = write!(out, "{d}");
+            }
+            None => {}
+        }
+        for r in rows {
+            let mut line = format!("{t:>7.3} {:>3} {:>5} ", r.cpu, "tick");
+            if a.tick {
+                line.push_str(&format!("{:>9} ", tick1.wrapping_sub(tick0)));
+            }
+            for d in &r.deltas {
+                line.push_str(&format!("{d:>9} "));
+            }
+            if several {
+                line.push_str(&format!("# {}", a.specs[r.set]));
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+        let _ = out.flush();
+        tick0 = tick1;
+        samples += 1;
+        if a.count.is_some_and(|c| samples >= c) {
+            break 0;
+        }
+        next += interval;
+        if several && samples % per_set == 0 {
+            if let Err(e) = stat.next_set() {
+                eprintln!("{}{e}", who("cpc_bind_cpu"));
+                break 1;
+            }
+        }
+    };
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        // The total line users of the original expect on Ctrl-C: everything counted, per set.
+        let t = start.elapsed().as_secs_f64();
+        for (k, tot) in stat.totals().iter().enumerate() {
+            let mut line = format!("{t:>7.3} {:>3} {:>5} ", stat.cpus().len(), "total");
+            if a.tick {
+                line.push_str(&format!("{:>9} ", ""));
+            }
+            for v in tot {
+                line.push_str(&format!("{v:>9} "));
+            }
+            if several {
+                line.push_str(&format!("# {}", a.specs[k]));
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+        let _ = out.flush();
+    }
+    stat.stop();
+    ExitCode::from(status)
+}
