@@ -12,15 +12,18 @@ use std::sync::OnceLock;
 
 use common::{compile, link_args, repo, run_output, skip, tmp};
 
-/// The controller (tests/c/pctx_events.c) and the target (tests/c/pctx_target.c).
-fn programs() -> &'static (PathBuf, PathBuf) {
-    static BINS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+/// The controller (tests/c/pctx_events.c), the target (tests/c/pctx_target.c) and the
+/// page-fault workload (tests/c/perfex_workload.c).
+fn programs() -> &'static (PathBuf, PathBuf, PathBuf) {
+    static BINS: OnceLock<(PathBuf, PathBuf, PathBuf)> = OnceLock::new();
     BINS.get_or_init(|| {
         let events = tmp().join("pctx_events");
         let target = tmp().join("pctx_target");
+        let workload = tmp().join("pctx_workload");
         for (out, src, link) in [
             (&events, "tests/c/pctx_events.c", true),
             (&target, "tests/c/pctx_target.c", false),
+            (&workload, "tests/c/perfex_workload.c", false),
         ] {
             let mut cmd = Command::new("cc");
             cmd.args([
@@ -39,7 +42,7 @@ fn programs() -> &'static (PathBuf, PathBuf) {
             }
             compile(&mut cmd, src);
         }
-        (events, target)
+        (events, target, workload)
     })
 }
 
@@ -237,6 +240,14 @@ fn at_process_exit_every_thread_gets_lwp_exit_then_fini_lwp() {
     }
 }
 
+/// The callbacks of `pctx_target fork` when its child is not followed in the same run.
+const PARENT_ALONE: &str = "init_lwp main main
+                            lwp_exit main main
+                            fini_lwp main main
+                            exit main main 0
+                            pctx_run 0
+                            released";
+
 #[test]
 fn without_a_fork_callback_children_are_not_followed() {
     let t = target();
@@ -244,18 +255,7 @@ fn without_a_fork_callback_children_are_not_followed() {
         return;
     };
     assert!(!out.contains("child"), "{out}");
-    assert_eq!(
-        of(&out, "p"),
-        lines(
-            "init_lwp main main
-             lwp_exit main main
-             fini_lwp main main
-             exit main main 0
-             pctx_run 0
-             released"
-        ),
-        "{out}"
-    );
+    assert_eq!(of(&out, "p"), lines(PARENT_ALONE), "{out}");
 }
 
 #[test]
@@ -265,18 +265,7 @@ fn a_fork_callback_gets_the_child_as_its_own_pctx() {
         return;
     };
     // The parent's run sees only the parent.
-    assert_eq!(
-        of(&out, "p"),
-        lines(
-            "init_lwp main main
-             lwp_exit main main
-             fini_lwp main main
-             exit main main 0
-             pctx_run 0
-             released"
-        ),
-        "{out}"
-    );
+    assert_eq!(of(&out, "p"), lines(PARENT_ALONE), "{out}");
     // The copy gets (child's pctx, parent pid, child pid, child's thread id) and runs it.
     assert_eq!(
         of(&out, "c"),
@@ -345,8 +334,8 @@ fn last_faults(out: &str, who: &str) -> (u64, usize) {
 
 #[test]
 fn a_cputrack_like_client_counts_page_faults_of_parent_and_child() {
-    let t = target();
-    let cmd = format!("{t} touch 20000; exec {t} touch 30000");
+    let w = programs().2.display();
+    let cmd = format!("{w} touch 20000; exec {w} touch 30000");
     let Some(out) = run(&["track", "20", "sh", "-c", &cmd]) else {
         return;
     };
@@ -370,7 +359,7 @@ fn a_cputrack_like_client_counts_page_faults_of_parent_and_child() {
     // sh's child (with dash a vfork) is followed in the copy: (parent, child, child's thread).
     assert_eq!(of(&out, "c")[0], "fork P X1 X1", "{out}");
     assert!(
-        of(&out, "c").contains(&"exec X1 X1 pctx_target".to_string()),
+        of(&out, "c").contains(&"exec X1 X1 pctx_workload".to_string()),
         "{out}"
     );
 }
