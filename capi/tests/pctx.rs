@@ -110,24 +110,22 @@ fn lines(s: &str) -> Vec<String> {
     s.lines().map(|l| l.trim().to_string()).collect()
 }
 
+/// The callbacks (all registered) of a program that just runs, and what the caller prints
+/// after `pctx_run` and `pctx_release`.
+const JUST_RUNS: &str = "init_lwp P P
+                         lwp_exit P P
+                         fini_lwp P P
+                         exit P P 0
+                         pctx_run 0
+                         released";
+
 #[test]
 fn a_program_that_just_runs_gives_init_lwp_fini_lwp_exit() {
     let Some(out) = run(&["seq", "true"]) else {
         return;
     };
     // pctx_create's own exec is how the program starts, not an exec event.
-    assert_eq!(
-        of(&out, "p"),
-        lines(
-            "init_lwp P P
-             lwp_exit P P
-             fini_lwp P P
-             exit P P 0
-             pctx_run 0
-             released"
-        ),
-        "{out}"
-    );
+    assert_eq!(of(&out, "p"), lines(JUST_RUNS), "{out}");
 }
 
 #[test]
@@ -137,17 +135,13 @@ fn an_exec_ends_the_threads_then_starts_lwp_1() {
     };
     assert_eq!(
         of(&out, "p"),
-        lines(
+        // The program execed is a program that just runs.
+        lines(&format!(
             "init_lwp P P
              fini_lwp P P
              exec P P true
-             init_lwp P P
-             lwp_exit P P
-             fini_lwp P P
-             exit P P 0
-             pctx_run 0
-             released"
-        ),
+             {JUST_RUNS}"
+        )),
         "{out}"
     );
 }
