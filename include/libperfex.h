@@ -13,7 +13,7 @@ extern "C" {
 
 /*
  Start counting events `e0` and `e1` (R10000 event numbers) on the calling thread, with
- zeroed counts. See libperfex(3C).
+ zeroed counts; the same event twice is counted once. See libperfex(3C).
 
  # Returns
  A positive generation number, or -1 with `errno` set and a message on stderr: event out of
@@ -24,13 +24,15 @@ int start_counters(int e0, int e1);
 
 /*
  Read the counts of `e0` and `e1` since the matching `start_counters` on this thread into
- `*c0` and `*c1`, and stop counting. See libperfex(3C).
+ `*c0` and `*c1`, and stop counting. See libperfex(3C). In a program run by the `perfex`
+ command, a thread that has not called `start_counters` reads its counts since it started,
+ for the events perfex counts (those keep running).
 
  # Returns
  The generation number: equal to the one `start_counters` returned when the counts cover the
  whole interval. -1 with `errno` set and a message on stderr when the counters were not
- started on this thread, the events differ from the started ones (`EINVAL`), or a pointer is
- NULL (`EFAULT`). The counts are written only on success.
+ started on this thread, the events differ from the started ones or are not counted by
+ perfex (`EINVAL`), or a pointer is NULL (`EFAULT`). The counts are written only on success.
 
  # Safety
  `c0` and `c1` are NULL or point to writable `long long`s.

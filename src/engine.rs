@@ -548,8 +548,16 @@ impl BoundSet {
             // record). Stopping and restarting the group for it would not be free: on a group
             // counting another running thread, the kernel's disable can fall between two
             // members' increments for one event and lose it in one of them.
+            // A signal that finds no record, though, can also be a real overflow whose record
+            // the kernel could not write (a full ring while signals were blocked): then a
+            // request has wrapped, and the freeze falls back to the read after the stop.
             if fd >= 0 && b.group.overflow_record_pending(fd) == Some(false) {
-                return 0;
+                let mut raw = [0u64; MAX_REQUESTS];
+                let mut rearm = [None::<u64>; MAX_REQUESTS];
+                match b.read_raw(&mut raw) {
+                    Ok(_) if b.wrapped(&raw, &mut rearm) != 0 => {}
+                    _ => return 0,
+                }
             }
             // Stop first; the read below is where counting resumes after a restart.
             b.group.stop();

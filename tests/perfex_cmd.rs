@@ -273,6 +273,16 @@ fn loaded_cost_file_is_used_for_estimates() {
     );
 }
 
+/// One event named twice needs one counter: counted once, reported once (two different
+/// events of one counter still conflict: see the next test).
+#[test]
+fn the_same_event_twice_is_counted_once() {
+    let (out, v) = json(&["-e", "25", "-e", "25"], "touch", 3000);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(v["events"].as_array().unwrap().len(), 1, "{v}");
+    assert_faults(count(&v, 25), 3000.0);
+}
+
 #[test]
 fn bad_arguments_and_files_fail_before_the_command_runs() {
     let dir = TempDir::new("perfex-errors");

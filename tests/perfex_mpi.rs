@@ -4,24 +4,12 @@
 //! program that cannot be relinked or preloaded.
 
 mod common;
-use common::{skip, TempDir};
+use common::{have_tool as have, TempDir};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-
-fn have(tool: &str, package: &str) -> bool {
-    if Command::new(tool).arg("--version").output().is_ok() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{tool} not found: CI must install it (apt-get install {package}; .ci/run does)"
-    );
-    skip(&format!("{tool} not found (apt-get install {package})"));
-    false
-}
 
 fn perfex() -> &'static str {
     env!("CARGO_BIN_EXE_perfex")

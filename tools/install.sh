@@ -16,6 +16,7 @@
 #   lib/pkgconfig/libperfex.pc, libcpc.pc
 #   lib/libperfcompat-mpi.so            the PMPI layer (when an mpicc exists; README, "MPI")
 #   include/libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h,
+#   include/perfcompat/solaris.h (optional Solaris compatibility: _lwp_self, gethrtime, PC/SP),
 #   include/perfex.mod (when gfortran exists)
 #   share/perfcompat/fortran/perfex.f90 the module's source, for other gfortran versions
 #   bin/perfex, bin/cpustat, share/man/man1/perfex.1, share/man/man3/{libperfex,libcpc}.3 and function links
@@ -112,6 +113,8 @@ done
 for h in libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h; do
   install -m 0644 "$repo/include/$h" "$(dest "$includedir")/$h"
 done
+mkdir -p "$(dest "$includedir")/perfcompat"
+install -m 0644 "$repo/include/perfcompat/solaris.h" "$(dest "$includedir")/perfcompat/solaris.h"
 install -m 0644 "$repo/fortran/perfex.f90" "$(dest "$datadir")/fortran/perfex.f90"
 if command -v gfortran >/dev/null 2>&1; then
   # The module holds interfaces only: checking the syntax writes perfex.mod.
@@ -152,6 +155,7 @@ fi
 
 M=$(dest "$mandir")
 install -m 0644 "$repo/man/perfex.1" "$M/man1/perfex.1"
+install -m 0644 "$repo/man/cpustat.1" "$M/man1/cpustat.1"
 for page in libperfex.3 libcpc.3; do
   install -m 0644 "$repo/man/$page" "$M/man3/$page"
 done

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use perfcompat::costs;
+use perfcompat::perfex;
 use perfcompat::perfex::command::{self, Options};
 use perfcompat::perfex::mpi;
 
@@ -254,6 +255,13 @@ fn main() -> ExitCode {
             "perfex: -a counts all 32 events multiplexed over the PMU's counters; each total is \
              scaled from the time it was counted and may be inaccurate"
         );
+    }
+    // Hand the events to the command, so that libperfex in it counts each thread from its
+    // start (`perfcompat::perfex::adopt_handoff`); with -a or -s, or an outer perfex's value,
+    // nothing is handed over. Set here, while perfex has one thread.
+    match a.opts.handoff() {
+        Some(h) => std::env::set_var(perfex::HANDOFF_VAR, h.to_value()),
+        None => std::env::remove_var(perfex::HANDOFF_VAR),
     }
     let outcome = match command::run(&a.opts) {
         Ok(o) => o,

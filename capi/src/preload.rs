@@ -1,4 +1,6 @@
-//! Counting a program from the outside: `PERFCOMPAT_PRELOAD_EVENTS`.
+//! Counting a program from the outside: `PERFCOMPAT_PRELOAD_EVENTS`; and adopting the
+//! counters of the `perfex` command that runs the program (`PERFCOMPAT_PERFEX_EVENTS`, see
+//! [`perfcompat::perfex::adopt_handoff`]).
 //!
 //! The library carries an ELF constructor. When the variable is set in the environment of a
 //! program that loads the library (`LD_PRELOAD=<prefix>/lib/libperfex.so.1 prog`, or a program
@@ -29,10 +31,12 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 
 use perfcompat::perfex::command::{Options, SelfCount, Status};
-use perfcompat::perfex::parse_event;
+use perfcompat::perfex::{self, parse_event};
 
 use crate::ffi_boundary;
 
+/// [`perfex::HANDOFF_VAR`], as a C string.
+const HANDOFF_VAR: &CStr = c"PERFCOMPAT_PERFEX_EVENTS";
 /// The variable that turns counting on.
 const EVENTS_VAR: &CStr = c"PERFCOMPAT_PRELOAD_EVENTS";
 /// The variable naming the process that counts (its children do not).
@@ -59,20 +63,46 @@ extern "C" {
     fn on_exit(f: extern "C" fn(c_int, *mut c_void), arg: *mut c_void) -> c_int;
 }
 
-extern "C" fn ctor(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char) {
-    // SAFETY: getenv with a NUL-terminated name; the value is copied before anything else
-    // touches the environment.
-    let value = unsafe { libc::getenv(EVENTS_VAR.as_ptr()) };
+extern "C" fn ctor(argc: c_int, argv: *const *const c_char, envp: *const *const c_char) {
+    handoff();
+    preload(argc, argv, envp);
+}
+
+/// The value of the environment variable `name`, unless unset or blank (copied before anything
+/// else touches the environment).
+fn env_value(name: &CStr) -> Option<String> {
+    // SAFETY: getenv with a NUL-terminated name.
+    let value = unsafe { libc::getenv(name.as_ptr()) };
     if value.is_null() {
-        return;
+        return None;
     }
     // SAFETY: getenv returned a NUL-terminated string.
-    let value = unsafe { CStr::from_ptr(value) }
-        .to_string_lossy()
-        .into_owned();
-    if value.trim().is_empty() {
+    let value = unsafe { CStr::from_ptr(value) }.to_string_lossy();
+    (!value.trim().is_empty()).then(|| value.into_owned())
+}
+
+/// Under the `perfex` command ([`perfex::HANDOFF_VAR`] set): count the events perfex counts on
+/// the main thread from now on, and on every thread from its start
+/// ([`perfex::adopt_handoff`]; new threads through the `pthread_create` interposer).
+fn handoff() {
+    let Some(value) = env_value(HANDOFF_VAR) else {
         return;
-    }
+    };
+    ffi_boundary("the perfex hand-over constructor", || {
+        if let Err(e) = perfex::adopt_handoff(&value) {
+            eprintln!(
+                "libperfex: {}={value:?}: {e}; read_counters needs a start_counters",
+                perfex::HANDOFF_VAR
+            );
+        }
+    });
+}
+
+/// `PERFCOMPAT_PRELOAD_EVENTS`.
+fn preload(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char) {
+    let Some(value) = env_value(EVENTS_VAR) else {
+        return;
+    };
     // SAFETY: getpid has no preconditions.
     let pid = CString::new(unsafe { libc::getpid() }.to_string()).unwrap_or_default();
     // SAFETY: getenv with a NUL-terminated name.
@@ -193,7 +223,15 @@ fn write_report(text: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::options;
+    use super::{options, HANDOFF_VAR};
+
+    #[test]
+    fn the_handoff_variable_is_the_engines() {
+        assert_eq!(
+            HANDOFF_VAR.to_str().unwrap(),
+            perfcompat::perfex::HANDOFF_VAR
+        );
+    }
 
     #[test]
     fn values() {

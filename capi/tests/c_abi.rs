@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{
-    compile, link_args, page_fault_map, repo, run, run_env, run_libperfex_program, skip, tmp,
+    compile, link_args, page_fault_map, repo, run, run_env, run_libperfex_program,
+    run_same_event_program, skip, tmp,
 };
 
 fn build(src: &str, cxx: bool) -> PathBuf {
@@ -50,6 +51,16 @@ fn libperfex_usage_pattern_and_errors() {
         let bin = build("tests/c/perfex_basic.c", cxx);
         run_libperfex_program(&bin, "tests/c/perfex_basic.sim.stderr");
     }
+}
+
+/// `start_counters(0, 0)` / `read_counters(0, .., 0, ..)`: one event in both arguments is
+/// counted once, both counts are its count (exact on the emulated R10000, pages touched on perf
+/// with event 0 mapped to page faults), print_counters/print_costs list it once, and two
+/// different events of one counter still conflict.
+#[test]
+fn the_same_event_twice_is_counted_once() {
+    let bin = build("tests/c/perfex_same_event.c", false);
+    run_same_event_program(&bin);
 }
 
 #[test]

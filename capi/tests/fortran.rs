@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{
-    compile, fortran_module, have_gfortran, link_args, repo, run_libperfex_program, tmp,
-    GFORTRAN_FLAGS,
+    compile, fortran_module, have_gfortran, link_args, repo, run_libperfex_program,
+    run_same_event_program, tmp, GFORTRAN_FLAGS,
 };
 
 /// Compile `src` (from the repository's root) into `out` with the module directory `moddir`
@@ -56,5 +56,23 @@ fn libperfex_from_fortran_77_and_the_module() {
     ];
     for bin in &programs {
         run_libperfex_program(bin, "tests/fortran/perfex.sim.stderr");
+    }
+}
+
+/// `START_COUNTERS(0, 0)` / `READ_COUNTERS(0, C0, 0, C1)` from F77 (and with g77's double
+/// underscores): the event is counted once and both counts are its count; the same standard
+/// error as the C program (tests/c/perfex_same_event.c).
+#[test]
+fn the_same_event_twice_from_fortran_77() {
+    if !have_gfortran() {
+        return;
+    }
+    let moddir = tmp().join("fortran-mod");
+    for (out, extra) in [
+        ("perfex_same_event_f77", &[][..]),
+        ("perfex_same_event_g77", &["-fsecond-underscore"][..]),
+    ] {
+        let bin = build("tests/fortran/perfex_same_event.f", out, &moddir, extra);
+        run_same_event_program(&bin);
     }
 }

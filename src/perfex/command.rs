@@ -53,6 +53,35 @@ pub struct Options {
     pub command: Vec<OsString>,
 }
 
+impl Options {
+    /// What the `perfex` command hands to the command it runs in
+    /// [`HANDOFF_VAR`](super::HANDOFF_VAR), so that libperfex in it counts each thread from its
+    /// start (see [`adopt_handoff`](super::adopt_handoff)): the `-e` events (event 0 by
+    /// default) and kernel mode with `-k`. Nothing with `-a` (32 multiplexed events are not a
+    /// libperfex pair) nor with `-s` (perfex cannot start and stop the program's own counters
+    /// on its signals), so that the command's `read_counters` without `start_counters` fails
+    /// as elsewhere.
+    pub fn handoff(&self) -> Option<super::Handoff> {
+        if self.all || self.signals {
+            return None;
+        }
+        let mut events = Vec::new();
+        for &e in self
+            .events
+            .iter()
+            .chain(self.events.is_empty().then_some(&0))
+        {
+            if !events.contains(&e) {
+                events.push(e);
+            }
+        }
+        Some(super::Handoff {
+            events,
+            kernel: self.kernel,
+        })
+    }
+}
+
 pub use crate::pctx::Status;
 
 /// The count of one event over the command.
@@ -163,11 +192,13 @@ struct Counting {
 fn bind_counters(opts: &Options, target: Target) -> Result<(Vec<Counting>, Vec<NotCounted>)> {
     let flags = flags(opts.kernel);
     if !opts.all {
-        let events = if opts.events.is_empty() {
+        // One event named twice (`-e 0 -e 0`) needs one counter: it is counted once.
+        let mut events = if opts.events.is_empty() {
             vec![0]
         } else {
             opts.events.clone()
         };
+        events.dedup();
         let binding = bind(&pinned_set(&events, flags)?, target)?;
         return Ok((vec![Counting { binding, events }], Vec::new()));
     }
@@ -702,7 +733,7 @@ impl Outcome {
 }
 
 /// A JSON string literal.
-fn json_str(v: &str) -> String {
+pub(crate) fn json_str(v: &str) -> String {
     let mut s = String::with_capacity(v.len() + 2);
     s.push('"');
     for ch in v.chars() {
@@ -723,7 +754,7 @@ fn json_str(v: &str) -> String {
 }
 
 /// A JSON number (`null` for the non-finite values JSON cannot hold).
-fn json_num(v: f64) -> String {
+pub(crate) fn json_num(v: f64) -> String {
     if v.is_finite() {
         format!("{v}")
     } else {
@@ -775,6 +806,36 @@ mod tests {
             "{}",
             o.text(None)
         );
+    }
+
+    #[test]
+    fn perfex_hands_over_its_pair_but_not_all_events_nor_signal_gated_counting() {
+        let h = |o: Options| o.handoff().map(|h| h.to_value());
+        assert_eq!(h(Options::default()).as_deref(), Some("0"));
+        let two = Options {
+            events: vec![0, 25],
+            kernel: true,
+            per_thread: true,
+            ..Options::default()
+        };
+        assert_eq!(h(two).as_deref(), Some("0,25,kernel"));
+        let twice = Options {
+            events: vec![26, 26],
+            ..Options::default()
+        };
+        assert_eq!(h(twice).as_deref(), Some("26"));
+        for o in [
+            Options {
+                all: true,
+                ..Options::default()
+            },
+            Options {
+                signals: true,
+                ..Options::default()
+            },
+        ] {
+            assert_eq!(h(o), None);
+        }
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //!   and `sim:r12000`; through the event map, `PERFCOMPAT_EVENTS` included, on perf). Each is
 //!   pinned to its R10000 hardware counter (0..15 on counter 0, 16..31 on counter 1), so two
 //!   events of one counter are a "conflicting counters" error on every backend, as on IRIX.
+//!   One event asked for twice (`start_counters(0, 0)`) needs one counter: it is counted once
+//!   and [`read`] reports its count in both places, with the usual generation rules.
 //! - `T5_EVENT0`/`T5_EVENT1` (or `T5EVENT0`/`T5EVENT1`) override the events; a value that is not
 //!   an integer in 0..31 is reported once on stderr and ignored.
 //! - State is per thread. The counter group stays open between pairs: [`start`] takes one
@@ -15,9 +17,12 @@
 //! - Generations: [`start`] returns a fresh one; [`read`] returns the same unless the kernel did
 //!   not run the group for the whole interval (multiplexing), in which case it returns a fresh
 //!   one, so the program's comparison fails as the man page intends.
+//! - Under the `perfex` command, a thread that never called [`start`] reads its own counts
+//!   since it started, for the events perfex counts: see [`adopt_handoff`].
 
 use std::cell::RefCell;
-use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Once, OnceLock};
 
 use crate::costs::{self, EventCount};
 use crate::engine::next_generation;
@@ -27,14 +32,125 @@ use crate::{backend, bind, Binding, CounterSet, Request, RequestFlags, Target};
 pub mod command;
 pub mod mpi;
 
+/// How a thread's counters came to be running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Read since the last start: the next [`read`] needs a [`start`] first.
+    Stopped,
+    /// Started by [`start`] with these (override-resolved) events.
+    Started(i32, i32),
+    /// Started when the thread started, for the events the `perfex` command counts (see
+    /// [`adopt_handoff`]); reads do not stop them.
+    Perfex,
+}
+
+/// The distinct events a binding counts, in binding order: one or two (no allocation, so
+/// that a start/read pair costs two counter reads and nothing more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Bound {
+    events: [u32; 2],
+    n: usize,
+}
+
+impl Bound {
+    /// The distinct events of a pair: one event asked for twice is counted once (it needs one
+    /// counter, so it is no conflict).
+    fn pair(n0: u32, n1: u32) -> Bound {
+        Bound {
+            events: [n0, n1],
+            n: if n0 == n1 { 1 } else { 2 },
+        }
+    }
+
+    /// Distinct events (one or two), as `perfex` hands them over.
+    fn of(events: &[u32]) -> Bound {
+        match *events {
+            [e] => Bound::pair(e, e),
+            [e0, e1, ..] => Bound::pair(e0, e1),
+            [] => Bound::pair(0, 0),
+        }
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        &self.events[..self.n]
+    }
+}
+
 struct ThreadCounters {
-    events: (i32, i32),
+    /// The events the binding counts.
+    bound: Bound,
+    /// Whether the binding counts kernel mode too (only a `perfex -k` hand-over does).
+    kernel: bool,
     binding: Binding,
     origin: [u64; 2],
     enabled0: u64,
     running0: u64,
     generation: u32,
-    started: bool,
+    mode: Mode,
+}
+
+impl ThreadCounters {
+    /// Bind `bound` (distinct events) to the calling thread and take the origin sample.
+    fn bind(bound: Bound, kernel: bool, mode: Mode) -> Result<ThreadCounters> {
+        let flags = RequestFlags {
+            system: kernel,
+            ..RequestFlags::USER
+        };
+        let binding = bind(&pinned_set(bound.as_slice(), flags)?, Target::CurrentThread)?;
+        let mut t = ThreadCounters {
+            bound,
+            kernel,
+            binding,
+            origin: [0; 2],
+            enabled0: 0,
+            running0: 0,
+            generation: 0,
+            mode,
+        };
+        t.restart()?;
+        Ok(t)
+    }
+
+    /// Take a new origin and a fresh generation.
+    fn restart(&mut self) -> Result<()> {
+        let mut v = [0u64; 2];
+        let info = self.binding.sample(&mut v)?;
+        self.origin = v;
+        self.enabled0 = info.enabled_ns;
+        self.running0 = info.running_ns;
+        self.generation = next_generation();
+        Ok(())
+    }
+
+    /// Where event `e` is in the binding.
+    fn index(&self, e: i32) -> Option<usize> {
+        self.bound
+            .as_slice()
+            .iter()
+            .position(|&b| i64::from(b) == i64::from(e))
+    }
+
+    /// The counts of `e0` and `e1` (both bound) since the origin, with the generation rule.
+    fn counts(&mut self, e0: i32, e1: i32) -> Result<Counts> {
+        let (Some(i0), Some(i1)) = (self.index(e0), self.index(e1)) else {
+            return Err(Error::InvalidArgument(format!(
+                "events ({e0}, {e1}) are not both counted on this thread"
+            )));
+        };
+        let mut v = [0u64; 2];
+        let info = self.binding.sample(&mut v)?;
+        let enabled = info.enabled_ns.wrapping_sub(self.enabled0);
+        let running = info.running_ns.wrapping_sub(self.running0);
+        if running < enabled {
+            // The kernel took the counters away for part of the interval.
+            self.generation = next_generation();
+        }
+        Ok(Counts {
+            c0: v[i0].wrapping_sub(self.origin[i0]) as i64,
+            c1: v[i1].wrapping_sub(self.origin[i1]) as i64,
+            generation: self.generation,
+        })
+    }
 }
 
 thread_local! {
@@ -77,7 +193,7 @@ fn env_override(index: usize) -> Option<i32> {
 /// benchmarks showed it). A program that changes `T5_EVENT0`/`T5_EVENT1` after its first
 /// `start_counters` is not seen, as with a variable read when the program started.
 pub fn events(e0: i32, e1: i32) -> (i32, i32) {
-    static OVERRIDES: std::sync::OnceLock<(Option<i32>, Option<i32>)> = std::sync::OnceLock::new();
+    static OVERRIDES: OnceLock<(Option<i32>, Option<i32>)> = OnceLock::new();
     let (o0, o1) = *OVERRIDES.get_or_init(|| (env_override(0), env_override(1)));
     (o0.unwrap_or(e0), o1.unwrap_or(e1))
 }
@@ -113,76 +229,200 @@ pub fn pinned_set(events: &[u32], flags: RequestFlags) -> Result<CounterSet> {
     Ok(set)
 }
 
-fn bind_pair(e0: u32, e1: u32) -> Result<Binding> {
-    bind(
-        &pinned_set(&[e0, e1], RequestFlags::USER)?,
-        Target::CurrentThread,
-    )
-}
-
 /// Start counting events `e0` and `e1` (after the environment overrides) on the calling
-/// thread from zero; returns the generation number.
+/// thread from zero; returns the generation number. The same event twice is counted once, and
+/// [`read`] reports its count for both.
 pub fn start(e0: i32, e1: i32) -> Result<u32> {
     let (e0, e1) = events(e0, e1);
-    let (n0, n1) = (check_range(e0)?, check_range(e1)?);
+    let bound = Bound::pair(check_range(e0)?, check_range(e1)?);
     STATE.with(|st| {
         let mut st = st.borrow_mut();
-        // After fork() the pair open in the parent still counts the parent: open a new one.
-        if !matches!(&*st, Some(t) if t.events == (e0, e1) && !t.binding.inherited_from_parent()) {
+        // The group stays open between pairs. After fork() the pair open in the parent still
+        // counts the parent: open a new one. Counters perfex handed over are reused when they
+        // count exactly these events in user mode.
+        let reusable = matches!(&*st, Some(t) if t.bound == bound && !t.kernel
+            && !t.binding.inherited_from_parent());
+        let t = if reusable {
+            let t = st.as_mut().expect("checked above");
+            t.restart()?;
+            t
+        } else {
             *st = None; // unbind the old pair first
-            *st = Some(ThreadCounters {
-                events: (e0, e1),
-                binding: bind_pair(n0, n1)?,
-                origin: [0; 2],
-                enabled0: 0,
-                running0: 0,
-                generation: 0,
-                started: false,
-            });
-        }
-        let t = st.as_mut().expect("state was just set");
-        let mut v = [0u64; 2];
-        let info = t.binding.sample(&mut v)?;
-        t.origin = v;
-        t.enabled0 = info.enabled_ns;
-        t.running0 = info.running_ns;
-        t.generation = next_generation();
-        t.started = true;
+            st.insert(ThreadCounters::bind(bound, false, Mode::Stopped)?)
+        };
+        t.mode = Mode::Started(e0, e1);
         Ok(t.generation)
     })
 }
 
 /// Read the counts since the matching [`start`] on this thread, and stop counting.
+///
+/// A thread that has not called [`start`] in a program the `perfex` command runs reads the
+/// counters perfex handed over (see [`adopt_handoff`]): the counts since the thread started,
+/// for events perfex counts; those keep running.
 pub fn read(e0: i32, e1: i32) -> Result<Counts> {
     let (e0, e1) = events(e0, e1);
     STATE.with(|st| {
         let mut st = st.borrow_mut();
-        let t = st
-            .as_mut()
-            .filter(|t| t.started && !t.binding.inherited_from_parent())
-            .ok_or(Error::WrongState(
-                "the counters were not started on this thread (call start_counters first)",
-            ))?;
-        if t.events != (e0, e1) {
+        let not_started = Error::WrongState(
+            "the counters were not started on this thread (call start_counters first)",
+        );
+        let t = match st.as_mut() {
+            Some(t) if t.binding.inherited_from_parent() => {
+                return Err(if t.mode == Mode::Perfex {
+                    Error::WrongState(
+                        "the counters perfex started on this thread count the parent process \
+                         (this is a child of fork()); call start_counters first",
+                    )
+                } else {
+                    not_started
+                });
+            }
+            Some(t) => t,
+            None => return Err(not_started),
+        };
+        match t.mode {
+            Mode::Stopped => Err(not_started),
+            Mode::Started(s0, s1) if (s0, s1) != (e0, e1) => Err(Error::InvalidArgument(format!(
+                "events ({e0}, {e1}) differ from the events started on this thread \
+                     ({s0}, {s1})"
+            ))),
+            Mode::Started(..) => {
+                let c = t.counts(e0, e1)?;
+                t.mode = Mode::Stopped;
+                Ok(c)
+            }
+            Mode::Perfex => {
+                if let Some(e) = [e0, e1].into_iter().find(|&e| t.index(e).is_none()) {
+                    let list: Vec<String> = t.bound.as_slice().iter().map(u32::to_string).collect();
+                    return Err(Error::InvalidArgument(format!(
+                        "event {e} is not one perfex counts (it counts event{} {}): call \
+                         start_counters first",
+                        if list.len() > 1 { "s" } else { "" },
+                        list.join(" and ")
+                    )));
+                }
+                t.counts(e0, e1)
+            }
+        }
+    })
+}
+
+/// The variable through which the `perfex` command hands its event list to the command it
+/// runs (see [`adopt_handoff`]); set by `perfex`, inherited by the command's descendants.
+pub const HANDOFF_VAR: &str = "PERFCOMPAT_PERFEX_EVENTS";
+
+/// What `perfex` handed over: the events it counts, and whether in kernel mode too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handoff {
+    /// Distinct R10000 events, in `perfex -e` order (at most two, of different counters).
+    pub events: Vec<u32>,
+    /// Counted in kernel mode too (`perfex -k`).
+    pub kernel: bool,
+}
+
+impl Handoff {
+    /// The value of [`HANDOFF_VAR`]: the event numbers, then `kernel` if so (`0,25,kernel`).
+    pub fn to_value(&self) -> String {
+        let mut items: Vec<String> = self.events.iter().map(u32::to_string).collect();
+        if self.kernel {
+            items.push("kernel".into());
+        }
+        items.join(",")
+    }
+
+    /// Parse a [`HANDOFF_VAR`] value; an error names what is wrong.
+    pub fn parse(value: &str) -> Result<Handoff> {
+        let mut h = Handoff {
+            events: Vec::new(),
+            kernel: false,
+        };
+        for item in value.split(',') {
+            if item.trim() == "kernel" {
+                h.kernel = true;
+                continue;
+            }
+            let e = parse_event(item)?;
+            if !h.events.contains(&e) {
+                h.events.push(e);
+            }
+        }
+        if h.events.is_empty() || h.events.len() > 2 {
             return Err(Error::InvalidArgument(format!(
-                "events ({e0}, {e1}) differ from the events started on this thread ({}, {})",
-                t.events.0, t.events.1
+                "{value:?}: one or two R10000 events expected"
             )));
         }
-        let mut v = [0u64; 2];
-        let info = t.binding.sample(&mut v)?;
-        let enabled = info.enabled_ns.wrapping_sub(t.enabled0);
-        let running = info.running_ns.wrapping_sub(t.running0);
-        if running < enabled {
-            // The kernel took the counters away for part of the interval.
-            t.generation = next_generation();
+        Ok(h)
+    }
+}
+
+/// The hand-over this process adopted, if any.
+static HANDOFF: OnceLock<Handoff> = OnceLock::new();
+/// Whether [`HANDOFF`] is set: one relaxed load for the thread-creation fast path.
+static HANDED_OVER: AtomicBool = AtomicBool::new(false);
+
+/// Adopt the counters of the `perfex` command that runs this program: `value` is what perfex
+/// put in [`HANDOFF_VAR`]. From now on the calling thread (the library's constructor runs on
+/// the main thread) and every thread that reports its start through [`thread_started`] count
+/// those events from their start, so that a thread that calls [`read`] without [`start`]
+/// reads its own counts since it started, as IRIX programs run under `perfex` did.
+///
+/// # Decisions
+/// - The counters are the thread's own (one group per thread, user mode unless perfex counts
+///   kernel mode too), separate from perfex's: perfex's counts are not changed by them, nor do
+///   they count twice. On a PMU they use counters beside perfex's.
+/// - Reads do not stop them (the program did not start them): each read without a start gives
+///   the counts since the thread started. The thread's first [`start`] takes over as before
+///   (reusing the group when it counts the same events), and from then on its reads need
+///   starts, exactly as without perfex.
+/// - Only events perfex counts can be read so; any other event is an error naming the events
+///   perfex counts.
+/// - A child of `fork()` inherits the forking thread's state, whose counters still count the
+///   parent: its reads without a start fail and say so (its new threads count their own).
+///   A program that `exec`s adopts anew (the variable is inherited).
+pub fn adopt_handoff(value: &str) -> Result<()> {
+    let h = Handoff::parse(value)?;
+    let h = HANDOFF.get_or_init(|| h);
+    HANDED_OVER.store(true, Ordering::Release);
+    pre_start(h)
+}
+
+/// Whether this process adopted a `perfex` hand-over (see [`adopt_handoff`]). One atomic load.
+#[inline]
+pub fn handed_over() -> bool {
+    HANDED_OVER.load(Ordering::Relaxed)
+}
+
+/// A new thread starts (called before its start routine runs): under a `perfex` hand-over,
+/// start its counters. A failure is reported once per process on stderr; the thread then
+/// reads as not started.
+pub fn thread_started() {
+    static WARNED: Once = Once::new();
+    let Some(h) = HANDOFF.get() else {
+        return;
+    };
+    if let Err(e) = pre_start(h) {
+        WARNED.call_once(|| {
+            eprintln!(
+                "libperfex: a new thread cannot count the events perfex counts ({e}); its \
+                 read_counters needs a start_counters"
+            )
+        });
+    }
+}
+
+/// Bind `h` to the calling thread, unless it already has counters.
+fn pre_start(h: &Handoff) -> Result<()> {
+    STATE.with(|st| {
+        let mut st = st.borrow_mut();
+        if st.is_none() {
+            *st = Some(ThreadCounters::bind(
+                Bound::of(&h.events),
+                h.kernel,
+                Mode::Perfex,
+            )?);
         }
-        t.started = false;
-        Ok(Counts {
-            c0: v[0].wrapping_sub(t.origin[0]) as i64,
-            c1: v[1].wrapping_sub(t.origin[1]) as i64,
-            generation: t.generation,
-        })
+        Ok(())
     })
 }
 
@@ -196,13 +436,26 @@ pub fn generation() -> u32 {
     })
 }
 
-/// The count table `print_counters` writes (our layout, pinned by a golden test).
+/// The pairs a report lists: both, or one when the same event comes twice with the same count
+/// (what [`read`] returns for one event asked for twice). Both are checked.
+fn report_pairs(e0: i32, c0: i64, e1: i32, c1: i64) -> Result<Vec<(u32, i64)>> {
+    let (n0, n1) = (check_range(e0)?, check_range(e1)?);
+    Ok(if (n0, c0) == (n1, c1) {
+        vec![(n0, c0)]
+    } else {
+        vec![(n0, c0), (n1, c1)]
+    })
+}
+
+/// The count table `print_counters` writes (our layout, pinned by a golden test). The same
+/// event twice with the same count is listed once.
 pub fn format_counters(e0: i32, c0: i64, e1: i32, c1: i64) -> Result<String> {
+    let pairs = report_pairs(e0, c0, e1, c1)?;
     let backend = backend::global().map_or_else(|_| "none".to_string(), |b| b.info().name.clone());
     let flavor = costs::Flavor::for_backend(&backend);
     let mut out = format!("Event counts (libperfex on the {backend} backend):\n");
-    for (e, c) in [(e0, c0), (e1, c1)] {
-        out.push_str(&count_line(flavor, check_range(e)?, &c.to_string()));
+    for (e, c) in pairs {
+        out.push_str(&count_line(flavor, e, &c.to_string()));
         out.push('\n');
     }
     Ok(out)
@@ -216,18 +469,16 @@ pub fn count_line(flavor: costs::Flavor, event: u32, count: &str) -> String {
 }
 
 /// The cost report `print_costs` writes: the two counts with their time estimates under the
-/// cost table in force (see [`crate::costs`]), then the derived statistics they allow.
+/// cost table in force (see [`crate::costs`]), then the derived statistics they allow. The
+/// same event twice with the same count is listed once (and counted once in the statistics).
 pub fn format_costs(e0: i32, c0: i64, e1: i32, c1: i64) -> Result<String> {
-    let counts = [
-        EventCount {
-            event: check_range(e0)? as usize,
-            count: c0 as f64,
-        },
-        EventCount {
-            event: check_range(e1)? as usize,
-            count: c1 as f64,
-        },
-    ];
+    let counts: Vec<EventCount> = report_pairs(e0, c0, e1, c1)?
+        .into_iter()
+        .map(|(e, c)| EventCount {
+            event: e as usize,
+            count: c as f64,
+        })
+        .collect();
     Ok(costs::format_costs(&costs::current(), &counts, None))
 }
 

@@ -26,7 +26,7 @@
 
 use std::fmt::Write as _;
 
-use super::command::{Options, Outcome, SelfCount, Status};
+use super::command::{json_num, json_str, Options, Outcome, SelfCount, Status};
 use crate::costs::Flavor;
 use crate::error::{Error, Result};
 
@@ -485,28 +485,8 @@ impl Merged {
 
     /// The report as one JSON object.
     pub fn json(&self) -> String {
-        let q = |v: &str| {
-            let mut o = String::from('"');
-            for c in v.chars() {
-                match c {
-                    '"' => o.push_str("\\\""),
-                    '\\' => o.push_str("\\\\"),
-                    c if (c as u32) < 0x20 => {
-                        let _ = write!(o, "\\u{:04x}", c as u32);
-                    }
-                    c => o.push(c),
-                }
-            }
-            o.push('"');
-            o
-        };
-        let num = |v: f64| {
-            if v.is_finite() {
-                format!("{v}")
-            } else {
-                "null".into()
-            }
-        };
+        let q = json_str;
+        let num = json_num;
         let mut s = format!(
             "{{\"ranks\":{},\"hosts\":{},\"backend\":{},\"per_rank\":[",
             self.ranks.len(),

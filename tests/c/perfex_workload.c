@@ -14,19 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static void touch(long pages) {
-    size_t len = (size_t)pages * 4096;
-    volatile char *p = (volatile char *)mmap(NULL, len, PROT_READ | PROT_WRITE,
-                                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) { perror("mmap"); exit(99); }
-    madvise((void *)p, len, MADV_NOHUGEPAGE);
-    for (long i = 0; i < pages; i++) p[i * 4096] = 1;
-    munmap((void *)p, len);
-}
+#include "pages.h"
 
 static void *thread_main(void *arg) {
     touch(*(long *)arg);

@@ -74,6 +74,24 @@ pub fn skip(msg: &str) {
     unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
 }
 
+/// Whether `tool` can be run (`tool --version`). Without it the tests that need it are skipped
+/// with a message, except in CI (`CI` set), where they fail: CI must install `package`.
+pub fn have_tool(tool: &str, package: &str) -> bool {
+    if std::process::Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{tool} not found: CI must install it (apt-get install {package}; .ci/run does)"
+    );
+    skip(&format!("{tool} not found (apt-get install {package})"));
+    false
+}
+
 /// A fresh directory under the system temp dir, removed on drop.
 pub struct TempDir(pub std::path::PathBuf);
 

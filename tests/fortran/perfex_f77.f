@@ -153,14 +153,5 @@ C        Blank-padded: the library trims the trailing blanks.
       END IF
       END
 
-      SUBROUTINE CHECK(OK, WHAT)
-      IMPLICIT NONE
-      LOGICAL OK
-      CHARACTER*(*) WHAT
-      INTEGER NFAIL
-      COMMON /FAILS/ NFAIL
-      IF (.NOT. OK) THEN
-         WRITE (*, '(2A)') 'FAIL: ', WHAT
-         NFAIL = NFAIL + 1
-      END IF
-      END
+C     CHECK(OK, WHAT): count and report a failed check.
+      INCLUDE 'check.f'

@@ -18,9 +18,10 @@
 //! engine's `pctx`, used by `perfex -mp`) cannot trace its own process. What it does not see:
 //! threads made with a raw `clone` system call, and programs that link libc statically.
 //!
-//! The cost for everything else: one relaxed atomic load per `pthread_create` ([`ACTIVE`],
-//! the number of threads that hold an inheritable set; the address of the real function is
-//! resolved at the first call and cached).
+//! The cost for everything else: two relaxed atomic loads per `pthread_create` ([`ACTIVE`],
+//! the number of threads that hold an inheritable set, and whether the program runs under a
+//! `perfex` hand-over, whose threads start libperfex counters here too; the address of the
+//! real function is resolved at the first call and cached).
 //!
 //! # Lifetimes
 //! - A binding made with `CPC_BIND_LWP_INHERIT` on a set with a notifying request binds the
@@ -326,23 +327,40 @@ fn real_next() -> Option<CreateFn> {
 struct Start {
     routine: StartRoutine,
     arg: *mut c_void,
-    spec: Arc<Spec>,
+    spec: Option<Arc<Spec>>,
+    /// Under a `perfex` hand-over: start libperfex's counters first.
+    perfex: bool,
 }
 
 unsafe extern "C" fn trampoline(p: *mut c_void) -> *mut c_void {
     // SAFETY: made by Box::into_raw in pthread_create, handed to this thread only.
     let s = unsafe { Box::from_raw(p as *mut Start) };
-    let Start { routine, arg, spec } = *s;
-    crate::ffi_boundary("pthread_create (libcpc inheritance)", || {
-        adopt(spec, routine as usize)
-    });
+    let Start {
+        routine,
+        arg,
+        spec,
+        perfex,
+    } = *s;
+    if perfex {
+        crate::ffi_boundary(
+            "pthread_create (perfex hand-over)",
+            perfcompat::perfex::thread_started,
+        );
+    }
+    if let Some(spec) = spec {
+        crate::ffi_boundary("pthread_create (libcpc inheritance)", || {
+            adopt(spec, routine as usize)
+        });
+    }
     // SAFETY: the program's start routine with its argument.
     unsafe { routine(arg) }
 }
 
 /// `pthread_create(3)`, as the C library does it; a thread created by a thread that holds a
 /// libcpc set bound with `CPC_BIND_LWP_INHERIT` and a `CPC_OVF_NOTIFY_EMT` request starts with
-/// its own copy of the set and a SIGEMT (see the libcpc documentation of inheritance).
+/// its own copy of the set and a SIGEMT (see the libcpc documentation of inheritance); in a
+/// program the `perfex` command runs, every new thread starts with libperfex counters of the
+/// events perfex counts (see `perfcompat::perfex::adopt_handoff`).
 ///
 /// # Safety
 /// As `pthread_create(3)`.
@@ -356,15 +374,26 @@ pub unsafe extern "C" fn pthread_create(
     let Some(real) = real() else {
         return libc::ENOSYS;
     };
-    if ACTIVE.load(Ordering::Relaxed) == 0 {
+    let perfex = perfcompat::perfex::handed_over();
+    if ACTIVE.load(Ordering::Relaxed) == 0 && !perfex {
         // SAFETY: the caller's arguments, unchanged.
         return unsafe { real(thread, attr, start, arg) };
     }
-    let (Some(routine), Some(spec)) = (start, snapshot()) else {
+    let spec = if ACTIVE.load(Ordering::Relaxed) == 0 {
+        None
+    } else {
+        snapshot()
+    };
+    let Some(routine) = start.filter(|_| perfex || spec.is_some()) else {
         // SAFETY: as above.
         return unsafe { real(thread, attr, start, arg) };
     };
-    let p = Box::into_raw(Box::new(Start { routine, arg, spec }));
+    let p = Box::into_raw(Box::new(Start {
+        routine,
+        arg,
+        spec,
+        perfex,
+    }));
     // SAFETY: the trampoline takes ownership of `p` in the new thread.
     let r = unsafe { real(thread, attr, Some(trampoline), p.cast()) };
     if r != 0 {

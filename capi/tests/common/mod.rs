@@ -10,7 +10,8 @@ use std::sync::OnceLock;
 // The engine tests' helpers, for `skip`.
 #[path = "../../../tests/common/mod.rs"]
 mod engine;
-pub use engine::skip;
+#[allow(unused_imports)]
+pub use engine::{have_tool, skip};
 
 /// The repository's root.
 pub fn repo() -> PathBuf {
@@ -54,6 +55,25 @@ pub fn lib_dir() -> PathBuf {
     .clone()
 }
 
+/// The `perfex` command, built fresh next to [`lib_dir`]'s library (same target directory).
+pub fn perfex_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let target = lib_dir().join("..");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "perfcompat", "--bin", "perfex"])
+            .arg("--target-dir")
+            .arg(&target)
+            .current_dir(repo())
+            .status()
+            .expect("cargo runs");
+        assert!(st.success(), "building the perfex command failed");
+        lib_dir().join("perfex")
+    })
+    .clone()
+}
+
 /// The linker arguments that link against the built library only, found again at run time
 /// through the rpath.
 pub fn link_args() -> Vec<String> {
@@ -88,20 +108,6 @@ pub fn installed_prefix() -> &'static Path {
         );
         prefix
     })
-}
-
-/// Whether `tool` can be run (`tool --version`). Without it the tests that need it are skipped
-/// with a message, except in CI (`CI` set), where they fail: CI must install `package`.
-pub fn have_tool(tool: &str, package: &str) -> bool {
-    if Command::new(tool).arg("--version").output().is_ok() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{tool} not found: CI must install it (apt-get install {package}; .ci/run does)"
-    );
-    skip(&format!("{tool} not found (apt-get install {package})"));
-    false
 }
 
 /// The compiler flags of `pkg-config --cflags --libs lib<lib>` for the installed `prefix`
@@ -291,6 +297,29 @@ pub fn run_libperfex_program_on_sim(bin: &Path, golden_file: &str) {
     let stderr = stderr.replace(tmp().to_str().unwrap(), "<tmp>");
     check_cost_reports(&stderr);
     golden(golden_file, &stderr);
+}
+
+/// Run a same-event program (tests/c/perfex_same_event.c, tests/fortran/perfex_same_event.f):
+/// `sim` on `sim:r10000`, whose standard error must match the golden
+/// `tests/c/perfex_same_event.sim.stderr` (the C and Fortran programs print the same), then
+/// `perf` on perf with event 0 counted as page faults.
+pub fn run_same_event_program(bin: &Path) {
+    let stderr = run_env(bin, "sim:r10000", &["sim"], &NO_COST_FILES);
+    golden("tests/c/perfex_same_event.sim.stderr", &stderr);
+    let map = page_fault_map(0);
+    let env = [
+        ("PERFCOMPAT_EVENTS", map.to_str().unwrap()),
+        NO_COST_FILES[0],
+        NO_COST_FILES[1],
+    ];
+    let stderr = run_env(bin, "perf", &["perf"], &env);
+    assert_eq!(
+        stderr
+            .matches("Event counts (libperfex on the perf backend):\n 0 Cycles")
+            .count(),
+        2,
+        "{stderr}"
+    );
 }
 
 /// Four cost reports, the last two from the good file, the malformed file refused in between

@@ -19,7 +19,8 @@
 //! the event and the reason.
 
 use std::any::Any;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -32,9 +33,13 @@ use crate::eventmap::EventMap;
 use crate::sched::{Candidate, Slot};
 use crate::set::{Request, Target, MAX_REQUESTS};
 
+pub mod kernel;
+pub mod model;
 pub mod names;
 mod rdpmc;
 mod ring;
+
+use kernel::Kernel;
 
 use names::{Class, PerfCode, PerfEvent};
 
@@ -67,33 +72,20 @@ fn calibrated_mhz() -> Option<f64> {
 
 /// The perf backend.
 pub struct PerfBackend {
+    kernel: &'static dyn Kernel,
     caps: HostCaps,
     info: BackendInfo,
     cycles_fallback: bool,
 }
 
 fn open_attr(
+    kernel: &dyn Kernel,
     attr: &mut perf_event_attr,
     pid: i32,
     cpu: i32,
     group: i32,
 ) -> std::result::Result<OwnedFd, i32> {
-    // SAFETY: attr is a fully initialised perf_event_attr.
-    let fd = unsafe {
-        sys::perf_event_open(
-            attr,
-            pid,
-            cpu,
-            group,
-            b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong,
-        )
-    };
-    if fd < 0 {
-        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
-    } else {
-        // SAFETY: a fresh fd we own.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-    }
+    kernel.perf_event_open(attr, pid, cpu, group, b::PERF_FLAG_FD_CLOEXEC as u64)
 }
 
 fn attr_for(code: PerfCode) -> perf_event_attr {
@@ -106,13 +98,6 @@ fn attr_for(code: PerfCode) -> perf_event_attr {
     a.__bindgen_anon_3.config1 = code.config1;
     a.__bindgen_anon_4.config2 = code.config2;
     a
-}
-
-fn read_paranoid() -> i32 {
-    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(2)
 }
 
 /// `/proc/cpuinfo`, read once: reading it costs about 60 µs here, and first use (`cpc_open` and
@@ -192,10 +177,15 @@ fn thread_countable(code: PerfCode) -> bool {
 
 /// Probe the host: is there a PMU, what does the kernel allow.
 pub fn probe() -> std::result::Result<HostCaps, Error> {
+    probe_with(&kernel::LINUX)
+}
+
+/// [`probe`] through a given kernel interface.
+pub fn probe_with(kernel: &dyn Kernel) -> std::result::Result<HostCaps, Error> {
     // Software events always exist where perf_event_open works at all.
     let mut a = user_task_clock();
-    let paranoid = read_paranoid();
-    if let Err(e) = open_attr(&mut a, 0, -1, -1) {
+    let paranoid = kernel.perf_event_paranoid();
+    if let Err(e) = open_attr(kernel, &mut a, 0, -1, -1) {
         return Err(match e {
             libc::ENOSYS => Error::Unsupported(
                 "this kernel has no perf_event_open (CONFIG_PERF_EVENTS is off, or a seccomp \
@@ -225,7 +215,7 @@ pub fn probe() -> std::result::Result<HostCaps, Error> {
     h.set_disabled(1);
     h.set_exclude_kernel(1);
     h.set_exclude_hv(1);
-    let pmu = open_attr(&mut h, 0, -1, -1).is_ok();
+    let pmu = open_attr(kernel, &mut h, 0, -1, -1).is_ok();
     let (mhz, clock_source) = match calibrated_mhz() {
         Some(m) => (m, "the clock perfex --calibrate measured"),
         None => (nominal_mhz(), "the nominal clock"),
@@ -243,7 +233,19 @@ pub fn probe() -> std::result::Result<HostCaps, Error> {
 impl PerfBackend {
     /// Probe the host and describe it.
     pub fn new() -> Result<PerfBackend> {
-        let caps = probe()?;
+        PerfBackend::with_kernel(&kernel::LINUX)
+    }
+
+    /// The backend over a given kernel interface (a [`model::Model`] in the tests), probed
+    /// through it as [`PerfBackend::new`] probes the host.
+    pub fn with_kernel(kernel: &'static dyn Kernel) -> Result<PerfBackend> {
+        let caps = probe_with(kernel)?;
+        PerfBackend::with_caps(kernel, caps)
+    }
+
+    /// The backend over a given kernel interface with given host capabilities, not probed
+    /// (`PERFCOMPAT_CYCLES_FALLBACK` is honoured as in [`PerfBackend::new`]).
+    pub fn with_caps(kernel: &'static dyn Kernel, caps: HostCaps) -> Result<PerfBackend> {
         let cycles_fallback = !caps.pmu
             && std::env::var("PERFCOMPAT_CYCLES_FALLBACK").map_or(true, |v| v.trim() != "0");
         let mut notes = Vec::new();
@@ -288,6 +290,7 @@ impl PerfBackend {
             notes,
         };
         Ok(PerfBackend {
+            kernel,
             caps,
             info,
             cycles_fallback,
@@ -439,6 +442,7 @@ struct Unit {
 
 /// The programmed counters of one set on the perf backend.
 pub struct PerfGroup {
+    kernel: &'static dyn Kernel,
     units: Vec<Unit>,
     n: usize,
     // One request: read without PERF_FORMAT_GROUP. The kernel allocates and frees a buffer on
@@ -495,18 +499,13 @@ impl PerfGroup {
         }
         // Not zeroed: only what the kernel wrote is read (zeroing 1 KiB on every sample showed
         // in the profile).
-        let mut buf = std::mem::MaybeUninit::<[u64; 3 + 2 * MAX_REQUESTS]>::uninit();
-        let len = (3 + 2 * self.n) * 8;
-        // SAFETY: reads at most `len` bytes into `buf`, which holds more.
-        let r = unsafe { libc::read(u.fds[0].as_raw_fd(), buf.as_mut_ptr().cast(), len) };
-        if r < 0 {
-            // SAFETY: errno read right after the failed call.
-            return Err(unsafe { *libc::__errno_location() });
-        }
-        if (r as usize) < 24 {
+        let mut buf = [MaybeUninit::<u64>::uninit(); 3 + 2 * MAX_REQUESTS];
+        let len = 3 + 2 * self.n;
+        let r = self.kernel.read(u.fds[0].as_raw_fd(), &mut buf[..len])?;
+        if r < 24 {
             return Err(libc::EIO);
         }
-        let words = r as usize / 8;
+        let words = r.min(len * 8) / 8;
         // SAFETY: the kernel wrote the first `words` words.
         let buf = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u64>(), words) };
         if self.single {
@@ -558,8 +557,9 @@ impl Group for PerfGroup {
 
     fn stop(&self) {
         for u in &self.units {
-            // SAFETY: ioctl on our own fd.
-            unsafe { sys::ioctls::DISABLE(u.fds[0].as_raw_fd(), 0) };
+            let _ = self
+                .kernel
+                .ioctl(u.fds[0].as_raw_fd(), b::DISABLE as u64, 0);
         }
     }
 
@@ -570,8 +570,7 @@ impl Group for PerfGroup {
             for (_, r) in &u.rings {
                 r.discard();
             }
-            // SAFETY: ioctl on our own fd.
-            unsafe { sys::ioctls::ENABLE(u.fds[0].as_raw_fd(), 0) };
+            let _ = self.kernel.ioctl(u.fds[0].as_raw_fd(), b::ENABLE as u64, 0);
         }
     }
 
@@ -585,14 +584,12 @@ impl Group for PerfGroup {
             // `ioctls::PERIOD` passes it by value, which fails with EFAULT and leaves the
             // period the event was opened with (tests/perf.rs
             // restart_rearms_the_overflow_at_a_new_preset catches that).
-            // SAFETY: ioctl on our own fd with a pointer to a local that outlives the call.
-            unsafe {
-                libc::ioctl(
-                    u.fds[index].as_raw_fd(),
-                    b::PERIOD as libc::c_ulong,
-                    &d as *const u64,
-                )
-            };
+            // The argument is a pointer to a local that outlives the call.
+            let _ = self.kernel.ioctl(
+                u.fds[index].as_raw_fd(),
+                b::PERIOD as u64,
+                &d as *const u64 as usize,
+            );
         }
     }
 
@@ -795,7 +792,7 @@ impl Backend for PerfBackend {
                         a.clockid = libc::CLOCK_MONOTONIC;
                     }
                     let group = fds.first().map_or(-1, |f| f.as_raw_fd());
-                    fds.push(open_attr(&mut a, pid, cpu, group).map_err(|e| (e, i))?);
+                    fds.push(open_attr(self.kernel, &mut a, pid, cpu, group).map_err(|e| (e, i))?);
                 }
                 Ok(fds)
             };
@@ -810,7 +807,7 @@ impl Backend for PerfBackend {
             .map_err(|(e, i)| self.explain_open(e, &reqs[i].event, &reqs[i], target))?;
             for (fd, r) in fds.iter().zip(reqs) {
                 if r.flags.notify_overflow {
-                    setup_signal(fd, sig, owner)?;
+                    setup_signal(self.kernel, fd, sig, owner)?;
                 }
             }
             // A refused ring (mlock limits) leaves that request's freeze to a read after the
@@ -821,7 +818,7 @@ impl Backend for PerfBackend {
                 reqs.iter()
                     .enumerate()
                     .filter(|(_, r)| r.flags.notify_overflow)
-                    .filter_map(|(i, _)| Some((i, ring::Ring::map(&fds[i])?)))
+                    .filter_map(|(i, _)| Some((i, ring::Ring::map(self.kernel, &fds[i])?)))
                     .collect()
             };
             let mmaps = if target == Target::CurrentThread && self.caps.pmu {
@@ -830,13 +827,14 @@ impl Backend for PerfBackend {
                 // once per size).
                 let premapped =
                     |i: usize| rings.iter().find(|(k, _)| *k == i).map(|(_, r)| r.page());
-                rdpmc::Pages::map(&fds, reqs.len(), premapped).ok()
+                rdpmc::Pages::map(self.kernel, &fds, reqs.len(), premapped).ok()
             } else {
                 None
             };
             units.push(Unit { fds, mmaps, rings });
         }
         Ok(Box::new(PerfGroup {
+            kernel: self.kernel,
             single,
             units,
             n: reqs.len(),
@@ -851,7 +849,7 @@ impl Backend for PerfBackend {
     }
 }
 
-fn setup_signal(fd: &OwnedFd, sig: i32, owner: i32) -> Result<()> {
+fn setup_signal(kernel: &dyn Kernel, fd: &OwnedFd, sig: i32, owner: i32) -> Result<()> {
     let fd = fd.as_raw_fd();
     #[repr(C)]
     struct FOwnerEx {
@@ -866,14 +864,15 @@ fn setup_signal(fd: &OwnedFd, sig: i32, owner: i32) -> Result<()> {
         type_: F_OWNER_TID,
         pid: owner,
     };
-    // SAFETY: fcntl on our own fd with valid arguments.
-    unsafe {
-        if libc::fcntl(fd, libc::F_SETFL, libc::O_ASYNC | libc::O_NONBLOCK) != 0
-            || libc::fcntl(fd, F_SETSIG, sig) != 0
-            || libc::fcntl(fd, F_SETOWN_EX, &owner as *const FOwnerEx) != 0
-        {
-            return Err(Error::last_os("fcntl to route overflow signals"));
-        }
-    }
-    Ok(())
+    let flags = (libc::O_ASYNC | libc::O_NONBLOCK) as usize;
+    kernel
+        .fcntl(fd, libc::F_SETFL, flags)
+        .and_then(|_| kernel.fcntl(fd, F_SETSIG, sig as usize))
+        // The argument is a pointer to a local that outlives the call.
+        .and_then(|_| kernel.fcntl(fd, F_SETOWN_EX, &owner as *const FOwnerEx as usize))
+        .map(|_| ())
+        .map_err(|errno| Error::Os {
+            op: "fcntl to route overflow signals",
+            errno,
+        })
 }

@@ -12,10 +12,12 @@ use std::ptr;
 
 use perf_event_open_sys::bindings::perf_event_mmap_page;
 
+use super::kernel::Kernel;
 use crate::backend::Times;
 
 /// The mapped pages of one group's members.
 pub struct Pages {
+    kernel: &'static dyn Kernel,
     pages: Vec<*mut perf_event_mmap_page>,
     /// Which of `pages` this mapped (and unmaps); the others belong to an overflow ring.
     owned: Vec<bool>,
@@ -57,6 +59,7 @@ impl Pages {
     /// `premapped(i)` is member `i`'s page when it is already mapped (the first page of its
     /// overflow ring: the kernel maps a perf fd only once per size).
     pub fn map(
+        kernel: &'static dyn Kernel,
         fds: &[OwnedFd],
         n: usize,
         premapped: impl Fn(usize) -> Option<*mut perf_event_mmap_page>,
@@ -65,6 +68,7 @@ impl Pages {
             return Err(Declined::NotX86_64);
         }
         let mut pages = Pages {
+            kernel,
             pages: Vec::with_capacity(n),
             owned: Vec::with_capacity(n),
         };
@@ -76,24 +80,13 @@ impl Pages {
                 pages.owned.push(false);
                 continue;
             }
-            // SAFETY: a read-only shared mapping of a perf fd's first page.
-            let p = unsafe {
-                libc::mmap(
-                    ptr::null_mut(),
-                    PAGE,
-                    libc::PROT_READ,
-                    libc::MAP_SHARED,
-                    fd.as_raw_fd(),
-                    0,
-                )
-            };
-            if p == libc::MAP_FAILED {
-                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-                return Err(Declined::MapRefused {
+            // A read-only shared mapping of the fd's first page.
+            let p = kernel
+                .mmap(fd.as_raw_fd(), PAGE, libc::PROT_READ, libc::MAP_SHARED)
+                .map_err(|errno| Declined::MapRefused {
                     errno,
                     mapped: pages.pages.len(),
-                });
-            }
+                })?;
             pages.pages.push(p as *mut perf_event_mmap_page);
             pages.owned.push(true);
         }
@@ -112,7 +105,7 @@ impl Pages {
     pub fn read(&self, out: &mut [u64]) -> Option<Times> {
         let mut times = Times::default();
         for (i, (&p, o)) in self.pages.iter().zip(out.iter_mut()).enumerate() {
-            let (count, en, run) = read_one(p)?;
+            let (count, en, run) = read_one(self.kernel, p)?;
             if en != run {
                 return None;
             }
@@ -128,23 +121,7 @@ impl Pages {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-fn rdpmc(counter: u32) -> u64 {
-    let (lo, hi): (u32, u32);
-    // SAFETY: only reached when the kernel advertised cap_user_rdpmc for this counter.
-    unsafe {
-        std::arch::asm!("rdpmc", in("ecx") counter, out("eax") lo, out("edx") hi,
-                        options(nostack, nomem, preserves_flags));
-    }
-    (u64::from(hi) << 32) | u64::from(lo)
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn rdpmc(_counter: u32) -> u64 {
-    0
-}
-
-fn read_one(p: *mut perf_event_mmap_page) -> Option<(u64, u64, u64)> {
+fn read_one(kernel: &dyn Kernel, p: *mut perf_event_mmap_page) -> Option<(u64, u64, u64)> {
     loop {
         // SAFETY: `p` is a live mapping; fields are read volatile as the kernel updates them.
         unsafe {
@@ -158,7 +135,7 @@ fn read_one(p: *mut perf_event_mmap_page) -> Option<(u64, u64, u64)> {
                 return None;
             }
             let width = ptr::read_volatile(&(*p).pmc_width) as u32;
-            let mut pmc = rdpmc(idx - 1) as i64;
+            let mut pmc = kernel.rdpmc(idx - 1) as i64;
             if width > 0 && width < 64 {
                 let shift = 64 - width;
                 pmc = (pmc << shift) >> shift;
@@ -175,8 +152,8 @@ fn read_one(p: *mut perf_event_mmap_page) -> Option<(u64, u64, u64)> {
 impl Drop for Pages {
     fn drop(&mut self) {
         for (&p, _) in self.pages.iter().zip(&self.owned).filter(|(_, o)| **o) {
-            // SAFETY: unmapping our own mapping.
-            unsafe { libc::munmap(p.cast(), PAGE) };
+            // SAFETY: unmapping our own mapping, not used after.
+            let _ = unsafe { self.kernel.munmap(p.cast(), PAGE) };
         }
     }
 }
@@ -184,12 +161,13 @@ impl Drop for Pages {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::perf::kernel::{Kernel, LINUX};
     use crate::backend::perf::{open_attr, user_task_clock};
 
     /// `n` disabled user-mode task-clock counters of the calling thread.
     fn software_counters(n: usize) -> std::result::Result<Vec<OwnedFd>, i32> {
         (0..n)
-            .map(|_| open_attr(&mut user_task_clock(), 0, -1, -1))
+            .map(|_| open_attr(&LINUX, &mut user_task_clock(), 0, -1, -1))
             .collect()
     }
 
@@ -201,7 +179,7 @@ mod tests {
         } else {
             Declined::NotX86_64
         };
-        assert_eq!(Pages::map(&fds, 3, |_| None).err(), Some(want));
+        assert_eq!(Pages::map(&LINUX, &fds, 3, |_| None).err(), Some(want));
     }
 
     /// Past the per-user `perf_event_mlock_kb` allowance, with `RLIMIT_MEMLOCK` 0, as nobody:
@@ -269,13 +247,13 @@ mod tests {
                 return 5;
             }
         }
-        if super::super::read_paranoid() < 0 {
+        if LINUX.perf_event_paranoid() < 0 {
             return 3;
         }
         let Ok(fds) = software_counters(n) else {
             return 2;
         };
-        match Pages::map(&fds, n, |_| None) {
+        match Pages::map(&LINUX, &fds, n, |_| None) {
             Err(Declined::MapRefused { errno, mapped }) if errno == libc::EPERM && mapped < n => 0,
             Err(Declined::MapRefused { errno, .. }) => 10 + errno,
             _ => 4,

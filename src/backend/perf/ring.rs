@@ -22,6 +22,7 @@ use std::sync::atomic::{fence, Ordering};
 
 use perf_event_open_sys::bindings::{self as b, perf_event_mmap_page};
 
+use super::kernel::Kernel;
 use crate::set::MAX_REQUESTS;
 
 const PAGE: usize = 4096;
@@ -45,6 +46,7 @@ pub struct Sample {
 
 /// The ring buffer of one notifying event.
 pub struct Ring {
+    kernel: &'static dyn Kernel,
     base: *mut u8,
 }
 
@@ -60,19 +62,33 @@ impl Ring {
     /// `perf_event_mlock_kb` allowance and `RLIMIT_MEMLOCK` are spent, or the event is
     /// inherited): the engine then freezes at a `read()` after the signal, which is exact
     /// unless something counts between the overflow and the handler.
-    pub fn map(fd: &OwnedFd) -> Option<Ring> {
-        // SAFETY: a shared read-write mapping of a perf fd, as perf_event_open(2) describes.
-        let p = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
+    pub fn map(kernel: &'static dyn Kernel, fd: &OwnedFd) -> Option<Ring> {
+        // A shared read-write mapping of a perf fd, as perf_event_open(2) describes.
+        let p = kernel
+            .mmap(
+                fd.as_raw_fd(),
                 MAP_LEN,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
             )
+            .ok()?;
+        let ring = Ring {
+            kernel,
+            base: p.cast(),
         };
-        (p != libc::MAP_FAILED).then_some(Ring { base: p.cast() })
+        ring.prefault();
+        Some(ring)
+    }
+
+    /// Touch every page of the mapping now: the kernel maps a perf buffer's pages into the
+    /// process on first access, and a first access from the overflow handler would be a
+    /// user-mode page fault after the overflow, counted by `page-faults` before the handler
+    /// stops the group (and so dropped from the set while an independent counter sees it).
+    fn prefault(&self) {
+        for page in 0..MAP_LEN / PAGE {
+            // SAFETY: every page is inside the mapping.
+            unsafe { ptr::read_volatile(self.base.add(page * PAGE)) };
+        }
     }
 
     /// The metadata page (the page `rdpmc` reads too).
@@ -178,7 +194,7 @@ impl Ring {
 
 impl Drop for Ring {
     fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping.
-        unsafe { libc::munmap(self.base.cast(), MAP_LEN) };
+        // SAFETY: unmapping our own mapping, not used after.
+        let _ = unsafe { self.kernel.munmap(self.base.cast(), MAP_LEN) };
     }
 }

@@ -1,0 +1,100 @@
+//! `perfcompat/solaris.h`: libcpc's man-page Examples 1 and 2 (tests/c/manpage_example*.c, the
+//! page's code with only the glue the page says a program needs) build against our headers
+//! with `-include perfcompat/solaris.h` and no other change, and not without it; they then run:
+//! Example 1 on the emulated UltraSPARC I/II with the page's default events, Example 2 on perf
+//! with page-faults, taking one SIGEMT per 1000 faults with the %pc and %sp the header names.
+
+mod common;
+use common::*;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn build(example: u32, with_header: bool) -> Result<PathBuf, String> {
+    let bin = tmp().join(format!(
+        "manpage_example{example}{}",
+        if with_header { "" } else { "_plain" }
+    ));
+    let mut cmd = Command::new("cc");
+    cmd.args(["-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&bin)
+        .arg(format!("-I{}", repo().join("include").display()));
+    if with_header {
+        cmd.args(["-include", "perfcompat/solaris.h"]);
+    }
+    let out = cmd
+        .arg(repo().join(format!("tests/c/manpage_example{example}.c")))
+        .args(link_args())
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(bin)
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+#[test]
+fn the_examples_need_the_header_and_nothing_else() {
+    let e = build(1, false).unwrap_err();
+    assert!(e.contains("_lwp_self"), "{e}");
+    let e = build(2, false).unwrap_err();
+    assert!(
+        e.contains("'PC' undeclared") || e.contains("‘PC’ undeclared"),
+        "{e}"
+    );
+    assert!(
+        e.contains("index"),
+        "glibc's index() is in the way without the header: {e}"
+    );
+    build(1, true).unwrap();
+    build(2, true).unwrap();
+}
+
+#[test]
+fn example_1_samples_twenty_iterations() {
+    let bin = build(1, true).unwrap();
+    let out = run_output(&bin, "sim:ultrasparc2", &[], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 20, "{text}");
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(
+            *l,
+            format!("{:3}: 0 0", i + 1),
+            "nothing injected, nothing counted"
+        );
+    }
+}
+
+#[test]
+fn example_2_takes_a_sigemt_every_thousand_faults() {
+    let bin = build(2, true).unwrap();
+    let out = run_output(&bin, "perf", &[], &[("EVENT0", "page-faults")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    // 20 iterations of 1000 fresh pages: 20 overflows, each a line from the handler with the
+    // LWP, si_addr, %pc and %sp, and the value sampled in the handler: frozen at the wrap.
+    assert_eq!(lines.len(), 40, "{text}");
+    for pair in lines.chunks(2) {
+        let f: Vec<&str> = pair[0].split_whitespace().collect();
+        assert!(
+            f[0].starts_with("lwp") && f[0][3..].parse::<i32>().is_ok(),
+            "{text}"
+        );
+        // si_addr is the interrupted pc, as in the ucontext.
+        assert_eq!(f[3], f[6], "si_addr and %pc: {text}");
+        assert!(f[8].starts_with("0x7f"), "%sp is a stack address: {text}");
+        assert_eq!(pair[1], "0x0", "the request reads its wrap value: {text}");
+    }
+}
