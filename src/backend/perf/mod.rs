@@ -167,12 +167,12 @@ fn user_task_clock() -> perf_event_attr {
 /// Whether the calling thread can count `code` in user mode (libcpc's default, and all that
 /// unprivileged users get at `perf_event_paranoid` 2). PMUs that count only CPU-wide, or only
 /// without mode filtering (`msr`, which rejects `exclude_kernel`), are refused.
-fn thread_countable(code: PerfCode) -> bool {
+fn thread_countable(kernel: &dyn Kernel, code: PerfCode) -> bool {
     let mut a = attr_for(code);
     a.set_disabled(1);
     a.set_exclude_kernel(1);
     a.set_exclude_hv(1);
-    open_attr(&mut a, 0, -1, -1).is_ok()
+    open_attr(kernel, &mut a, 0, -1, -1).is_ok()
 }
 
 /// Probe the host: is there a PMU, what does the kernel allow.
@@ -670,7 +670,7 @@ impl Backend for PerfBackend {
         for e in names::sysfs_events(Path::new(names::SYSFS)) {
             // Only what a thread can count in user mode: CPU-wide-only PMUs (power, uncore)
             // and msr (no mode filtering) cannot be bound the way libcpc binds by default.
-            if matches!(e.class, Class::Pmu) && thread_countable(e.code) {
+            if matches!(e.class, Class::Pmu) && thread_countable(self.kernel, e.code) {
                 v.push(EventInfo {
                     name: e.name,
                     counters: all,
