@@ -277,8 +277,12 @@ fn a_fork_callback_gets_the_child_as_its_own_pctx() {
 
 /// `pctx_run(p, msec, nsamples, tick)` on `args`: (ticks, elapsed ms, return code).
 fn ticks(msec: u32, n: u32, args: &[&str]) -> Option<(i64, f64, i32)> {
+    ticks_mode("ticks", msec, n, args)
+}
+
+fn ticks_mode(mode: &str, msec: u32, n: u32, args: &[&str]) -> Option<(i64, f64, i32)> {
     let (m, n) = (msec.to_string(), n.to_string());
-    let mut a = vec!["ticks", &m, &n];
+    let mut a = vec![mode, &m, &n];
     a.extend_from_slice(args);
     let out = run(&a)?;
     let w: Vec<&str> = out.split_whitespace().collect();
@@ -311,6 +315,16 @@ fn ticks_come_every_msec() {
         (290.0..700.0).contains(&ms),
         "3 ticks of 100 ms took {ms} ms"
     );
+}
+
+/// `pctx_terminate`, here called from the third tick, ends the run at once with 0.
+#[test]
+fn pctx_terminate_ends_the_run() {
+    let Some((n, ms, rc)) = ticks_mode("terminate", 50, 3, &["sleep", "2"]) else {
+        return;
+    };
+    assert_eq!((n, rc), (3, 0));
+    assert!((140.0..1000.0).contains(&ms), "3 ticks of 50 ms took {ms} ms");
 }
 
 /// The last `fini ... faults N` count of `who`, and its number of exec lines.

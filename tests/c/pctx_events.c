@@ -5,7 +5,8 @@
  *   seq [-f] [-x] FILE...     log every callback with its ids; -f registers a fork callback
  *                             (which logs the child's callbacks the same way), -x makes the
  *                             exec callback return -1; then "pctx_run RC" and "released"
- *   ticks MSEC N FILE...      pctx_run(p, MSEC, N, tick): "ticks T elapsed E" (milliseconds)
+ *   ticks MSEC N FILE...      pctx_run(p, MSEC, N, tick): "ticks T elapsed E rc R" (ms)
+ *   terminate MSEC N FILE...  the same, with a tick that calls pctx_terminate at its Nth call
  *   track MSEC FILE...        what cputrack does with -e and -f: init_lwp binds a set counting
  *                             page-faults with cpc_bind_pctx, ticks sample it, fini_lwp samples,
  *                             prints and unbinds, the fork callback follows the child */
@@ -112,10 +113,10 @@ static int seq(int argc, char **argv) {
 
 /* ---- ticks ---- */
 
-static int nticks;
+static int nticks, stop_at;
 static int tk_tick(pctx_t *p, pid_t pid, id_t lwp, void *arg) {
-    (void)p; (void)pid; (void)lwp; (void)arg;
-    nticks++;
+    (void)pid; (void)lwp; (void)arg;
+    if (++nticks == stop_at) pctx_terminate(p);
     return 0;
 }
 
@@ -125,9 +126,13 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static int ticks(int argc, char **argv) {
+static int ticks(int argc, char **argv, int terminate) {
     if (argc < 3) return 2;
     unsigned msec = (unsigned)atoi(argv[0]), n = (unsigned)atoi(argv[1]);
+    if (terminate) {
+        stop_at = (int)n;
+        n = 0;
+    }
     pctx_t *p = pctx_create(argv[2], &argv[2], NULL, 0, NULL);
     if (p == NULL) return 2;
     double t0 = now_ms();
@@ -240,8 +245,9 @@ static int track(int argc, char **argv) {
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "seq") == 0 && argc > 2) return seq(argc - 2, argv + 2);
-    if (strcmp(mode, "ticks") == 0) return ticks(argc - 2, argv + 2);
+    if (strcmp(mode, "ticks") == 0) return ticks(argc - 2, argv + 2, 0);
+    if (strcmp(mode, "terminate") == 0) return ticks(argc - 2, argv + 2, 1);
     if (strcmp(mode, "track") == 0) return track(argc - 2, argv + 2);
-    fprintf(stderr, "usage: %s seq|ticks|track ...\n", argv[0]);
+    fprintf(stderr, "usage: %s seq|ticks|terminate|track ...\n", argv[0]);
     return 2;
 }
