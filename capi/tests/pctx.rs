@@ -324,7 +324,10 @@ fn pctx_terminate_ends_the_run() {
         return;
     };
     assert_eq!((n, rc), (3, 0));
-    assert!((140.0..1000.0).contains(&ms), "3 ticks of 50 ms took {ms} ms");
+    assert!(
+        (140.0..1000.0).contains(&ms),
+        "3 ticks of 50 ms took {ms} ms"
+    );
 }
 
 /// The last `fini ... faults N` count of `who`, and its number of exec lines.
