@@ -16,7 +16,8 @@ extern "C" {
 
  `event` is a name the emulated model knows (an event name such as `Cycle_cnt`, a generic
  name such as `PAPI_tot_cyc`, an alias from `PERFCOMPAT_EVENTS`), and for `r10000`/`r12000`
- also the decimal event number (`"25"`). Every bound set of the calling thread (and the
+ also the decimal event number (`"25"`); on the other models a decimal R10000 event number
+ that `PERFCOMPAT_EVENTS` maps is the mapped event. Every bound set of the calling thread (and the
  inheriting, process and CPU bindings that cover it) that counts the event advances by `n`;
  overflow notifications fire synchronously inside this call at the exact count.
 

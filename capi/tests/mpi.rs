@@ -230,26 +230,28 @@ fn the_layer_counts_every_rank_of_a_fortran_program() {
     check(&report, 4, |r| 1000.0 * (r + 1) as f64, 0.05);
 }
 
-/// A rank that calls MPI_Abort ends the job in mpirun: it must not hang, and the layer
-/// prints no report (none can be complete); README, "MPI".
+/// A rank that calls MPI_Abort, or is killed by a signal, ends the job in mpirun: it must not
+/// hang, and the layer prints no report (none can be complete); README, "MPI".
 #[test]
-fn mpi_abort_ends_the_job_without_a_report_and_without_hanging() {
+fn a_rank_that_aborts_or_dies_ends_the_job_without_a_report_and_without_hanging() {
     if !have_mpi() {
         return;
     }
-    let report = layer().join("report-abort.json");
-    let _ = std::fs::remove_file(&report);
-    let env = [
-        ("PERFCOMPAT_PRELOAD_EVENTS", "25".to_string()),
-        (
-            "PERFCOMPAT_EVENTS",
-            page_fault_map(25).display().to_string(),
-        ),
-        ("PERFCOMPAT_MPI_OUTPUT", report.display().to_string()),
-    ];
-    let (ok, out) = mpirun(4, c_program(), &["abort"], &env);
-    assert!(!ok, "MPI_Abort must fail the job:\n{out}");
-    assert!(!report.exists(), "no report after MPI_Abort");
+    for mode in ["abort", "die"] {
+        let report = layer().join(format!("report-{mode}.json"));
+        let _ = std::fs::remove_file(&report);
+        let env = [
+            ("PERFCOMPAT_PRELOAD_EVENTS", "25".to_string()),
+            (
+                "PERFCOMPAT_EVENTS",
+                page_fault_map(25).display().to_string(),
+            ),
+            ("PERFCOMPAT_MPI_OUTPUT", report.display().to_string()),
+        ];
+        let (ok, out) = mpirun(4, c_program(), &[mode], &env);
+        assert!(!ok, "{mode}: the job must fail:\n{out}");
+        assert!(!report.exists(), "{mode}: no report");
+    }
 }
 
 /// A bad event list: each rank says why on its stderr, runs uncounted, and rank 0's report

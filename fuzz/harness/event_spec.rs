@@ -194,7 +194,15 @@ fn subcode_of(k: ErrorKind) -> c_int {
     }
 }
 
-const ATTR_NAMES: [&[u8]; 6] = [b"picnum", b"emask", b"tag", b"nouser", b"cmask", b"edge"];
+const ATTR_NAMES: [&[u8]; 7] = [
+    b"picnum",
+    b"emask",
+    b"tag",
+    b"nouser",
+    b"cmask",
+    b"edge",
+    b"int_every",
+];
 
 fn requests(r: &mut Reader) {
     install_sigemt();

@@ -6,12 +6,14 @@
  *   sim EVENT  injects 1000 * (r + 1) occurrences of EVENT with perfcompat_sim_advance instead
  *              (on an emulated PMU), 1000 on each thread;
  *   abort      as pages, then rank 1 calls MPI_Abort;
+ *   die        as pages, then rank 1 kills itself with SIGKILL;
  *   libperfex  as pages, and the main thread also counts itself with start_counters(0, 25)
  *              and read_counters: event 25 (mapped to page faults) must see its 1000 pages.
  * Each rank prints "rank R: N failures". */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +82,8 @@ int main(int argc, char **argv) {
     fflush(stdout);
     if (strcmp(mode, "abort") == 0 && rank == 1)
         MPI_Abort(MPI_COMM_WORLD, 3);
+    if (strcmp(mode, "die") == 0 && rank == 1)
+        raise(SIGKILL);
     MPI_Barrier(MPI_COMM_WORLD);
     MPI_Finalize();
     return fails != 0;

@@ -4,7 +4,7 @@
 //! set, and each has its own control register (so the user/system mode can differ per counter).
 //! Events are numbered 0-31: number `n` is event-select code `n % 16` on counter `n / 16`.
 //!
-//! Each distinct event is one [`SimEvent`] whose routes are the event numbers that count it: on
+//! Each distinct event is one [`SimEvent`](super::model::SimEvent) whose routes are the event numbers that count it: on
 //! the R10000, `cycles` is both event 0 (counter 0, code 0) and event 16 (counter 1, code 0),
 //! and `graduated_instructions` both 15 and 17. On the R12000 every number is a different event;
 //! cycles and graduated instructions exist only on counter 0.
@@ -17,7 +17,7 @@
 //! 30 and 31 "store/fetch" in the R10000 list and "store/prefetch" in the R12000 list; the names
 //! use "store/prefetch" (the wording of the R10000 user's manual and of perfex(1)).
 
-use super::model::{Generic, IrqRule, Model, Route, SimEvent};
+use super::model::{plain_event as event, plain_generic as generic, IrqRule, Model, Route};
 
 /// The route for R10000/R12000 event number `n`: code `n % 16` on counter `n / 16`.
 const fn num(n: u32) -> Route {
@@ -25,29 +25,6 @@ const fn num(n: u32) -> Route {
         counters: 1 << (n / 16),
         code: n % 16,
         resource: None,
-    }
-}
-
-/// An event counted by the given numbers.
-const fn event(
-    name: &'static str,
-    description: &'static str,
-    routes: &'static [Route],
-) -> SimEvent {
-    SimEvent {
-        name,
-        description,
-        routes,
-        emask: 0,
-    }
-}
-
-/// A generic name for `event`.
-const fn generic(name: &'static str, event: &'static str) -> Generic {
-    Generic {
-        name,
-        event,
-        emask: 0,
     }
 }
 
@@ -59,6 +36,7 @@ pub static R10000: Model = Model {
              Appendix E",
     ncounters: 2,
     width: 32,
+    widths: &[],
     irq: IrqRule::BitSet(31),
     overflow_interrupt: true,
     overflow_precise: true,
@@ -239,6 +217,7 @@ pub static R12000: Model = Model {
              Manual, Version 2.0, Appendix E",
     ncounters: 2,
     width: 32,
+    widths: &[],
     irq: IrqRule::BitSet(31),
     overflow_interrupt: true,
     overflow_precise: true,

@@ -1,8 +1,9 @@
 //! Emulated PMUs, for deterministic tests and for developing counter code without a PMU.
 //!
 //! Each model ([`model::Model`]) is emulated at the register level: a counter is a `width`-bit
-//! register that raises its overflow interrupt when bit 31 becomes set (R10000/R12000) or when
-//! it wraps (UltraSPARC, Pentium 4). At every interrupt the emulated kernel folds the register
+//! register that raises its overflow interrupt when bit 31 becomes set (R10000/R12000, PowerPC)
+//! or when it wraps (UltraSPARC, Pentium 4, Alpha; an Alpha counter's width is its interrupt
+//! period, chosen per request with `int_every`: see [`alpha`]). At every interrupt the emulated kernel folds the register
 //! into a 64-bit sum, the perfctr way ([`crate::virt::Accumulator`]). A request that notifies on
 //! overflow is an "i-mode" counter: its register is loaded so that the interrupt comes exactly
 //! when the 64-bit virtual value wraps (after several silent interrupts when the distance is
@@ -35,26 +36,42 @@ use crate::set::{Request, Target};
 use crate::signal::SeqCount;
 use crate::virt;
 
+pub mod alpha;
 pub mod mips;
 pub mod model;
 pub mod p4;
+pub mod ppc;
 pub mod sparc;
 
 use model::{IrqRule, Model};
 
-/// Names accepted after `sim:`.
-pub const MODEL_NAMES: &[&str] = &["r10000", "r12000", "ultrasparc", "ultrasparc2", "pentium4"];
+/// Every emulated PMU: the one table that [`MODEL_NAMES`] and [`model()`] are derived from.
+pub static MODELS: [&Model; 9] = [
+    &mips::R10000,
+    &mips::R12000,
+    &sparc::ULTRASPARC,
+    &sparc::ULTRASPARC2,
+    &p4::PENTIUM4,
+    &alpha::EV4,
+    &alpha::EV5,
+    &ppc::PPC750,
+    &ppc::PPC7450,
+];
+
+/// Names accepted after `sim:`, in [`MODELS`] order.
+pub const MODEL_NAMES: &[&str] = &{
+    let mut names = [""; MODELS.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = MODELS[i].name;
+        i += 1;
+    }
+    names
+};
 
 /// The model called `name`.
 pub fn model(name: &str) -> Option<&'static Model> {
-    match name {
-        "r10000" => Some(&mips::R10000),
-        "r12000" => Some(&mips::R12000),
-        "ultrasparc" => Some(&sparc::ULTRASPARC),
-        "ultrasparc2" => Some(&sparc::ULTRASPARC2),
-        "pentium4" => Some(&p4::PENTIUM4),
-        _ => None,
-    }
+    MODELS.iter().copied().find(|m| m.name == name)
 }
 
 /// An emulated PMU.
@@ -63,6 +80,9 @@ pub struct SimBackend {
     info: BackendInfo,
     live: Mutex<Vec<Weak<BoundSet>>>,
 }
+
+/// The attribute that sets a counter's interrupt period (see [`alpha`]).
+const INT_EVERY: &str = "int_every";
 
 /// An event name resolved against a model: the event and, for R10000-style numbers and raw
 /// codes, the only routes allowed.
@@ -85,7 +105,11 @@ impl SimBackend {
             name: format!("sim:{}", m.name),
             description: m.cciname.to_string(),
             reference: m.cpuref.to_string(),
-            counters: vec![CounterInfo { width: m.width }; m.ncounters as usize],
+            counters: (0..m.ncounters)
+                .map(|c| CounterInfo {
+                    width: m.default_width(c),
+                })
+                .collect(),
             overflow_interrupt: m.overflow_interrupt,
             overflow_precise: m.overflow_precise,
             attributes: m.attributes.iter().map(|a| a.name.to_string()).collect(),
@@ -179,6 +203,13 @@ impl SimBackend {
     fn resolve_alias(&self, name: &str) -> Option<Resolved> {
         let map = EventMap::global();
         let mut n = name;
+        // An R10000 event number (libperfex's events) the user mapped: on a model without
+        // R10000 numbering, the map's event. (On r10000/r12000 the number is native.)
+        if !self.model.numbered {
+            if let Some(spec) = name.parse::<u32>().ok().and_then(|k| map.number(k)) {
+                n = spec;
+            }
+        }
         for _ in 0..8 {
             match map.alias(n) {
                 Some(s) => n = s,
@@ -360,12 +391,44 @@ impl Backend for SimBackend {
                 });
             }
         }
-        let slots = self.slots(&r, req.counter);
+        let mut slots = self.slots(&r, req.counter);
         if slots.is_empty() {
             return Err(Error::PicNotCapable {
                 event: req.event.clone(),
                 picnum: req.counter.unwrap_or(0),
             });
+        }
+        if let Some(v) = req
+            .attrs
+            .iter()
+            .find(|a| a.name == INT_EVERY)
+            .map(|a| a.value)
+        {
+            let supported = |c: u32| v.is_power_of_two() && self.model.has_width(c, v.ilog2());
+            let counters: Vec<u32> = slots.iter().map(|s| s.counter).collect();
+            slots.retain(|s| supported(s.counter));
+            if slots.is_empty() {
+                let periods: Vec<String> = counters
+                    .iter()
+                    .map(|&c| {
+                        let p: Vec<String> = self
+                            .model
+                            .widths
+                            .get(c as usize)
+                            .map_or(&[][..], |w| w)
+                            .iter()
+                            .map(|w| (1u64 << w).to_string())
+                            .collect();
+                        format!("counter {c}: {}", p.join(" or "))
+                    })
+                    .collect();
+                return Err(Error::InvalidArgument(format!(
+                    "{INT_EVERY}={v} is not an interrupt period of the counters that can \
+                     count {} ({})",
+                    req.event,
+                    periods.join("; ")
+                )));
+            }
         }
         let _ = r.emask;
         Ok(Candidate {
@@ -414,17 +477,26 @@ impl Backend for SimBackend {
         } else {
             Vec::new()
         };
-        let irq_at = match self.model.irq {
-            IrqRule::BitSet(b) => 1u64 << b,
-            IrqRule::Wrap => 1u64 << self.model.width,
-        };
         let counters = reqs
             .iter()
             .zip(slots)
             .map(|(r, s)| {
                 let ev = self.resolve_alias(&r.event).map_or(usize::MAX, |x| x.event);
+                // The register's width: the chosen interrupt period's (checked by
+                // `candidate`), else the counter's default.
+                let width = r
+                    .attrs
+                    .iter()
+                    .find(|a| a.name == INT_EVERY && a.value.is_power_of_two())
+                    .map_or(self.model.default_width(s.counter), |a| a.value.ilog2());
+                let irq_at = match self.model.irq {
+                    IrqRule::BitSet(b) => 1u64 << b,
+                    IrqRule::Wrap => 1u64 << width,
+                };
                 SimCounter {
                     event: ev,
+                    width,
+                    irq_at,
                     counter: s.counter,
                     counts: r.flags.user,
                     reg: AtomicU64::new(0),
@@ -436,8 +508,6 @@ impl Backend for SimBackend {
             })
             .collect();
         Ok(Box::new(SimGroup {
-            width: self.model.width,
-            irq_at,
             target,
             owner: engine::gettid(),
             preexisting,
@@ -463,6 +533,10 @@ fn thread_ids() -> Vec<i32> {
 
 struct SimCounter {
     event: usize,
+    /// Register width in bits.
+    width: u32,
+    /// Register position at which the interrupt fires, as a count from 0.
+    irq_at: u64,
     counter: u32,
     counts: bool,
     reg: AtomicU64,
@@ -474,8 +548,6 @@ struct SimCounter {
 
 /// The emulated counters of one bound set.
 pub struct SimGroup {
-    width: u32,
-    irq_at: u64,
     target: Target,
     owner: i32,
     preexisting: Vec<i32>,
@@ -499,9 +571,10 @@ impl SimGroup {
         self.seq.write(|| f(self))
     }
 
-    /// Register position at which the interrupt fires, as a count from 0.
-    fn load_for(&self, distance: u64) -> u64 {
-        self.irq_at - distance.min(self.irq_at)
+    /// The register load that makes counter `c` interrupt after `distance` events (or after a
+    /// whole period when the distance is longer).
+    fn load_for(c: &SimCounter, distance: u64) -> u64 {
+        c.irq_at - distance.min(c.irq_at)
     }
 
     /// Count `n` occurrences of `event` in lock step on every counter that counts it, stopping
@@ -546,7 +619,7 @@ impl SimGroup {
     /// when armed); runs of silent interrupts over whole periods are folded at once. Returns
     /// whether the notification fired (then `k` was exactly the distance left).
     fn count_on(&self, c: &SimCounter, mut k: u64) -> bool {
-        let irq_at = self.irq_at;
+        let irq_at = c.irq_at;
         let armed = || c.armed.load(Ordering::Relaxed);
         while k > 0 {
             let reg = c.reg.load(Ordering::Relaxed);
@@ -572,7 +645,7 @@ impl SimGroup {
             };
             let remaining = c.remaining.load(Ordering::Relaxed);
             let reload = if armed() && remaining > 0 {
-                self.load_for(remaining)
+                Self::load_for(c, remaining)
             } else {
                 0
             };
@@ -612,10 +685,7 @@ impl Group for SimGroup {
                     sum: c.sum.load(Ordering::Relaxed),
                     start: c.start.load(Ordering::Relaxed),
                 };
-                *o = acc.peek(
-                    c.reg.load(Ordering::Relaxed) & virt::mask(self.width),
-                    self.width,
-                );
+                *o = acc.peek(c.reg.load(Ordering::Relaxed) & virt::mask(c.width), c.width);
             }
             if self.seq.valid(s) {
                 return Ok(Times::default());
@@ -642,10 +712,10 @@ impl Group for SimGroup {
                 start: c.start.load(Ordering::Relaxed),
             };
             let reload = match distance {
-                Some(d) => g.load_for(d),
+                Some(d) => Self::load_for(c, d),
                 None => c.reg.load(Ordering::Relaxed),
             };
-            acc.fold(c.reg.load(Ordering::Relaxed), g.width, reload);
+            acc.fold(c.reg.load(Ordering::Relaxed), c.width, reload);
             c.sum.store(acc.sum, Ordering::Relaxed);
             c.start.store(acc.start, Ordering::Relaxed);
             c.reg.store(reload, Ordering::Relaxed);
@@ -669,7 +739,7 @@ impl SimGroup {
     pub fn register(&self, index: usize) -> Option<u64> {
         self.counters
             .get(index)
-            .map(|c| c.reg.load(Ordering::Relaxed) & virt::mask(self.width))
+            .map(|c| c.reg.load(Ordering::Relaxed) & virt::mask(c.width))
     }
 }
 

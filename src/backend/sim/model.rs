@@ -81,8 +81,13 @@ pub struct Model {
     pub cpuref: &'static str,
     /// Number of counters.
     pub ncounters: u32,
-    /// Width of each counter register in bits.
+    /// Width of each counter register in bits (the default width when `widths` is not empty).
     pub width: u32,
+    /// Per-counter register widths, when they differ between counters or can be chosen (Alpha:
+    /// the interrupt frequency): entry `c` lists the widths counter `c` can be set to, its
+    /// default first. The `int_every` attribute (2^width events per interrupt) picks another
+    /// one. Empty: every counter is `width` bits wide.
+    pub widths: &'static [&'static [u32]],
     /// When the overflow interrupt fires.
     pub irq: IrqRule,
     /// Whether the model can raise an overflow interrupt at all.
@@ -106,6 +111,77 @@ pub struct Model {
     pub attributes: &'static [AttrSpec],
 }
 
+impl Model {
+    /// The register width counter `c` has unless a request chooses another.
+    pub fn default_width(&self, c: u32) -> u32 {
+        self.widths
+            .get(c as usize)
+            .and_then(|w| w.first().copied())
+            .unwrap_or(self.width)
+    }
+
+    /// Whether counter `c` can be set to `w` bits.
+    pub fn has_width(&self, c: u32, w: u32) -> bool {
+        match self.widths.get(c as usize) {
+            Some(ws) => ws.contains(&w),
+            None => w == self.width,
+        }
+    }
+}
+
+/// A route through the counters in the mask `counters` with select code `code`, needing no
+/// shared resource.
+pub const fn route(counters: u64, code: u32) -> Route {
+    Route {
+        counters,
+        code,
+        resource: None,
+    }
+}
+
+/// An event without event masks.
+pub const fn plain_event(
+    name: &'static str,
+    description: &'static str,
+    routes: &'static [Route],
+) -> SimEvent {
+    SimEvent {
+        name,
+        description,
+        routes,
+        emask: 0,
+    }
+}
+
+/// A generic name for `event`, without an event mask.
+pub const fn plain_generic(name: &'static str, event: &'static str) -> Generic {
+    Generic {
+        name,
+        event,
+        emask: 0,
+    }
+}
+
+/// `a` followed by `b`, in a constant: for models that share part of their event table with
+/// another model, so that the shared part is written once.
+pub const fn concat<T: Copy, const A: usize, const B: usize, const N: usize>(
+    a: [T; A],
+    b: [T; B],
+) -> [T; N] {
+    assert!(A + B == N, "concat: wrong length");
+    let mut out = [a[0]; N];
+    let mut i = 0;
+    while i < A {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < N {
+        out[i] = b[i - A];
+        i += 1;
+    }
+    out
+}
+
 /// Bit mask with the counters `lo..=hi` set.
 pub const fn span(lo: u32, hi: u32) -> u64 {
     let mut m = 0u64;
@@ -115,4 +191,67 @@ pub const fn span(lo: u32, hi: u32) -> u64 {
         i += 1;
     }
     m
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    /// The routes of `m`'s event `name`.
+    pub(crate) fn routes(m: &Model, name: &str) -> &'static [Route] {
+        m.events
+            .iter()
+            .find(|e| e.name == name)
+            .unwrap_or_else(|| panic!("{}: no event {name}", m.name))
+            .routes
+    }
+
+    /// The consistency every model's tables must have: unique event and generic names, every
+    /// event counted somewhere and only on counters that exist, one event per (counter, code),
+    /// generics naming events, per-counter widths for every counter.
+    pub(crate) fn check_tables(m: &Model) {
+        let all = if m.ncounters >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << m.ncounters) - 1
+        };
+        let mut names = HashSet::new();
+        let mut codes = HashSet::new();
+        for e in m.events {
+            assert!(names.insert(e.name), "{}: duplicate {}", m.name, e.name);
+            assert!(!e.routes.is_empty(), "{}: {} has no route", m.name, e.name);
+            for r in e.routes {
+                assert_ne!(r.counters, 0, "{}: {}", m.name, e.name);
+                assert_eq!(r.counters & !all, 0, "{}: {} off the PMU", m.name, e.name);
+                for c in 0..m.ncounters {
+                    if r.counters & (1 << c) != 0 && r.resource.is_none() {
+                        assert!(
+                            codes.insert((c, r.code)),
+                            "{}: {} reuses code {} on counter {c}",
+                            m.name,
+                            e.name,
+                            r.code
+                        );
+                    }
+                }
+            }
+        }
+        let mut generics = HashSet::new();
+        for g in m.generics {
+            assert!(generics.insert(g.name), "{}: duplicate {}", m.name, g.name);
+            assert!(
+                m.events.iter().any(|e| e.name == g.event),
+                "{}: {} names no event",
+                m.name,
+                g.name
+            );
+        }
+        if !m.widths.is_empty() {
+            assert_eq!(m.widths.len(), m.ncounters as usize, "{}", m.name);
+            for w in m.widths {
+                assert!(!w.is_empty() && w.iter().all(|&w| (1..=m.width).contains(&w)));
+            }
+        }
+    }
 }

@@ -177,6 +177,7 @@ pub static PENTIUM4: Model = Model {
              Volume 3: System Programming Guide,\" Order # 245472-012, 2003",
     ncounters: 18,
     width: 40,
+    widths: &[],
     irq: IrqRule::Wrap,
     overflow_interrupt: true,
     overflow_precise: true,

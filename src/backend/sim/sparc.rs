@@ -4,46 +4,19 @@
 //! a single performance control register (%pcr). The %pcr carries one event-select field per PIC
 //! but only one pair of user/system bits, so every request of a set must use the same flags.
 //! Events are named as in the processor manuals; an event that both PICs can count is a single
-//! [`SimEvent`] with one [`Route`] per PIC. Neither family has event masks, shared resources or
+//! [`SimEvent`](super::model::SimEvent) with one [`Route`] per PIC. Neither family has event masks, shared resources or
 //! request attributes.
 
-use super::model::{Generic, IrqRule, Model, Route, SimEvent};
+use super::model::{plain_event as ev, plain_generic as g, route, IrqRule, Model, Route};
 
 /// Route through PIC0 with the given %pcr select code.
 const fn p0(code: u32) -> Route {
-    Route {
-        counters: 1 << 0,
-        code,
-        resource: None,
-    }
+    route(1 << 0, code)
 }
 
 /// Route through PIC1 with the given %pcr select code.
 const fn p1(code: u32) -> Route {
-    Route {
-        counters: 1 << 1,
-        code,
-        resource: None,
-    }
-}
-
-/// An UltraSPARC event (no event mask).
-const fn ev(name: &'static str, description: &'static str, routes: &'static [Route]) -> SimEvent {
-    SimEvent {
-        name,
-        description,
-        routes,
-        emask: 0,
-    }
-}
-
-/// A generic name on UltraSPARC (no event mask).
-const fn g(name: &'static str, event: &'static str) -> Generic {
-    Generic {
-        name,
-        event,
-        emask: 0,
-    }
+    route(1 << 1, code)
 }
 
 /// UltraSPARC III+ and UltraSPARC IV (the UltraSPARC III family tables with the III+/IV
@@ -55,6 +28,7 @@ pub static ULTRASPARC: Model = Model {
              Manual (Sun Microsystems) and the UltraSPARC IV Processor User's Manual Supplement",
     ncounters: 2,
     width: 32,
+    widths: &[],
     irq: IrqRule::Wrap,
     overflow_interrupt: true,
     overflow_precise: false,
@@ -386,6 +360,7 @@ pub static ULTRASPARC2: Model = Model {
              Manual (Sun Microsystems)",
     ncounters: 2,
     width: 32,
+    widths: &[],
     irq: IrqRule::Wrap,
     overflow_interrupt: false,
     overflow_precise: false,
@@ -483,6 +458,7 @@ pub static ULTRASPARC2: Model = Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::sim::model::SimEvent;
     use std::collections::HashSet;
 
     fn find(m: &Model, name: &str) -> Option<SimEvent> {
