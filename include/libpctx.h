@@ -31,7 +31,12 @@ typedef enum {
 
 typedef struct pctx_t pctx_t;
 
-/* Callback types, as in Solaris's libpctx.h. The id_t is a Linux thread id. */
+/* Callback types, as in Solaris's libpctx.h. The id_t is a Linux thread id.
+ * The fork callback is called in a copy of the caller (only a registered fork callback makes
+ * children followed) as fn(child's own pctx_t, parent pid, child pid, child's thread id, arg):
+ * pctx_set_events(3CPC) names the third and fourth arguments lwpid and child, cputrack reads
+ * them as child pid and lwpid; the child's one thread has the child's pid as its id, so both
+ * readings hold. The exit callback's int is the exit status (128 + N for signal N). */
 typedef void (pctx_errfn_t)(const char *fn, const char *fmt, va_list ap);
 typedef int pctx_sysc_execfn_t(pctx_t *, pid_t, id_t, char *, void *);
 typedef void pctx_sysc_forkfn_t(pctx_t *, pid_t, id_t, pid_t, void *);
@@ -86,12 +91,23 @@ pctx_t *pctx_capture(pid_t pid, void *arg, int verbose, pctx_errfn_t *errfn);
 
 /*
  Run the process, calling the registered callbacks as threads start and end and `tick` for
- every thread each `msec` milliseconds (0: no ticks), until the process exits, or after
- `nsamples` ticks when it is not 0; see pctx_run(3CPC).
+ every thread every `msec` milliseconds by the clock (0: no ticks), until the process
+ exits, after `nsamples` ticks when it is not 0, or when `pctx_terminate` or
+ `cpc_terminate` is called; see pctx_run(3CPC). The callbacks come in pctx_set_events(3CPC)'s
+ order: a program that just runs gives init_lwp, lwp_exit, fini_lwp, exit; a thread created
+ gives lwp_create (the creating thread's id) before its init_lwp; an exec gives fini_lwp for
+ every thread, exec, then init_lwp for the process's one thread (id = pid). The command's
+ own start (`pctx_create`'s exec) is not an exec event: its init_lwp comes before its first
+ instruction. Children are followed only with a fork callback registered, each in a copy
+ of the caller: the callback gets the child's own `pctx_t`, the parent's pid, the child's
+ pid, the child's thread id (the same number on Linux) and `arg`; it may set events on the
+ child's handle and run it; when it returns the child is released and the copy exits.
 
  # Returns
- 0 when the process exited, the ticks were done or `cpc_terminate` was called; -1 with
- `errno` set when a callback returned non-zero or the process could not be followed.
+ 0 when the process exited, the ticks were done or the run was terminated; -1 when a
+ callback returned non-zero (no later callback is made; the processes stay stopped under
+ control until `pctx_release`), or, with `errno` set and a message, when the process could
+ not be followed.
 
  # Safety
  `tick` is NULL or a function of this type; `pctx` is driven by this thread only.
@@ -100,13 +116,22 @@ int pctx_run(pctx_t *pctx, uint_t msec, uint_t nsamples, int (*tick)(pctx_t*, pi
 
 /*
  Stop controlling the process: every observed thread gets the `PCTX_FINI_LWP_EVENT`
- callback, the process goes on running (a created command that never ran is killed), and
- the handle is freed; see pctx_capture(3CPC).
+ callback, the process goes on running (a created command that never ran is killed), the
+ copies of the caller following its children are waited for, and the handle is freed; see
+ pctx_capture(3CPC).
 
  # Safety
  `pctx` is not used afterwards.
  */
 void pctx_release(pctx_t *pctx);
+
+/*
+ Make the `pctx_run` in progress on `pctx` return 0 within 10 ms, its processes still under
+ control (`pctx_release` lets them go); a later `pctx_run` is not affected. Async-signal-safe:
+ meant for a signal handler (SIGINT) or a callback. A bad handle sets `errno` to `EINVAL`,
+ without a message.
+ */
+void pctx_terminate(pctx_t *pctx);
 
 #ifdef __cplusplus
 }  // extern "C"

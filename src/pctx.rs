@@ -7,8 +7,19 @@
 //! # How
 //! - [`Pctx::create`] forks a child that waits on a pipe; the parent seizes it
 //!   (`PTRACE_SEIZE` with the clone, fork, vfork, exec and exit options), and [`Pctx::run`]
-//!   calls [`Observer::init_lwp`] for it before letting it `execvp` the command.
+//!   lets it `execvp` the command, holds it at the exec (which is not reported: it is how the
+//!   command starts) and calls [`Observer::init_lwp`] before the command's first instruction.
 //!   [`Pctx::capture`] seizes every thread of a running process instead.
+//! - The order of the callbacks is libpctx's (pctx_set_events(3CPC)): a program that just runs
+//!   gives `init_lwp`, `lwp_exit`, `fini_lwp`, `exit`; a new thread gives `lwp_create` (with
+//!   the creating thread's id) before its own `init_lwp`; every thread that ends gives
+//!   `lwp_exit` then `fini_lwp`, the last one at process exit included; an `execve` gives
+//!   `fini_lwp` for every observed thread of the process, then [`Observer::exec`], then
+//!   `init_lwp` for the process's one thread (its id is the process id).
+//! - A new process is followed as [`Observer::fork`] says ([`Follow`]): in this `Pctx`
+//!   (`perfex -mp`), not at all (it runs untraced), or, as libpctx does when a fork callback is
+//!   registered, as a `Pctx` of its own handed to [`Observer::adopt`] in a forked copy of the
+//!   controlling process (see [`Follow::Copy`]).
 //! - A new thread or process starts stopped (`PTRACE_EVENT_STOP`): `init_lwp` runs before it
 //!   executes one instruction. A thread about to exit stops at `PTRACE_EVENT_EXIT`:
 //!   [`Observer::fini_lwp`] runs while its counters still hold everything it did.
@@ -25,12 +36,15 @@
 //!   threads the exec ends get `fini_lwp` when the kernel reports them gone.
 //! - One `Pctx` is driven by one thread. It waits only for its own tracees (never for any
 //!   child), and wakes on SIGCHLD, or every 10 ms where another thread of the process may
-//!   have taken the SIGCHLD.
+//!   have taken the SIGCHLD; ticks are timed by the clock, not by these wake-ups.
+//! - Only successful `execve`s are seen (the exec event comes after the new program is
+//!   loaded, before it runs): `fini_lwp` reads counters that already include the kernel's
+//!   work for the exec, and a failed `execve` gives no callback at all.
 
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
@@ -70,37 +84,72 @@ impl Status {
     }
 }
 
-/// What a [`Pctx`] tells its user. Every method has a default that does nothing. An error
-/// returned by `init_lwp`, `fini_lwp` or `tick` ends [`Pctx::run`] with that error (the
-/// processes are released, not killed).
+/// How a process created by an observed process is followed (the answer of
+/// [`Observer::fork`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Follow {
+    /// Observed in this [`Pctx`], its threads reported to the same observer (`perfex -mp`).
+    Here,
+    /// Not followed: it is let go before it runs and runs untraced (libpctx without a fork
+    /// callback).
+    No,
+    /// Followed as a [`Pctx`] of its own in a copy of the controlling process: the controller
+    /// forks (after flushing C stdio buffers), the copy takes control of the new process,
+    /// still stopped before its first instruction, and calls [`Observer::adopt`] with it; when
+    /// `adopt` returns the copy releases whatever it still controls and exits (`_exit(0)`).
+    /// This is libpctx's behaviour when a fork callback is registered: the callback runs in
+    /// its own copy of the caller, so whatever it changes does not disturb the parent's run.
+    /// The original controller goes on with the parent and reaps the copy when it ends.
+    /// In a multithreaded controller only the calling thread exists in the copy.
+    Copy,
+}
+
+/// What a [`Pctx`] tells its user. Every method has a default that does nothing (and
+/// [`Observer::fork`] follows children here). An error returned by `init_lwp`, `fini_lwp`,
+/// `exec` or `tick` ends [`Pctx::run`] with that error, with no further callback (the
+/// processes are released by [`Pctx::release`] or the drop, not killed).
 pub trait Observer {
-    /// Thread `tid` of process `pid` is now observed; a new thread has not run yet.
+    /// Thread `tid` of process `pid` is now observed; it has not run yet (a new thread, the
+    /// created command, a program just executed).
     fn init_lwp(&mut self, pid: i32, tid: i32) -> Result<()> {
         let _ = (pid, tid);
         Ok(())
     }
-    /// Thread `tid` of process `pid` is about to exit, or is being released.
+    /// Thread `tid` of process `pid` is about to exit or to execute a new program, or is
+    /// being released.
     fn fini_lwp(&mut self, pid: i32, tid: i32) -> Result<()> {
         let _ = (pid, tid);
         Ok(())
     }
-    /// Thread `tid` of process `pid` created thread `new`.
+    /// Thread `tid` of process `pid` created thread `new` (called before `new`'s `init_lwp`).
     fn lwp_create(&mut self, pid: i32, tid: i32, new: i32) {
         let _ = (pid, tid, new);
     }
-    /// Thread `tid` of process `pid` is exiting (before `fini_lwp`).
+    /// Thread `tid` of process `pid` is exiting (before its `fini_lwp`).
     fn lwp_exit(&mut self, pid: i32, tid: i32) {
         let _ = (pid, tid);
     }
-    /// Thread `tid` of process `pid` created process `child`.
-    fn fork(&mut self, pid: i32, tid: i32, child: i32) {
+    /// Thread `tid` of process `pid` created process `child`: say how to follow it.
+    fn fork(&mut self, pid: i32, tid: i32, child: i32) -> Follow {
         let _ = (pid, tid, child);
+        Follow::Here
     }
-    /// Thread `tid` of process `pid` executed a new program.
-    fn exec(&mut self, pid: i32, tid: i32) {
+    /// In the copy of the controlling process made for [`Follow::Copy`]: `child`, created by
+    /// thread `tid` of process `pid`, is under control, stopped before its first instruction
+    /// (nothing has been called for it yet: its `init_lwp` comes from its own [`Pctx::run`]);
+    /// dropping it lets it go. Or the error that kept the copy from taking it over (it then
+    /// runs untraced).
+    fn adopt(&mut self, child: Result<Pctx>, pid: i32, tid: i32) {
+        let _ = (child, pid, tid);
+    }
+    /// Process `pid` executed a new program (after the `fini_lwp` of its threads, before the
+    /// `init_lwp` of its one thread `pid`). An error ends the run, the process held stopped
+    /// before the new program's first instruction.
+    fn exec(&mut self, pid: i32, tid: i32) -> Result<()> {
         let _ = (pid, tid);
+        Ok(())
     }
-    /// Process `pid` ended.
+    /// Process `pid` ended (after the `fini_lwp` of its last thread).
     fn exit(&mut self, pid: i32, status: Status) {
         let _ = (pid, status);
     }
@@ -108,6 +157,11 @@ pub trait Observer {
     fn tick(&mut self, pid: i32, tid: i32) -> Result<()> {
         let _ = (pid, tid);
         Ok(())
+    }
+    /// Asked whenever [`Pctx::run`] wakes up (at least every 10 ms): `true` ends the run
+    /// with `Ok(None)`, the processes still under control (libpctx's `pctx_terminate`).
+    fn stop_requested(&mut self) -> bool {
+        false
     }
 }
 
@@ -376,28 +430,21 @@ impl Signals {
     /// first. In a multithreaded process SIGCHLD may go to (and be dropped by) a thread that
     /// does not block it, so callers check their children again after every `None`.
     pub(crate) fn next(&self, timeout: Option<Duration>) -> Result<Option<i32>> {
-        let timeout = Some(timeout.map_or(POLL, |t| t.min(POLL)));
-        loop {
-            let s = match timeout {
-                // SAFETY: waits on a valid set.
-                None => unsafe { libc::sigwaitinfo(&self.wait, std::ptr::null_mut()) },
-                Some(d) => {
-                    let ts = libc::timespec {
-                        tv_sec: d.as_secs() as libc::time_t,
-                        tv_nsec: d.subsec_nanos() as libc::c_long,
-                    };
-                    // SAFETY: waits on a valid set with a valid timeout.
-                    unsafe { libc::sigtimedwait(&self.wait, std::ptr::null_mut(), &ts) }
-                }
-            };
-            if s >= 0 {
-                return Ok(Some(s));
-            }
-            match errno() {
-                libc::EINTR => continue,
-                libc::EAGAIN => return Ok(None),
-                _ => return Err(Error::last_os("sigwaitinfo")),
-            }
+        let d = timeout.map_or(POLL, |t| t.min(POLL));
+        let ts = libc::timespec {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: waits on a valid set with a valid timeout.
+        let s = unsafe { libc::sigtimedwait(&self.wait, std::ptr::null_mut(), &ts) };
+        if s >= 0 {
+            return Ok(Some(s));
+        }
+        match errno() {
+            // A handler ran (pctx_terminate may have been called from it): let the caller
+            // look at its state again.
+            libc::EINTR | libc::EAGAIN => Ok(None),
+            _ => Err(Error::last_os("sigtimedwait")),
         }
     }
 }
@@ -419,10 +466,39 @@ impl Drop for Signals {
 struct Task {
     pid: i32,
     observed: bool,
+    /// In a ptrace-stop we took and have not ended (the command at its exec before the run,
+    /// an adopted process, a thread whose callback failed): resumed or detached directly.
+    held: bool,
 }
 
-/// A process under control: created by [`Pctx::create`] or captured by [`Pctx::capture`].
-/// Dropping it releases every traced thread (and kills a created command that never ran).
+impl Task {
+    fn new(pid: i32) -> Task {
+        Task {
+            pid,
+            observed: false,
+            held: false,
+        }
+    }
+}
+
+/// Wait for a stop or the end of traced thread `tid`.
+fn wait_blocking(tid: i32, ru: &mut libc::rusage) -> Result<i32> {
+    loop {
+        let mut st = 0;
+        // SAFETY: wait4 with valid out-pointers.
+        let r = unsafe { libc::wait4(tid, &mut st, libc::__WALL, ru) };
+        if r > 0 {
+            return Ok(st);
+        }
+        if errno() != libc::EINTR {
+            return Err(Error::last_os("waiting for a traced process"));
+        }
+    }
+}
+
+/// A process under control: created by [`Pctx::create`] or captured by [`Pctx::capture`]
+/// (or handed to [`Observer::adopt`]). Dropping it releases every traced thread (and kills a
+/// created command that never ran).
 pub struct Pctx {
     pid: i32,
     child: Option<Child>,
@@ -431,36 +507,36 @@ pub struct Pctx {
     status: Option<Status>,
     rusage: libc::rusage,
     started: bool,
+    /// The copies of this controller that follow children ([`Follow::Copy`]), to reap.
+    copies: Vec<i32>,
 }
 
 impl Pctx {
+    fn new(pid: i32, child: Option<Child>, signals: Signals) -> Pctx {
+        Pctx {
+            pid,
+            child,
+            signals,
+            tasks: BTreeMap::new(),
+            status: None,
+            // SAFETY: plain data.
+            rusage: unsafe { std::mem::zeroed() },
+            started: false,
+            copies: Vec::new(),
+        }
+    }
+
     /// Start `command` (searched in `PATH`) under control, stopped before it runs: nothing of
     /// it executes until [`Pctx::run`].
     pub fn create(command: &[OsString]) -> Result<Pctx> {
         let signals = Signals::block(false)?;
         let child = Child::spawn(command, &signals.old_mask)?;
         let pid = child.pid;
-        // SAFETY: plain data.
-        let rusage = unsafe { std::mem::zeroed() };
-        let mut p = Pctx {
-            pid,
-            child: Some(child),
-            signals,
-            tasks: BTreeMap::new(),
-            status: None,
-            rusage,
-            started: false,
-        };
+        let mut p = Pctx::new(pid, Some(child), signals);
         if ptrace(libc::PTRACE_SEIZE, pid, OPTIONS) < 0 {
             return Err(Self::trace_error(pid, errno()));
         }
-        p.tasks.insert(
-            pid,
-            Task {
-                pid,
-                observed: false,
-            },
-        );
+        p.tasks.insert(pid, Task::new(pid));
         Ok(p)
     }
 
@@ -471,17 +547,7 @@ impl Pctx {
             return Err(Error::NoSuchProcess(pid));
         }
         let signals = Signals::block(false)?;
-        // SAFETY: plain data.
-        let rusage = unsafe { std::mem::zeroed() };
-        let mut p = Pctx {
-            pid,
-            child: None,
-            signals,
-            tasks: BTreeMap::new(),
-            status: None,
-            rusage,
-            started: false,
-        };
+        let mut p = Pctx::new(pid, None, signals);
         // Threads may appear while we seize: list again until no new one shows up.
         loop {
             let dir = std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -500,13 +566,7 @@ impl Pctx {
                         e => return Err(Self::trace_error(pid, e)),
                     }
                 }
-                p.tasks.insert(
-                    tid,
-                    Task {
-                        pid,
-                        observed: false,
-                    },
-                );
+                p.tasks.insert(tid, Task::new(pid));
                 new += 1;
             }
             if new == 0 {
@@ -516,6 +576,53 @@ impl Pctx {
         if p.tasks.is_empty() {
             return Err(Error::NoSuchProcess(pid));
         }
+        Ok(p)
+    }
+
+    /// (In the copy of [`Follow::Copy`].) Take control of `pid`, a new single-threaded process
+    /// the original controller let go with a SIGSTOP pending (or already taken); it is held
+    /// stopped until [`Pctx::run`].
+    fn adopt(pid: i32) -> Result<Pctx> {
+        let signals = Signals::block(false)?;
+        let mut p = Pctx::new(pid, None, signals);
+        if ptrace(libc::PTRACE_SEIZE, pid, OPTIONS) < 0 {
+            // (kernel.yama.ptrace_scope 1: the child is not our descendant.) Let it run
+            // untraced rather than leave it stopped.
+            let e = Self::trace_error(pid, errno());
+            // SAFETY: ending the stop of a process our parent controller let go.
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+            return Err(e);
+        }
+        let mut ru = p.rusage;
+        loop {
+            let st = wait_blocking(pid, &mut ru)?;
+            if !libc::WIFSTOPPED(st) {
+                return Err(Error::NoSuchProcess(pid)); // killed meanwhile
+            }
+            let sig = libc::WSTOPSIG(st);
+            match st >> 16 {
+                // It had stopped already: now trapped for us; SIGCONT ends the group stop
+                // (its notification is a later trap, passed over by the run).
+                EVENT_STOP => {
+                    if sig == libc::SIGSTOP {
+                        // SAFETY: signalling the process we trace.
+                        unsafe { libc::kill(pid, libc::SIGCONT) };
+                    }
+                    break;
+                }
+                // It was about to take the SIGSTOP: suppressed, it never stops.
+                0 if sig == libc::SIGSTOP => break,
+                0 => Self::cont(pid, sig), // another signal first: deliver it
+                _ => Self::cont(pid, 0),
+            }
+        }
+        p.tasks.insert(
+            pid,
+            Task {
+                held: true,
+                ..Task::new(pid)
+            },
+        );
         Ok(p)
     }
 
@@ -555,9 +662,11 @@ impl Pctx {
     }
 
     /// Let the process run, telling `obs` what happens, until the first process ends (then
-    /// `Ok(Some(status))`) or, with a `tick` interval, after `samples` ticks when `samples`
-    /// is not zero (then `Ok(None)`; the process goes on under control). Each tick calls
-    /// [`Observer::tick`] for every observed thread.
+    /// `Ok(Some(status))`), or, with a `tick` interval, after `samples` ticks when `samples`
+    /// is not zero, or when [`Observer::stop_requested`] says so (then `Ok(None)`; the process
+    /// goes on under control). Ticks come every `tick` by the clock (the first one `tick`
+    /// after the start; late ones are made up at once), each calling [`Observer::tick`] for
+    /// every observed thread.
     pub fn run(
         &mut self,
         obs: &mut dyn Observer,
@@ -568,45 +677,116 @@ impl Pctx {
             return Ok(Some(s));
         }
         if !self.started {
-            for (&tid, t) in self.tasks.iter_mut() {
-                obs.init_lwp(t.pid, tid)?;
-                t.observed = true;
-            }
             self.started = true;
             if let Some(c) = &mut self.child {
                 c.release()?;
-            }
-        }
-        let mut next_tick = tick.map(|d| (std::time::Instant::now() + d, d));
-        let mut ticks = 0u32;
-        loop {
-            while let Some((tid, st, ru)) = self.wait_any()? {
-                self.handle(obs, tid, st, ru)?;
+                self.await_exec()?;
                 if let Some(s) = self.status {
                     return Ok(Some(s));
                 }
             }
-            let timeout =
-                next_tick.map(|(t, _)| t.saturating_duration_since(std::time::Instant::now()));
-            if self.signals.next(timeout)?.is_none() {
-                if let Some((t, d)) = &mut next_tick {
-                    *t += *d;
-                }
-                let observed: Vec<(i32, i32)> = self
-                    .tasks
-                    .iter()
-                    .filter(|(_, t)| t.observed)
-                    .map(|(&tid, t)| (t.pid, tid))
-                    .collect();
-                for (pid, tid) in observed {
-                    obs.tick(pid, tid)?;
-                }
-                ticks += 1;
-                if samples != 0 && ticks >= samples {
-                    return Ok(None);
+            let tids: Vec<(i32, i32)> = self.tasks.iter().map(|(&k, t)| (k, t.pid)).collect();
+            for (tid, pid) in tids {
+                obs.init_lwp(pid, tid)?;
+                if let Some(t) = self.tasks.get_mut(&tid) {
+                    t.observed = true;
                 }
             }
+            for (&tid, t) in self.tasks.iter_mut().filter(|(_, t)| t.held) {
+                t.held = false;
+                Self::cont(tid, 0);
+            }
         }
+        let mut next_tick = tick.map(|d| Instant::now() + d);
+        let mut ticks = 0u32;
+        loop {
+            while let Some((tid, st, ru)) = self.wait_any()? {
+                if let Err(e) = self.handle(obs, tid, st, ru) {
+                    self.hold(tid);
+                    return Err(e);
+                }
+                if let Some(s) = self.status {
+                    return Ok(Some(s));
+                }
+            }
+            self.reap_copies(false);
+            if obs.stop_requested() {
+                return Ok(None);
+            }
+            if let (Some(at), Some(d)) = (next_tick, tick) {
+                let now = Instant::now();
+                if now >= at {
+                    // Drift-free: a tick made late (this VM's vCPU descheduled, a slow
+                    // callback) is followed at once by the ones missed meanwhile, so that
+                    // the number of ticks measures the time run.
+                    next_tick = Some(at + d);
+                    let observed: Vec<(i32, i32)> = self
+                        .tasks
+                        .iter()
+                        .filter(|(_, t)| t.observed)
+                        .map(|(&tid, t)| (t.pid, tid))
+                        .collect();
+                    for (pid, tid) in observed {
+                        obs.tick(pid, tid)?;
+                    }
+                    ticks += 1;
+                    if samples != 0 && ticks >= samples {
+                        return Ok(None);
+                    }
+                    continue;
+                }
+            }
+            let timeout = next_tick.map(|t| t.saturating_duration_since(Instant::now()));
+            self.signals.next(timeout)?;
+        }
+    }
+
+    /// The created command, let go, stops at its exec (which is not reported: it is how the
+    /// command starts); it is held there. If it died first, its status is recorded.
+    fn await_exec(&mut self) -> Result<()> {
+        let pid = self.pid;
+        let mut ru = self.rusage;
+        loop {
+            let st = wait_blocking(pid, &mut ru)?;
+            if !libc::WIFSTOPPED(st) {
+                self.tasks.remove(&pid);
+                self.rusage = ru;
+                self.status = Some(Status::from_wait(st));
+                if let Some(c) = &mut self.child {
+                    c.reaped = true;
+                }
+                return Ok(());
+            }
+            match st >> 16 {
+                EVENT_EXEC => {
+                    self.hold(pid);
+                    return Ok(());
+                }
+                0 => Self::cont(pid, libc::WSTOPSIG(st)), // a signal before the exec
+                _ => Self::cont(pid, 0),
+            }
+        }
+    }
+
+    fn hold(&mut self, tid: i32) {
+        if let Some(t) = self.tasks.get_mut(&tid) {
+            t.held = true;
+        }
+    }
+
+    /// Reap the copies of this controller that have ended (all of them, waiting, when
+    /// `wait`).
+    fn reap_copies(&mut self, wait: bool) {
+        self.copies.retain(|&c| loop {
+            let mut st = 0;
+            let flags = if wait { 0 } else { libc::WNOHANG };
+            // SAFETY: waitpid on our own child with a valid out-pointer.
+            let r = unsafe { libc::waitpid(c, &mut st, flags) };
+            if r < 0 && errno() == libc::EINTR {
+                continue;
+            }
+            break r == 0;
+        });
     }
 
     /// One pending wait status of a traced task, if any. Each known task is asked in turn
@@ -638,10 +818,10 @@ impl Pctx {
     }
 
     fn task(&mut self, tid: i32) -> Task {
-        *self.tasks.entry(tid).or_insert_with(|| Task {
-            pid: tgid_of(tid).unwrap_or(tid),
-            observed: false,
-        })
+        *self
+            .tasks
+            .entry(tid)
+            .or_insert_with(|| Task::new(tgid_of(tid).unwrap_or(tid)))
     }
 
     fn cont(tid: i32, sig: i32) {
@@ -649,6 +829,14 @@ impl Pctx {
         let _ = ptrace(libc::PTRACE_CONT, tid, sig as libc::c_ulong);
     }
 
+    fn set_observed(&mut self, tid: i32, observed: bool) {
+        if let Some(t) = self.tasks.get_mut(&tid) {
+            t.observed = observed;
+        }
+    }
+
+    /// One wait status of thread `tid`. A callback's error is returned with the thread still
+    /// in its stop (the caller holds it).
     fn handle(
         &mut self,
         obs: &mut dyn Observer,
@@ -657,9 +845,11 @@ impl Pctx {
         ru: libc::rusage,
     ) -> Result<()> {
         if !libc::WIFSTOPPED(st) {
-            // Gone: exited, or killed (SIGKILL may skip the exit stop).
+            // Gone: exited, or killed (SIGKILL, or another thread's exit or exec, may skip
+            // the exit stop).
             if let Some(t) = self.tasks.remove(&tid) {
                 if t.observed {
+                    obs.lwp_exit(t.pid, tid);
                     obs.fini_lwp(t.pid, tid)?;
                 }
                 if tid == t.pid {
@@ -687,29 +877,43 @@ impl Pctx {
                 }
                 let new = msg as i32;
                 let thread = st >> 16 == EVENT_CLONE && tgid_of(new).is_none_or(|g| g == t.pid);
-                let pid = if thread { t.pid } else { new };
-                self.tasks.entry(new).or_insert(Task {
-                    pid,
-                    observed: false,
-                });
                 if thread {
+                    self.tasks.entry(new).or_insert(Task::new(t.pid));
                     obs.lwp_create(t.pid, tid, new);
                 } else {
-                    obs.fork(t.pid, tid, new);
+                    match obs.fork(t.pid, tid, new) {
+                        Follow::Here => {
+                            self.tasks.entry(new).or_insert(Task::new(new));
+                        }
+                        Follow::No => Self::let_go(new),
+                        Follow::Copy => self.hand_over(obs, t.pid, tid, new)?,
+                    }
                 }
                 Self::cont(tid, 0);
             }
             EVENT_EXEC => {
-                obs.exec(t.pid, tid);
+                // The exec has replaced every thread of the process by this one, which now
+                // has the process's id: the old threads end, the new program begins.
+                let old: Vec<i32> = self
+                    .tasks
+                    .iter()
+                    .filter(|(_, x)| x.pid == t.pid && x.observed)
+                    .map(|(&k, _)| k)
+                    .collect();
+                for x in old {
+                    self.set_observed(x, false);
+                    obs.fini_lwp(t.pid, x)?;
+                }
+                obs.exec(t.pid, tid)?;
+                obs.init_lwp(t.pid, tid)?;
+                self.set_observed(tid, true);
                 Self::cont(tid, 0);
             }
             EVENT_EXIT => {
                 if t.observed {
+                    self.set_observed(tid, false);
                     obs.lwp_exit(t.pid, tid);
                     obs.fini_lwp(t.pid, tid)?;
-                    if let Some(t) = self.tasks.get_mut(&tid) {
-                        t.observed = false;
-                    }
                 }
                 Self::cont(tid, 0);
             }
@@ -725,9 +929,7 @@ impl Pctx {
                 } else {
                     if !t.observed {
                         obs.init_lwp(t.pid, tid)?;
-                        if let Some(t) = self.tasks.get_mut(&tid) {
-                            t.observed = true;
-                        }
+                        self.set_observed(tid, true);
                     }
                     Self::cont(tid, 0);
                 }
@@ -737,8 +939,85 @@ impl Pctx {
         Ok(())
     }
 
+    /// [`Follow::No`]: the new process `new` stops before its first instruction (it was
+    /// traced automatically); detach it there.
+    fn let_go(new: i32) {
+        // SAFETY: plain data.
+        let mut ru = unsafe { std::mem::zeroed() };
+        if let Ok(st) = wait_blocking(new, &mut ru) {
+            if libc::WIFSTOPPED(st) {
+                let sig = if st >> 16 == 0 { libc::WSTOPSIG(st) } else { 0 };
+                let _ = ptrace(libc::PTRACE_DETACH, new, sig as libc::c_ulong);
+            }
+        }
+    }
+
+    /// [`Follow::Copy`]: fork this controller; the copy takes `new` (created by thread `tid`
+    /// of process `pid`) over and gives it to [`Observer::adopt`]. A task has one tracer, so
+    /// `new` is detached here with a SIGSTOP pending, which keeps it from running until the
+    /// copy has seized it (the copy suppresses that stop, or ends it with SIGCONT).
+    fn hand_over(&mut self, obs: &mut dyn Observer, pid: i32, tid: i32, new: i32) -> Result<()> {
+        // SAFETY: plain data.
+        let mut ru = unsafe { std::mem::zeroed() };
+        let st = wait_blocking(new, &mut ru)?;
+        if !libc::WIFSTOPPED(st) {
+            return Ok(()); // killed before it ran
+        }
+        let mut go = [0i32; 2];
+        // SAFETY: pipe2 writes two fds; fflush(NULL) flushes every C stdio stream, so that
+        // the copy does not write out what the caller had buffered.
+        let copy = unsafe {
+            if libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC) < 0 {
+                let e = Error::last_os("pipe2");
+                let _ = ptrace(libc::PTRACE_DETACH, new, 0);
+                return Err(e);
+            }
+            libc::fflush(std::ptr::null_mut());
+            libc::fork()
+        };
+        if copy == 0 {
+            // The copy: wait until `new` is detached, take it, hand it over, exit.
+            // SAFETY: our own fds and buffer; _exit ends the copy without running the
+            // caller's exit handlers or our destructors (the copy's view of the parent's
+            // tracees is stale).
+            unsafe {
+                libc::close(go[1]);
+                let mut b = 0u8;
+                let n = loop {
+                    let n = libc::read(go[0], (&mut b as *mut u8).cast(), 1);
+                    if n >= 0 || errno() != libc::EINTR {
+                        break n;
+                    }
+                };
+                libc::close(go[0]);
+                if n == 1 {
+                    obs.adopt(Pctx::adopt(new), pid, tid);
+                }
+                libc::fflush(std::ptr::null_mut());
+                libc::_exit(0);
+            }
+        }
+        // SAFETY: our fds; signalling and detaching our tracee.
+        unsafe {
+            libc::close(go[0]);
+            if copy < 0 {
+                let e = Error::last_os("fork");
+                libc::close(go[1]);
+                let _ = ptrace(libc::PTRACE_DETACH, new, 0);
+                return Err(e);
+            }
+            libc::kill(new, libc::SIGSTOP);
+            let _ = ptrace(libc::PTRACE_DETACH, new, 0);
+            write_all(go[1], b"g");
+            libc::close(go[1]);
+        }
+        self.copies.push(copy);
+        Ok(())
+    }
+
     /// Stop observing: every observed thread gets [`Observer::fini_lwp`], and every traced
-    /// thread is detached and goes on running. The command, if it never ran, is killed.
+    /// thread is detached and goes on running. The command, if it never ran, is killed. Then
+    /// waits for the copies of this controller that follow children ([`Follow::Copy`]).
     pub fn release(mut self, obs: &mut dyn Observer) -> Result<()> {
         let mut first = Ok(());
         let tasks = std::mem::take(&mut self.tasks);
@@ -750,13 +1029,18 @@ impl Pctx {
             }
         }
         Self::detach_all(&tasks);
+        self.reap_copies(true);
         first
     }
 
-    /// Detach every task: interrupt it, wait for it to stop, detach (passing on a pending
-    /// signal).
+    /// Detach every task: a held one directly; another is interrupted, waited for until it
+    /// stops, then detached (passing on a pending signal).
     fn detach_all(tasks: &BTreeMap<i32, Task>) {
-        for &tid in tasks.keys() {
+        for (&tid, t) in tasks {
+            if t.held {
+                let _ = ptrace(libc::PTRACE_DETACH, tid, 0);
+                continue;
+            }
             if ptrace(libc::PTRACE_INTERRUPT, tid, 0) < 0 {
                 continue;
             }
@@ -806,5 +1090,6 @@ impl Drop for Pctx {
         } else {
             Self::detach_all(&tasks);
         }
+        self.reap_copies(true);
     }
 }

@@ -4,24 +4,35 @@
 //! callbacks, `pctx_run` runs it calling them, `pctx_release` lets it go. The callbacks get the
 //! process id and the Linux thread id (libpctx's LWP id), which `cpc_bind_pctx` takes.
 //!
+//! The callbacks come in the order and with the ids pctx_set_events(3CPC) documents (the
+//! engine, [`perfcompat::pctx`], makes them); this file only calls them. A fork callback
+//! makes children followed, each as its own `pctx_t` handed to that callback in a forked copy
+//! of the caller (see [`Follow::Copy`]); without one, children run untraced.
+//!
 //! Differences from Solaris's libpctx:
 //! - `pctx_create(file, argv, ...)` runs `file` (searched in `PATH`) with `argv[1..]`; the
 //!   program sees `file` as its `argv[0]`;
-//! - a callback returning non-zero ends `pctx_run`, which returns -1 (the processes go on
-//!   running, released);
+//! - a callback returning non-zero ends `pctx_run`, which returns -1 without a message (the
+//!   callback decided it); the processes stay under control until `pctx_release`, which lets
+//!   them go on running;
 //! - the `SYSC_EXEC` callback gets the new program's path from `/proc/<pid>/exe`; the
-//!   `SYSC_EXIT` callback's thread id is the process id;
+//!   `SYSC_EXIT` callback's thread id is the process id; only successful execs are seen;
+//! - the fork callback gets (child's `pctx_t`, parent pid, child pid, child's thread id, arg):
+//!   the page names the third and fourth arguments lwpid and child, cputrack reads them as
+//!   child pid and lwpid; with Linux thread ids the child's one thread has the child's pid,
+//!   so both readings hold;
 //! - `pctx_set_events` is variadic; Rust cannot define C variadic functions on stable, so the
 //!   exported symbol is a naked trampoline that jumps to a C function (capi/src/cpc/varargs.c)
 //!   which reads the (event, callback) pairs and registers each here;
-//! - `pctx_terminate` is not provided; `cpc_terminate` ends a run at its next tick.
+//! - `pctx_terminate` (and `cpc_terminate`, for every run) ends a run within 10 ms; both are
+//!   async-signal-safe.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use perfcompat::pctx::{Observer, Pctx, Status};
+use perfcompat::pctx::{Follow, Observer, Pctx, Status};
 use perfcompat::Error;
 
 use crate::cpc::registry::{self, Kind};
@@ -38,7 +49,8 @@ pub struct pctx_t {
 pub const PCTX_NULL_EVENT: c_int = 0;
 /// The process executed a program: `int fn(pctx_t *, pid_t, id_t, char *path, void *arg)`.
 pub const PCTX_SYSC_EXEC_EVENT: c_int = 1;
-/// The process forked: `void fn(pctx_t *, pid_t, id_t, pid_t child, void *arg)`.
+/// The process forked: `void fn(pctx_t *child, pid_t parent, id_t child_pid, pid_t child_lwp,
+/// void *arg)`, called in a copy of the caller (see `pctx_set_events`).
 pub const PCTX_SYSC_FORK_EVENT: c_int = 2;
 /// The process exited: `void fn(pctx_t *, pid_t, id_t, int status, void *arg)`.
 pub const PCTX_SYSC_EXIT_EVENT: c_int = 3;
@@ -78,11 +90,13 @@ struct Ctx {
     arg: *mut c_void,
     callbacks: Callbacks,
     pctx: Option<Pctx>,
+    /// Set by `pctx_terminate`.
+    terminate: AtomicBool,
 }
 
 static TERMINATE: AtomicBool = AtomicBool::new(false);
 
-/// Ask every `pctx_run` in progress to return at its next tick (`cpc_terminate`).
+/// Ask every `pctx_run` in progress to return within 10 ms (`cpc_terminate`).
 pub(crate) fn terminate_all() {
     TERMINATE.store(true, Ordering::Release);
 }
@@ -108,6 +122,7 @@ fn register(pctx: Pctx, arg: *mut c_void) -> *mut pctx_t {
         arg,
         callbacks: Callbacks::default(),
         pctx: Some(pctx),
+        terminate: AtomicBool::new(false),
     }));
     if !registry::insert(p as usize, Kind::Pctx) {
         // SAFETY: just made, never shared; dropping releases the process.
@@ -291,9 +306,12 @@ struct Calls {
     tick: Option<unsafe extern "C" fn(*mut pctx_t, libc::pid_t, libc::id_t, *mut c_void) -> c_int>,
 }
 
+/// How the error that ends a run when a callback returns non-zero begins.
+const REFUSED: &str = "a callback refused: ";
+
 /// The error that ends a run when a callback returns non-zero.
 fn refused(what: &str, rc: c_int) -> Error {
-    Error::InvalidArgument(format!("the {what} callback returned {rc}"))
+    Error::InvalidArgument(format!("{REFUSED}the {what} callback returned {rc}"))
 }
 
 impl Calls {
@@ -306,9 +324,6 @@ impl Calls {
         }
     }
 }
-
-/// What ends a run on `cpc_terminate`.
-const TERMINATED: &str = "terminated by cpc_terminate";
 
 impl Observer for Calls {
     fn init_lwp(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
@@ -323,28 +338,50 @@ impl Observer for Calls {
     fn lwp_exit(&mut self, pid: i32, tid: i32) {
         let _ = self.lwp(self.cb.lwp_exit, "lwp_exit", pid, tid);
     }
-    fn fork(&mut self, pid: i32, tid: i32, child: i32) {
-        if let Some(f) = self.cb.fork {
-            // SAFETY: the program's callback.
-            unsafe { f(self.handle, pid, tid as libc::id_t, child, self.arg) };
+    fn fork(&mut self, _pid: i32, _tid: i32, _child: i32) -> Follow {
+        if self.cb.fork.is_some() {
+            Follow::Copy
+        } else {
+            Follow::No
         }
     }
-    fn exec(&mut self, pid: i32, tid: i32) {
-        if let Some(f) = self.cb.exec {
-            let path = std::fs::read_link(format!("/proc/{pid}/exe"))
-                .map(|p| p.as_os_str().as_bytes().to_vec())
-                .unwrap_or_default();
-            let path = CString::new(path).unwrap_or_default();
-            // SAFETY: the program's callback; the path lives through the call.
-            unsafe {
-                f(
-                    self.handle,
-                    pid,
-                    tid as libc::id_t,
-                    path.as_ptr() as *mut c_char,
-                    self.arg,
-                )
-            };
+    fn adopt(&mut self, child: perfcompat::Result<Pctx>, pid: i32, _tid: i32) {
+        let Some(f) = self.cb.fork else { return };
+        let child = match child {
+            Ok(c) => c,
+            Err(e) => return fail(c"pctx_run", &e),
+        };
+        let cpid = child.pid();
+        let handle = register(child, self.arg);
+        if handle.is_null() {
+            return;
+        }
+        // SAFETY: the program's callback, with a live handle it may run and release.
+        unsafe { f(handle, pid, cpid as libc::id_t, cpid, self.arg) };
+        if registry::contains(handle as usize, Kind::Pctx) {
+            // SAFETY: still live: the callback did not release it.
+            unsafe { pctx_release(handle) };
+        }
+    }
+    fn exec(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
+        let Some(f) = self.cb.exec else { return Ok(()) };
+        let path = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .map(|p| p.as_os_str().as_bytes().to_vec())
+            .unwrap_or_default();
+        let path = CString::new(path).unwrap_or_default();
+        // SAFETY: the program's callback; the path lives through the call.
+        let rc = unsafe {
+            f(
+                self.handle,
+                pid,
+                tid as libc::id_t,
+                path.as_ptr() as *mut c_char,
+                self.arg,
+            )
+        };
+        match rc {
+            0 => Ok(()),
+            rc => Err(refused("exec", rc)),
         }
     }
     fn exit(&mut self, pid: i32, status: Status) {
@@ -362,9 +399,6 @@ impl Observer for Calls {
         }
     }
     fn tick(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
-        if TERMINATE.load(Ordering::Acquire) {
-            return Err(Error::InvalidArgument(TERMINATED.into()));
-        }
         let Some(f) = self.tick else { return Ok(()) };
         // SAFETY: the program's callback.
         match unsafe { f(self.handle, pid, tid as libc::id_t, self.arg) } {
@@ -372,15 +406,30 @@ impl Observer for Calls {
             rc => Err(refused("tick", rc)),
         }
     }
+    fn stop_requested(&mut self) -> bool {
+        TERMINATE.load(Ordering::Acquire)
+            || ctx(self.handle).is_some_and(|c| c.terminate.load(Ordering::Acquire))
+    }
 }
 
 /// Run the process, calling the registered callbacks as threads start and end and `tick` for
-/// every thread each `msec` milliseconds (0: no ticks), until the process exits, or after
-/// `nsamples` ticks when it is not 0; see pctx_run(3CPC).
+/// every thread every `msec` milliseconds by the clock (0: no ticks), until the process
+/// exits, after `nsamples` ticks when it is not 0, or when `pctx_terminate` or
+/// `cpc_terminate` is called; see pctx_run(3CPC). The callbacks come in pctx_set_events(3CPC)'s
+/// order: a program that just runs gives init_lwp, lwp_exit, fini_lwp, exit; a thread created
+/// gives lwp_create (the creating thread's id) before its init_lwp; an exec gives fini_lwp for
+/// every thread, exec, then init_lwp for the process's one thread (id = pid). The command's
+/// own start (`pctx_create`'s exec) is not an exec event: its init_lwp comes before its first
+/// instruction. Children are followed only with a fork callback registered, each in a copy
+/// of the caller: the callback gets the child's own `pctx_t`, the parent's pid, the child's
+/// pid, the child's thread id (the same number on Linux) and `arg`; it may set events on the
+/// child's handle and run it; when it returns the child is released and the copy exits.
 ///
 /// # Returns
-/// 0 when the process exited, the ticks were done or `cpc_terminate` was called; -1 with
-/// `errno` set when a callback returned non-zero or the process could not be followed.
+/// 0 when the process exited, the ticks were done or the run was terminated; -1 when a
+/// callback returned non-zero (no later callback is made; the processes stay stopped under
+/// control until `pctx_release`), or, with `errno` set and a message, when the process could
+/// not be followed.
 ///
 /// # Safety
 /// `tick` is NULL or a function of this type; `pctx` is driven by this thread only.
@@ -411,21 +460,23 @@ pub unsafe extern "C" fn pctx_run(
             cb,
             tick: if msec == 0 { None } else { tick },
         };
-        // Ticks also serve cpc_terminate: without msec, check every 100 ms and call nothing.
         let (interval, samples) = match msec {
-            0 => (Duration::from_millis(100), 0),
-            ms => (Duration::from_millis(u64::from(ms)), nsamples),
+            0 => (None, 0),
+            ms => (Some(Duration::from_millis(u64::from(ms))), nsamples),
         };
-        let r = p.run(&mut calls, Some(interval), samples);
-        if let Some(c) = ctx(pctx) {
-            c.pctx = Some(p);
+        let r = p.run(&mut calls, interval, samples);
+        TERMINATE.store(false, Ordering::Release);
+        match ctx(pctx) {
+            Some(c) => {
+                c.pctx = Some(p);
+                c.terminate.store(false, Ordering::Release);
+            }
+            // Released by a callback: let the process go.
+            None => drop(p),
         }
         match r {
             Ok(_) => 0,
-            Err(Error::InvalidArgument(s)) if s == TERMINATED => {
-                TERMINATE.store(false, Ordering::Release);
-                0
-            }
+            Err(Error::InvalidArgument(s)) if s.starts_with(REFUSED) => -1,
             Err(e) => {
                 fail(c"pctx_run", &e);
                 -1
@@ -435,8 +486,9 @@ pub unsafe extern "C" fn pctx_run(
 }
 
 /// Stop controlling the process: every observed thread gets the `PCTX_FINI_LWP_EVENT`
-/// callback, the process goes on running (a created command that never ran is killed), and
-/// the handle is freed; see pctx_capture(3CPC).
+/// callback, the process goes on running (a created command that never ran is killed), the
+/// copies of the caller following its children are waited for, and the handle is freed; see
+/// pctx_capture(3CPC).
 ///
 /// # Safety
 /// `pctx` is not used afterwards.
@@ -464,4 +516,16 @@ pub unsafe extern "C" fn pctx_release(pctx: *mut pctx_t) {
             }
         }
     })
+}
+
+/// Make the `pctx_run` in progress on `pctx` return 0 within 10 ms, its processes still under
+/// control (`pctx_release` lets them go); a later `pctx_run` is not affected. Async-signal-safe:
+/// meant for a signal handler (SIGINT) or a callback. A bad handle sets `errno` to `EINVAL`,
+/// without a message.
+#[no_mangle]
+pub extern "C" fn pctx_terminate(pctx: *mut pctx_t) {
+    match ctx(pctx) {
+        Some(c) => c.terminate.store(true, Ordering::Release),
+        None => set_errno(libc::EINVAL),
+    }
 }

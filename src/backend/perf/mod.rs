@@ -164,6 +164,17 @@ fn user_task_clock() -> perf_event_attr {
     a
 }
 
+/// Whether the calling thread can count `code` in user mode (libcpc's default, and all that
+/// unprivileged users get at `perf_event_paranoid` 2). PMUs that count only CPU-wide, or only
+/// without mode filtering (`msr`, which rejects `exclude_kernel`), are refused.
+fn thread_countable(kernel: &dyn Kernel, code: PerfCode) -> bool {
+    let mut a = attr_for(code);
+    a.set_disabled(1);
+    a.set_exclude_kernel(1);
+    a.set_exclude_hv(1);
+    open_attr(kernel, &mut a, 0, -1, -1).is_ok()
+}
+
 /// Probe the host: is there a PMU, what does the kernel allow.
 pub fn probe() -> std::result::Result<HostCaps, Error> {
     probe_with(&kernel::LINUX)
@@ -629,6 +640,10 @@ impl Backend for PerfBackend {
         let all = (1u64 << VIRTUAL_COUNTERS) - 1;
         let mut v = Vec::new();
         for bi in names::builtins() {
+            // `dummy` always counts 0 (it exists for side-band records): not worth listing.
+            if bi.class == Class::Software && bi.code.config == b::PERF_COUNT_SW_DUMMY as u64 {
+                continue;
+            }
             let hw = matches!(bi.class, Class::Hardware);
             let usable = !hw
                 || self.caps.pmu
@@ -653,7 +668,9 @@ impl Backend for PerfBackend {
             }
         }
         for e in names::sysfs_events(Path::new(names::SYSFS)) {
-            if matches!(e.class, Class::Pmu) {
+            // Only what a thread can count in user mode: CPU-wide-only PMUs (power, uncore)
+            // and msr (no mode filtering) cannot be bound the way libcpc binds by default.
+            if matches!(e.class, Class::Pmu) && thread_countable(self.kernel, e.code) {
                 v.push(EventInfo {
                     name: e.name,
                     counters: all,
