@@ -20,6 +20,8 @@ fn perfex() -> &'static str {
 fn job(dir: &Path, bin: &Path, prefix: &Path, pages: u32) {
     let map = dir.join("pf.map");
     std::fs::write(&map, "25 = page-faults\n").unwrap();
+    let session = dir.join(format!("ompi-{pages}"));
+    std::fs::create_dir_all(&session).unwrap();
     let mut cmd = Command::new("mpirun");
     cmd.args([
         "--oversubscribe",
@@ -35,6 +37,10 @@ fn job(dir: &Path, bin: &Path, prefix: &Path, pages: u32) {
     .arg(bin)
     .arg(pages.to_string())
     .env("PERFCOMPAT_EVENTS", &map)
+    // Its own session directory: several mpiruns starting at once race to create the shared
+    // default one (/tmp/ompi.<host>.<uid>: "mkdir ... File exists").
+    .env("TMPDIR", &session)
+    .env("OMPI_MCA_orte_tmpdir_base", &session)
     .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
     .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
     // SAFETY: prctl between fork and exec; one fault per page, no transparent huge pages.

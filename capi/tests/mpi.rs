@@ -71,6 +71,18 @@ fn c_program() -> &'static Path {
     })
 }
 
+/// A fresh directory for one mpirun's session files.
+fn session_dir() -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let d = tmp().join(format!(
+        "ompi-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
 /// Run `mpirun --oversubscribe -np N bin args` with `env` passed to every rank; kill it after
 /// 120 s (a hang is a failure). Returns (success, stdout + stderr).
 fn mpirun(n: usize, bin: &Path, args: &[&str], env: &[(&str, String)]) -> (bool, String) {
@@ -83,6 +95,10 @@ fn mpirun(n: usize, bin: &Path, args: &[&str], env: &[(&str, String)]) -> (bool,
         .args(args)
         .env_remove("LD_LIBRARY_PATH")
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        // Each mpirun its own session directory: several starting at once race to create
+        // the shared default one (/tmp/ompi.<host>.<uid>: "mkdir ... File exists").
+        .env("TMPDIR", session_dir())
+        .env("OMPI_MCA_orte_tmpdir_base", session_dir())
         // CI runs as root; Open MPI refuses that unless told.
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
