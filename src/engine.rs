@@ -815,6 +815,30 @@ pub(crate) fn on_overflow_fd(fd: i32, pc: usize) {
     });
 }
 
+/// An overflow signal that says nothing of its counter arrived: the kernel's plain `SIGIO`,
+/// sent instead of the overflow signal when the user's queue of real-time signals is full
+/// (`RLIMIT_SIGPENDING`, shared by all of the user's processes). Every perf binding of the
+/// calling thread with a notifying request that has wrapped is frozen, at a read after the
+/// stop (there is no record to take). Async-signal-safe.
+pub(crate) fn on_overflow_unknown(pc: usize) {
+    let _ = THREAD.try_with(|t| {
+        // SAFETY: as in `on_overflow_fd`.
+        let slots = unsafe { &*t.slots.get() };
+        for &s in slots.iter().filter(|s| !s.is_null()) {
+            // SAFETY: non-null slots are live.
+            let b = unsafe { &*s };
+            if b.notify == 0 || b.backend_name != "perf" || b.gone() || b.is_frozen() {
+                continue;
+            }
+            let mut raw = [0u64; MAX_REQUESTS];
+            let mut rearm = [None::<u64>; MAX_REQUESTS];
+            if b.read_raw(&mut raw).is_ok() && b.wrapped(&raw, &mut rearm) != 0 {
+                b.interrupt(-1, pc);
+            }
+        }
+    });
+}
+
 /// Deliver an overflow interrupt to a binding (used by backends that detect overflows
 /// themselves, like the emulated PMUs).
 pub(crate) fn interrupt(b: &BoundSet, pc: usize) {

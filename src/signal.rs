@@ -99,8 +99,35 @@ pub fn install_overflow_handler() -> crate::Result<()> {
             INSTALLED.store(false, Ordering::Release);
             return Err(crate::Error::last_os("sigaction for the overflow signal"));
         }
+        // When the user's real-time signal queue is full (RLIMIT_SIGPENDING counts every
+        // process of the user), the kernel sends a plain SIGIO instead of the overflow signal,
+        // and SIGIO's default action ends the process. A program that handles or ignores
+        // SIGIO keeps its choice; otherwise SIGIO becomes an overflow signal without a counter.
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGIO, std::ptr::null(), &mut old) == 0
+            && old.sa_sigaction == libc::SIG_DFL
+        {
+            sa.sa_sigaction = on_sigio as *const () as usize;
+            libc::sigaction(libc::SIGIO, &sa, std::ptr::null_mut());
+        }
     }
     Ok(())
+}
+
+/// The kernel's fallback for an overflow signal it could not queue (see
+/// `install_overflow_handler`): `si_code` is `SI_KERNEL` and there is no `si_fd`.
+extern "C" fn on_sigio(_sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
+    // SAFETY: errno is thread-local; saved and restored around the handler.
+    let saved = unsafe { *libc::__errno_location() };
+    // SAFETY: installed with SA_SIGINFO: `info` and `uc` are the kernel's.
+    let (code, pc) = unsafe { ((*info).si_code, interrupted_pc(uc)) };
+    if code == libc::SI_KERNEL {
+        ALL_BLOCKED.with(|d| d.set(d.get() + 1));
+        crate::engine::on_overflow_unknown(pc);
+        ALL_BLOCKED.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
 }
 
 /// `si_fd` of a SIGPOLL-style siginfo (Linux: after `si_band`, a `long` at offset 16).
