@@ -356,55 +356,72 @@ fn generation_is_stable_across_a_complete_interval() {
     assert_ne!(b.generation(), g);
 }
 
-/// With the user's real-time signal queue full (here: `RLIMIT_SIGPENDING` 0 in a forked child),
+/// With the user's real-time signal queue full (here: `RLIMIT_SIGPENDING` 0 in a child),
 /// the kernel sends a plain SIGIO instead of the overflow signal. It must not end the process
 /// (SIGIO's default action): the overflow is still noticed and the set frozen, at a read
 /// after the stop. (Seen for real when two test suites of one user ran at once.)
+///
+/// The child is this test binary run again for this one test (`SIGIO_CHILD` set), not a
+/// `fork` of the test process: a fork of a process whose other test threads hold a lock (a
+/// `OnceLock` being initialised, the engine's tables) hangs the child forever, which is how
+/// an earlier version of this test stopped CI.
 #[test]
 fn a_full_signal_queue_falls_back_to_sigio_and_still_freezes() {
-    let pages = Pages::new(200);
-    // SAFETY: fork in a test; the child uses the engine, then leaves with _exit.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0);
-    if pid == 0 {
-        let zero = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: plain system calls in the child.
-        unsafe { libc::setrlimit(libc::RLIMIT_SIGPENDING, &zero) };
-        let set = CounterSet::new()
-            .with(Request::new("page-faults").preset(u64::MAX - 49).notify())
-            .unwrap();
-        let code = match bind_with(perf(), &set, Target::CurrentThread) {
-            Ok(b) => {
-                for i in 0..120 {
-                    pages.touch(i);
-                }
-                let mut v = [0u64];
-                match b.sample(&mut v) {
-                    Ok(s) if s.frozen && s.overflowed == 1 && v[0] < 70 => 0,
-                    Ok(s) => 10 + s.frozen as i32,
-                    Err(_) => 3,
-                }
-            }
-            Err(_) => 2,
-        };
-        // SAFETY: leaving the child.
-        unsafe { libc::_exit(code) };
+    const CHILD: &str = "PERFCOMPAT_TEST_SIGIO_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        std::process::exit(sigio_child());
     }
-    let mut st = 0;
-    // SAFETY: our child.
-    unsafe { libc::waitpid(pid, &mut st, 0) };
-    assert!(
-        libc::WIFEXITED(st),
-        "the child was killed by signal {} (SIGIO is {})",
-        libc::WTERMSIG(st),
-        libc::SIGIO
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_full_signal_queue_falls_back_to_sigio_and_still_freezes",
+            "--test-threads=1",
+            "--nocapture",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        None,
+        "the child was killed by a signal (SIGIO is {}): {}",
+        libc::SIGIO,
+        String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(
-        libc::WEXITSTATUS(st),
-        0,
-        "not frozen at the overflow (10: running, 11: frozen late)"
+        out.status.code(),
+        Some(0),
+        "not frozen at the overflow (10: running, 11: frozen late, 2: bind failed, 3: sample \
+         failed): {}",
+        String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The child of [`a_full_signal_queue_falls_back_to_sigio_and_still_freezes`]: its exit code.
+fn sigio_child() -> i32 {
+    let pages = Pages::new(200);
+    let zero = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a plain system call on this process.
+    unsafe { libc::setrlimit(libc::RLIMIT_SIGPENDING, &zero) };
+    let set = CounterSet::new()
+        .with(Request::new("page-faults").preset(u64::MAX - 49).notify())
+        .unwrap();
+    match bind_with(perf(), &set, Target::CurrentThread) {
+        Ok(b) => {
+            for i in 0..120 {
+                pages.touch(i);
+            }
+            let mut v = [0u64];
+            match b.sample(&mut v) {
+                Ok(s) if s.frozen && s.overflowed == 1 && v[0] < 70 => 0,
+                Ok(s) => 10 + s.frozen as i32,
+                Err(_) => 3,
+            }
+        }
+        Err(_) => 2,
+    }
 }
