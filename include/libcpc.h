@@ -28,6 +28,20 @@
 #define EMT_CPCOVF 1
 #endif
 
+/*
+ * perfcompat extension, after perfctr's si_pmc_ovf_mask: in a SIGEMT handler, the requests
+ * whose overflow sent this signal (bit i = the request whose index cpc_set_add_request
+ * returned i; for a thread that inherited a set, every CPC_OVF_NOTIFY_EMT request). Carried
+ * three pointers after si_addr, where an EMT signal has no other field; 0 for a siginfo that
+ * libcpc did not send. Not in Solaris: guard its use with #ifdef PERFCOMPAT_CPC_OVF_MASK.
+ */
+#define PERFCOMPAT_CPC_OVF_MASK 1
+static inline uint64_t perfcompat_cpc_ovf_mask(const siginfo_t *si) {
+    uint64_t mask;
+    memcpy(&mask, (const char *)&si->si_addr + 3 * sizeof(void *), sizeof mask);
+    return mask;
+}
+
 /* The error handler set with cpc_seterrhndlr: the function's name, the error subcode, and
  * libcpc's message as a format with no conversions (ap is empty). */
 typedef void (cpc_errhndlr_t)(const char *fn, int subcode, const char *fmt, va_list ap);

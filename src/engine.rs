@@ -170,6 +170,11 @@ pub struct BoundSet {
     frozen_raw: Box<[AtomicU64]>,
     frozen_enabled: AtomicU64,
     frozen_running: AtomicU64,
+    // Events each request counted in the period that the freeze ended (from its origin to the
+    // overflow instant), and in all periods before it: perfctr's `sum`, which the totals of
+    // [`BoundSet::sample_totals`] report across restarts.
+    frozen_events: Box<[AtomicU64]>,
+    sums: Box<[AtomicU64]>,
     frozen: AtomicBool,
     frozen_at: AtomicU64,
     overflowed: AtomicU64,
@@ -296,6 +301,27 @@ impl BoundSet {
     /// Async-signal-safe. On a frozen set this returns the values at the freeze without
     /// reading the hardware.
     pub fn sample(&self, out: &mut [u64]) -> Result<SampleInfo> {
+        self.sample_into(out, None)
+    }
+
+    /// [`BoundSet::sample`], and in `totals[..len()]` the events each request has counted
+    /// since the bind, across every restart, resume and overflow: perfctr's per-counter `sum`,
+    /// which an i-mode counter keeps while its value goes back to its restart value
+    /// ([`BoundSet::iresume`]). Events between an overflow and the stop of the set that
+    /// followed it are in neither (the set was frozen at the overflow).
+    ///
+    /// Async-signal-safe.
+    pub fn sample_totals(&self, out: &mut [u64], totals: &mut [u64]) -> Result<SampleInfo> {
+        if totals.len() < self.n {
+            return Err(Error::BufferTooSmall {
+                len: totals.len(),
+                need: self.n,
+            });
+        }
+        self.sample_into(out, Some(totals))
+    }
+
+    fn sample_into(&self, out: &mut [u64], mut totals: Option<&mut [u64]>) -> Result<SampleInfo> {
         if out.len() < self.n {
             return Err(Error::BufferTooSmall {
                 len: out.len(),
@@ -321,12 +347,27 @@ impl BoundSet {
                 for (i, o) in out.iter_mut().enumerate().take(self.n) {
                     *o = self.frozen_vals[i].load(Ordering::Relaxed);
                 }
+                if let Some(t) = totals.as_deref_mut() {
+                    for (i, t) in t.iter_mut().enumerate().take(self.n) {
+                        *t = self.sums[i]
+                            .load(Ordering::Relaxed)
+                            .wrapping_add(self.frozen_events[i].load(Ordering::Relaxed));
+                    }
+                }
             } else {
                 times = self.read_raw(raw)?;
                 for (i, o) in out.iter_mut().enumerate().take(self.n) {
                     let base = self.base[i].load(Ordering::Relaxed);
                     let origin = self.origin[i].load(Ordering::Relaxed);
                     *o = virt::virtual_value(base, raw[i].wrapping_sub(origin));
+                }
+                if let Some(t) = totals.as_deref_mut() {
+                    for (i, t) in t.iter_mut().enumerate().take(self.n) {
+                        let origin = self.origin[i].load(Ordering::Relaxed);
+                        *t = self.sums[i]
+                            .load(Ordering::Relaxed)
+                            .wrapping_add(raw[i].wrapping_sub(origin));
+                    }
                 }
             }
             let hrtime = if frozen {
@@ -390,6 +431,7 @@ impl BoundSet {
     fn start_from_presets(&self) -> Result<()> {
         let mut raw = [0u64; MAX_REQUESTS];
         let times = self.stopped_raw(&mut raw)?;
+        self.end_period(&raw);
         for i in 0..self.n {
             let p = self.preset[i].load(Ordering::Relaxed);
             self.base[i].store(p, Ordering::Relaxed);
@@ -406,6 +448,24 @@ impl BoundSet {
         self.generation.store(next_generation(), Ordering::Release);
         self.group.start();
         Ok(())
+    }
+
+    /// Fold the events of the period that ends now into the totals: up to the freeze when
+    /// frozen, else up to `raw` (read after the stop). Nothing before the first start.
+    fn end_period(&self, raw: &[u64]) {
+        if self.generation.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let frozen = self.frozen.load(Ordering::Relaxed);
+        for i in 0..self.n {
+            let events = if frozen {
+                self.frozen_events[i].load(Ordering::Relaxed)
+            } else {
+                raw[i].wrapping_sub(self.origin[i].load(Ordering::Relaxed))
+            };
+            let sum = self.sums[i].load(Ordering::Relaxed);
+            self.sums[i].store(sum.wrapping_add(events), Ordering::Relaxed);
+        }
     }
 
     /// Set every request back to its preset and count again; clears a freeze.
@@ -445,6 +505,10 @@ impl BoundSet {
     fn freeze_at(&self, at: &[u64], raw: &[u64], times: Times, overflowed: u64, when: Option<u64>) {
         for i in 0..self.n {
             self.frozen_raw[i].store(raw[i], Ordering::Relaxed);
+            self.frozen_events[i].store(
+                at[i].wrapping_sub(self.origin[i].load(Ordering::Relaxed)),
+                Ordering::Relaxed,
+            );
             let base = self.base[i].load(Ordering::Relaxed);
             let origin = self.origin[i].load(Ordering::Relaxed);
             self.frozen_vals[i].store(
@@ -503,6 +567,24 @@ impl BoundSet {
     /// Resume counting after [`BoundSet::stop`] (libcpc's `cpc_enable`): the values go on from
     /// where they were frozen. Fails if the set is running.
     pub fn resume(&self) -> Result<()> {
+        self.resume_with(0)
+    }
+
+    /// Resume a frozen set the way perfctr resumes after an overflow interrupt: each request
+    /// that overflowed (an *i-mode* counter: a notifying request, whose preset is its restart
+    /// value, perfctr's `ireset`) starts again from its preset, and every other request (the
+    /// *a-mode* counters, and i-mode counters that have not reached their overflow) goes on
+    /// from its frozen value, as [`BoundSet::resume`] does for all. The totals of
+    /// [`BoundSet::sample_totals`] keep every event of both kinds. Fails if the set is running.
+    ///
+    /// Async-signal-safe: meant for the overflow hook, the way libcpc's handlers call
+    /// [`BoundSet::restart`].
+    pub fn iresume(&self) -> Result<()> {
+        self.resume_with(self.notify & self.overflowed.load(Ordering::Acquire))
+    }
+
+    /// Resume from the freeze; the requests of `reload` restart from their presets.
+    fn resume_with(&self, reload: u64) -> Result<()> {
         if self.gone() {
             return Err(Error::NotBound);
         }
@@ -512,15 +594,21 @@ impl BoundSet {
             }
             let mut raw = [0u64; MAX_REQUESTS];
             b.stopped_raw(&mut raw)?;
+            b.end_period(&raw);
             for i in 0..b.n {
-                b.base[i].store(b.frozen_vals[i].load(Ordering::Relaxed), Ordering::Relaxed);
+                let from = if reload & (1 << i) != 0 {
+                    b.preset[i].load(Ordering::Relaxed)
+                } else {
+                    b.frozen_vals[i].load(Ordering::Relaxed)
+                };
+                b.base[i].store(from, Ordering::Relaxed);
                 b.origin[i].store(raw[i], Ordering::Relaxed);
                 if b.notify & (1 << i) != 0 {
-                    b.group.arm(
-                        i,
-                        virt::distance_to_wrap(b.frozen_vals[i].load(Ordering::Relaxed)),
-                    );
+                    b.group.arm(i, virt::distance_to_wrap(from));
                 }
+            }
+            if reload != 0 {
+                b.overflowed.store(0, Ordering::Relaxed);
             }
             b.frozen.store(false, Ordering::Release);
             b.generation.store(next_generation(), Ordering::Release);
@@ -994,6 +1082,8 @@ pub fn bind_tagged(
         frozen_raw: zeroed(n),
         frozen_enabled: AtomicU64::new(0),
         frozen_running: AtomicU64::new(0),
+        frozen_events: zeroed(n),
+        sums: zeroed(n),
         frozen: AtomicBool::new(false),
         frozen_at: AtomicU64::new(0),
         overflowed: AtomicU64::new(0),

@@ -15,6 +15,15 @@
 //! the binding with `rt_tgsigqueueinfo(2)`, `si_code = EMT_CPCOVF` and `si_addr` = the
 //! interrupted program counter; it allocates nothing and takes no lock.
 //!
+//! The signal also says which requests overflowed, as perfctr's overflow signal does with its
+//! `si_pmc_ovf_mask`: a 64-bit mask (bit i = the request whose index `cpc_set_add_request`
+//! returned i) three pointers after `si_addr` in the siginfo (bytes 40..48 on 64-bit targets,
+//! where a SIGSEGV would carry `si_upper`; 24..32 on 32-bit). Those bytes are inside the
+//! part of the siginfo that the kernel copies from `rt_tgsigqueueinfo` to the handler, and no
+//! Solaris field of an EMT signal lives there. `libcpc.h` reads it with the inline function
+//! `perfcompat_cpc_ovf_mask(const siginfo_t *)`, 0 for a siginfo that did not come from
+//! libcpc's overflow path.
+//!
 //! Linux accepts a positive `si_code` only for a signal a thread sends to itself. That is the
 //! case on the perf backend (the kernel routes the overflow to the binding thread) and for the
 //! emulated PMUs' ordinary use; when another thread's events overflow an emulated inheriting
@@ -81,13 +90,18 @@ pub(crate) fn install() {
 
 fn hook(ev: &OverflowEvent) {
     if ev.user_data == EMT_TAG {
-        send(ev.tid, ev.pc);
+        send(ev.tid, ev.pc, ev.overflowed);
     }
 }
 
-/// Queue SIGEMT to thread `tid` of this process with `si_code = EMT_CPCOVF` and
-/// `si_addr = pc`. Async-signal-safe.
-pub(crate) fn send(tid: i32, pc: usize) {
+/// Where the overflow mask is in the siginfo, from `si_addr`: three pointers on.
+/// `libcpc.h`'s `perfcompat_cpc_ovf_mask` reads the same place.
+pub(crate) const OVF_MASK_FROM_ADDR: usize = 3 * std::mem::size_of::<usize>();
+
+/// Queue SIGEMT to thread `tid` of this process with `si_code = EMT_CPCOVF`,
+/// `si_addr = pc` and the overflowed requests' `mask` (see the module's documentation).
+/// Async-signal-safe.
+pub(crate) fn send(tid: i32, pc: usize, mask: u64) {
     // siginfo_t is 128 bytes: si_signo, si_errno, si_code (ints), then the union at 16
     // (8-byte aligned on 64-bit targets, 12 on 32-bit), whose first member is si_addr.
     #[repr(C, align(8))]
@@ -106,6 +120,8 @@ pub(crate) fn send(tid: i32, pc: usize) {
     put_int(&mut info.0, 8, super::EMT_CPCOVF);
     let addr = pc.to_ne_bytes();
     info.0[union_at..union_at + addr.len()].copy_from_slice(&addr);
+    let mask_at = union_at + OVF_MASK_FROM_ADDR;
+    info.0[mask_at..mask_at + 8].copy_from_slice(&mask.to_ne_bytes());
     // SAFETY: plain system calls with a valid siginfo buffer.
     unsafe {
         let pid = libc::getpid();

@@ -255,6 +255,7 @@ fn adopt(spec: Arc<Spec>, start: usize) {
         return;
     }
     let id = binding.id();
+    let mask = binding.overflowed();
     {
         let _blocked = Blocked::all();
         let _ = STATE.try_with(|s| {
@@ -267,7 +268,7 @@ fn adopt(spec: Arc<Spec>, start: usize) {
         });
         set_current(spec.set, id);
     }
-    emt::send(engine::gettid(), start);
+    emt::send(engine::gettid(), start, mask);
 }
 
 // ---------------------------------------------------------------------------------------------

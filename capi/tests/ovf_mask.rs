@@ -1,0 +1,46 @@
+//! The overflowed requests in libcpc's SIGEMT (`perfcompat_cpc_ovf_mask`, libcpc.h's extension
+//! after perfctr's `si_pmc_ovf_mask`): tests/c/cpc_ovf_mask.c, built with `-Wpedantic -Werror`
+//! against `include/` and the library only, on an emulated UltraSPARC (exact) and on perf.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use common::{compile, link_args, repo, run, run_output, tmp};
+
+fn program() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = tmp().join("cpc_ovf_mask");
+        compile(
+            Command::new("cc")
+                .args(["-std=c99", "-Wall", "-Wextra", "-Wpedantic", "-Werror"])
+                .args(["-pthread", "-o"])
+                .arg(&out)
+                .arg(repo().join("tests/c/cpc_ovf_mask.c"))
+                .arg(format!("-I{}", repo().join("include").display()))
+                .args(link_args()),
+            "tests/c/cpc_ovf_mask.c",
+        );
+        out
+    })
+}
+
+#[test]
+fn each_signal_names_the_request_that_overflowed_on_the_emulated_pmu() {
+    let out = run_output(program(), "sim:ultrasparc", &["sim"], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("signals 29\nsim: 0 failures"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn page_fault_overflows_name_their_request_on_perf() {
+    // `run` checks the exit status and the program's "0 failures".
+    run(program(), "perf", &["perf"]);
+}
