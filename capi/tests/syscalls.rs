@@ -1,0 +1,135 @@
+//! System calls per libcpc operation in the steady state (issue 19), counted with strace over
+//! tests/c/cpc_syscalls.c on perf (software events), so that they cannot creep up unnoticed.
+//! The ceilings are today's counts; lower them when the engine needs fewer.
+//!
+//! Per operation today, without a PMU:
+//! - `cpc_set_sample`: one `read` of the group (none where `rdpmc` reads the counters);
+//! - `cpc_set_restart` of a running set: 5 (the write section blocks and unblocks signals, the
+//!   group is disabled, read for the new origin and enabled);
+//! - an overflow handled with sample + preset + restart in the SIGEMT handler: 12 (two signals
+//!   delivered and returned from: the engine's overflow signal and SIGEMT; disable and read in
+//!   the engine's handler, `getpid` + `rt_tgsigqueueinfo` to queue SIGEMT; in the restart the
+//!   signal mask twice, the new period and the enable).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::{compile, link_args, repo, skip, tmp};
+
+fn program() -> PathBuf {
+    let out = tmp().join("cpc_syscalls");
+    compile(
+        Command::new("cc")
+            .args([
+                "-std=c99",
+                "-Wall",
+                "-Wextra",
+                "-Wpedantic",
+                "-Werror",
+                "-o",
+            ])
+            .arg(&out)
+            .arg(repo().join("tests/c/cpc_syscalls.c"))
+            .arg(format!("-I{}", repo().join("include").display()))
+            .args(link_args()),
+        "tests/c/cpc_syscalls.c",
+    );
+    out
+}
+
+/// For each "BEGIN x" .. "END x" section of the traced program's output: the system calls
+/// between the markers, by name (a delivered signal counts as "---").
+fn sections(trace: &str) -> BTreeMap<String, BTreeMap<String, usize>> {
+    let mut out: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in trace.lines() {
+        // Strip strace's "pid " prefix.
+        let l = match line.split_once(' ') {
+            Some((p, rest)) if p.chars().all(|c| c.is_ascii_digit()) => rest.trim_start(),
+            _ => line,
+        };
+        if let Some(i) = l.find("\"BEGIN ") {
+            current = l[i + 7..].split('\\').next().map(str::to_string);
+            continue;
+        }
+        if l.contains("\"END ") {
+            current = None;
+            continue;
+        }
+        if let Some(c) = &current {
+            let name = l.split(['(', ' ']).next().unwrap_or("").to_string();
+            *out.entry(c.clone()).or_default().entry(name).or_default() += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn sample_restart_and_overflow_cost_no_more_system_calls_than_today() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "strace not found: CI must install it (.ci/run does)"
+        );
+        skip("strace not found (apt-get install strace): system calls per operation not checked");
+        return;
+    }
+    let n = 200;
+    let trace = tmp().join("cpc_syscalls.strace");
+    let out = Command::new("strace")
+        .args(["-f", "-qq", "-o"])
+        .arg(&trace)
+        .arg(program())
+        .arg(n.to_string())
+        .env_remove("LD_LIBRARY_PATH")
+        .env("PERFCOMPAT_BACKEND", "perf")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(&format!("signals {n}\n0 failures")),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = sections(&std::fs::read_to_string(&trace).unwrap());
+    let pmu = perfcompat::backend::perf::PerfBackend::new().is_ok_and(|b| b.caps().pmu);
+    // (section, ceiling per operation, the only system calls allowed)
+    let expect: [(&str, usize, &[&str]); 3] = [
+        ("sample", 1, &["read"]),
+        ("restart", 5, &["rt_sigprocmask", "ioctl", "read"]),
+        (
+            "overflow",
+            12,
+            &[
+                "---",
+                "ioctl",
+                "read",
+                "getpid",
+                "rt_tgsigqueueinfo",
+                "rt_sigreturn",
+                "rt_sigprocmask",
+            ],
+        ),
+    ];
+    for (what, per_op, allowed) in expect {
+        let calls = s.get(what).cloned().unwrap_or_default();
+        let total: usize = calls.values().sum();
+        let names: BTreeSet<&str> = calls.keys().map(String::as_str).collect();
+        let unexpected: Vec<&&str> = names.iter().filter(|c| !allowed.contains(c)).collect();
+        assert!(
+            unexpected.is_empty(),
+            "{what}: new system calls {unexpected:?}: {calls:?}"
+        );
+        assert!(
+            total <= per_op * n,
+            "{what}: {total} system calls for {n} operations (at most {per_op} each): {calls:?}"
+        );
+        if !pmu && what == "sample" {
+            assert_eq!(total, n, "one read per sample without a PMU: {calls:?}");
+        }
+        eprintln!("{what}: {total} system calls for {n} operations: {calls:?}");
+    }
+}
