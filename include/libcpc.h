@@ -36,9 +36,12 @@
  * libcpc did not send. Not in Solaris: guard its use with #ifdef PERFCOMPAT_CPC_OVF_MASK.
  */
 #define PERFCOMPAT_CPC_OVF_MASK 1
-static inline uint64_t perfcompat_cpc_ovf_mask(const siginfo_t *si) {
+static inline uint64_t perfcompat_cpc_ovf_mask(const void *siginfo) {
+    /* si_addr is the first member of the union after three ints, aligned to a pointer; a
+     * const void * so that strict ISO C, where <signal.h> has no siginfo_t, still compiles. */
+    size_t addr = (3 * sizeof(int) + sizeof(void *) - 1) / sizeof(void *) * sizeof(void *);
     uint64_t mask;
-    memcpy(&mask, (const char *)&si->si_addr + 3 * sizeof(void *), sizeof mask);
+    memcpy(&mask, (const char *)siginfo + addr + 3 * sizeof(void *), sizeof mask);
     return mask;
 }
 
