@@ -107,22 +107,7 @@ pub fn next_generation() -> u32 {
     NEXT_GENERATION.fetch_add(1, Ordering::Relaxed) % 0x7fff_ffff + 1
 }
 
-/// The calling thread's kernel id.
-pub fn gettid() -> i32 {
-    // SAFETY: a plain syscall.
-    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
-}
-
-/// Monotonic clock in nanoseconds (vDSO; async-signal-safe).
-pub fn now_ns() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes into `ts`.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-}
+pub use crate::sys::{gettid, now_ns};
 
 /// What a sample returns besides the values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -927,12 +912,6 @@ pub(crate) fn on_overflow_unknown(pc: usize) {
     });
 }
 
-/// Deliver an overflow interrupt to a binding (used by backends that detect overflows
-/// themselves, like the emulated PMUs).
-pub(crate) fn interrupt(b: &BoundSet, pc: usize) {
-    b.interrupt(-1, pc)
-}
-
 /// Check a set against a backend and find where its requests go, without binding.
 pub fn plan(backend: &dyn Backend, set: &CounterSet) -> Result<Vec<crate::sched::Slot>> {
     if set.is_empty() {
@@ -1017,11 +996,7 @@ pub fn check_request(backend: &dyn Backend, request: &Request) -> Result<()> {
 }
 
 fn resource_namer(backend: &dyn Backend) -> Box<dyn Fn(u16) -> String + '_> {
-    if let Some(sim) = backend.as_any().downcast_ref::<backend::sim::SimBackend>() {
-        Box::new(move |r| sim.resource_name(r))
-    } else {
-        Box::new(|r| format!("resource {r}"))
-    }
+    Box::new(move |r| backend.resource_name(r))
 }
 
 /// Bind `set` to `target` on the process's backend ([`backend::global`]).
@@ -1058,7 +1033,10 @@ pub fn bind_tagged(
         .filter(|(_, r)| r.flags.notify_overflow)
         .fold(0u64, |m, (i, _)| m | 1 << i);
     if notify != 0 {
-        crate::signal::install_overflow_handler()?;
+        crate::signal::install_overflow_handler(crate::signal::Dispatch {
+            on_fd: on_overflow_fd,
+            on_unknown: on_overflow_unknown,
+        })?;
     }
     let group = backend.open(reqs, &slots, target)?;
     let b = Arc::new(BoundSet {
@@ -1103,9 +1081,9 @@ pub fn bind_tagged(
     }
     let binding = Binding { inner: b };
     binding.write(|b| b.start_from_presets())?;
-    if let Some(sim) = backend.as_any().downcast_ref::<backend::sim::SimBackend>() {
-        sim.attach(&binding.inner);
-    }
+    // Backends that detect overflows themselves (the emulated PMUs) keep a weak handle.
+    let weak: std::sync::Weak<BoundSet> = Arc::downgrade(&binding.inner);
+    backend.attach(weak);
     Ok(binding)
 }
 
@@ -1116,5 +1094,11 @@ impl BoundSet {
     }
 }
 
-/// Shared handle used by backends that keep their own list of live bindings.
-pub(crate) type SharedBound = Arc<BoundSet>;
+impl backend::Bound for BoundSet {
+    fn group(&self) -> &dyn Group {
+        BoundSet::group(self)
+    }
+    fn interrupt(&self, pc: usize) {
+        BoundSet::interrupt(self, -1, pc);
+    }
+}

@@ -45,6 +45,7 @@ pub mod perfex;
 pub mod sched;
 pub mod set;
 pub mod signal;
+pub mod sys;
 pub mod virt;
 
 pub use engine::{bind, bind_with, Binding, BoundSet, OverflowEvent, SampleInfo};

@@ -7,7 +7,7 @@
 //! interrupted. That is what makes sample, restart and the overflow path async-signal-safe.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
 thread_local! {
     /// How many [`Blocked`] scopes (and overflow handlers, which run with every signal
@@ -78,11 +78,27 @@ pub fn overflow_signal() -> i32 {
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
-/// Install the overflow signal handler once per process.
-pub fn install_overflow_handler() -> crate::Result<()> {
+/// Where the overflow signal handler sends what it received: the engine's entry points,
+/// passed in so that this module does not import the engine.
+#[derive(Clone, Copy)]
+pub struct Dispatch {
+    /// An overflow signal for the counter descriptor `fd`, interrupted at `pc`.
+    pub on_fd: fn(fd: i32, pc: usize),
+    /// The kernel's SIGIO fallback: an overflow of an unknown counter, at `pc`.
+    pub on_unknown: fn(pc: usize),
+}
+
+static ON_FD: AtomicUsize = AtomicUsize::new(0);
+static ON_UNKNOWN: AtomicUsize = AtomicUsize::new(0);
+
+/// Install the overflow signal handler once per process, sending what it receives to
+/// `dispatch` (the first call's; the engine is the only caller).
+pub fn install_overflow_handler(dispatch: Dispatch) -> crate::Result<()> {
     if INSTALLED.load(Ordering::Acquire) {
         return Ok(());
     }
+    ON_FD.store(dispatch.on_fd as usize, Ordering::Release);
+    ON_UNKNOWN.store(dispatch.on_unknown as usize, Ordering::Release);
     let _b = Blocked::all();
     if INSTALLED.swap(true, Ordering::AcqRel) {
         return Ok(());
@@ -123,7 +139,12 @@ extern "C" fn on_sigio(_sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut l
     let (code, pc) = unsafe { ((*info).si_code, interrupted_pc(uc)) };
     if code == libc::SI_KERNEL {
         ALL_BLOCKED.with(|d| d.set(d.get() + 1));
-        crate::engine::on_overflow_unknown(pc);
+        let f = ON_UNKNOWN.load(Ordering::Acquire);
+        if f != 0 {
+            // SAFETY: stored from a `fn(usize)` by `install_overflow_handler`.
+            let f: fn(usize) = unsafe { std::mem::transmute(f) };
+            f(pc);
+        }
         ALL_BLOCKED.with(|d| d.set(d.get().saturating_sub(1)));
     }
     // SAFETY: as above.
@@ -185,7 +206,12 @@ extern "C" fn on_overflow_signal(
     let (fd, pc) = unsafe { (si_fd(info), interrupted_pc(uc)) };
     // Installed with a full sa_mask: every signal is blocked until the handler returns.
     ALL_BLOCKED.with(|d| d.set(d.get() + 1));
-    crate::engine::on_overflow_fd(fd, pc);
+    let f = ON_FD.load(Ordering::Acquire);
+    if f != 0 {
+        // SAFETY: stored from a `fn(i32, usize)` by `install_overflow_handler`.
+        let f: fn(i32, usize) = unsafe { std::mem::transmute(f) };
+        f(fd, pc);
+    }
     ALL_BLOCKED.with(|d| d.set(d.get().saturating_sub(1)));
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved };

@@ -13,7 +13,7 @@
 //! `auto` (the default) is `perf`: emulated counts are never chosen silently.
 
 use std::any::Any;
-use std::sync::OnceLock;
+use std::sync::{OnceLock, Weak};
 
 use crate::error::{Error, Result};
 use crate::sched::{Candidate, Slot};
@@ -132,8 +132,27 @@ pub trait Backend: Send + Sync + 'static {
     /// Program and start the counters. `slots` holds the placement of each request. The
     /// requests that notify on overflow are armed with the distance from their preset.
     fn open(&self, requests: &[Request], slots: &[Slot], target: Target) -> Result<Box<dyn Group>>;
+    /// The name of shared resource `r` in conflict messages (a Pentium 4 ESCR).
+    fn resource_name(&self, r: u16) -> String {
+        format!("resource {r}")
+    }
+    /// A binding of a group this backend opened is ready. Backends that detect overflows
+    /// themselves (the emulated PMUs) keep the handle to interrupt it; others ignore it.
+    fn attach(&self, bound: Weak<dyn Bound>) {
+        let _ = bound;
+    }
     /// For downcasting.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// What a backend holds of a binding (the engine's bound set) to deliver the overflows it
+/// detects itself, without importing the engine.
+pub trait Bound: Send + Sync {
+    /// The counters the backend opened for it.
+    fn group(&self) -> &dyn Group;
+    /// An overflow interrupt at program counter `pc`: the engine finds the requests that
+    /// wrapped, freezes and notifies.
+    fn interrupt(&self, pc: usize);
 }
 
 /// This machine's nominal core clock in MHz (cpufreq base or maximum frequency, else

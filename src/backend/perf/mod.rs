@@ -734,7 +734,7 @@ impl Backend for PerfBackend {
             }
             resolved.push(ev);
         }
-        let owner = crate::engine::gettid();
+        let owner = crate::sys::gettid();
         let (places, inherit): (Vec<(i32, i32)>, bool) = match target {
             Target::CurrentThread => (vec![(0, -1)], false),
             Target::CurrentThreadInherit => (vec![(0, -1)], true),

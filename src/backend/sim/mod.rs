@@ -27,8 +27,7 @@ use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::backend::{Backend, BackendInfo, CounterInfo, EventInfo, Group, Times};
-use crate::engine::{self, BoundSet, SharedBound};
+use crate::backend::{Backend, BackendInfo, Bound, CounterInfo, EventInfo, Group, Times};
 use crate::error::{Conflict, ConflictReason, Error, Result};
 use crate::eventmap::EventMap;
 use crate::sched::{Candidate, Slot};
@@ -78,7 +77,7 @@ pub fn model(name: &str) -> Option<&'static Model> {
 pub struct SimBackend {
     model: &'static Model,
     info: BackendInfo,
-    live: Mutex<Vec<Weak<BoundSet>>>,
+    live: Mutex<Vec<Weak<dyn Bound>>>,
 }
 
 /// The attribute that sets a counter's interrupt period (see [`alpha`]).
@@ -243,13 +242,6 @@ impl SimBackend {
         out
     }
 
-    /// Register a new binding so that advances reach it.
-    pub(crate) fn attach(&self, b: &SharedBound) {
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        live.retain(|w| w.strong_count() > 0);
-        live.push(Arc::downgrade(b));
-    }
-
     /// Advance `event` by `n` for the calling thread: see the module documentation.
     /// Returns the number of bound sets that counted it.
     pub fn advance(&self, event: &str, n: u64) -> Result<usize> {
@@ -259,10 +251,10 @@ impl SimBackend {
                 event: event.to_string(),
                 backend: self.info.name.clone(),
             })?;
-        let tid = engine::gettid();
+        let tid = crate::sys::gettid();
         // SAFETY: plain libc calls.
         let (pid, cpu) = unsafe { (libc::getpid(), libc::sched_getcpu()) };
-        let targets: Vec<SharedBound> = {
+        let targets: Vec<Arc<dyn Bound>> = {
             let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
             live.iter().filter_map(|w| w.upgrade()).collect()
         };
@@ -282,7 +274,7 @@ impl SimBackend {
                 if !fired {
                     break;
                 }
-                engine::interrupt(&b, advance as *const () as usize);
+                b.interrupt(advance as *const () as usize);
                 left = rest;
                 if left == 0 {
                     break;
@@ -509,12 +501,23 @@ impl Backend for SimBackend {
             .collect();
         Ok(Box::new(SimGroup {
             target,
-            owner: engine::gettid(),
+            owner: crate::sys::gettid(),
             preexisting,
             counters,
             running: AtomicBool::new(false),
             seq: SeqCount::new(),
         }))
+    }
+
+    fn resource_name(&self, r: u16) -> String {
+        SimBackend::resource_name(self, r)
+    }
+
+    /// Register a new binding so that advances reach it.
+    fn attach(&self, b: Weak<dyn Bound>) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.retain(|w| w.strong_count() > 0);
+        live.push(b);
     }
 
     fn as_any(&self) -> &dyn Any {
