@@ -236,14 +236,7 @@ impl<'a> Tracker<'a> {
         self.sink.record(&r)
     }
 
-    fn record(
-        &mut self,
-        pid: i32,
-        lwp: u32,
-        kind: Kind,
-        set: usize,
-        values: Vec<u64>,
-    ) -> Record {
+    fn record(&mut self, pid: i32, lwp: u32, kind: Kind, set: usize, values: Vec<u64>) -> Record {
         Record {
             time: (self.clock)(),
             pid,
@@ -375,7 +368,11 @@ impl Observer for Tracker<'_> {
                 binding: Some(binding),
                 last: vec![0; n],
                 totals: zeros(&self.opts.sets),
-                cpu_ns: if self.opts.cycles { cpu_ns(pid, tid) } else { 0 },
+                cpu_ns: if self.opts.cycles {
+                    cpu_ns(pid, tid)
+                } else {
+                    0
+                },
             },
         );
         if self.opts.verbose {

@@ -86,9 +86,10 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
             'v' => a.opts.verbose = true,
             'D' => a.debug = true,
             'N' => {
-                a.opts.samples = v.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                    format!("-N takes a positive number of samples, not '{v}'")
-                })?
+                a.opts.samples =
+                    v.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        format!("-N takes a positive number of samples, not '{v}'")
+                    })?
             }
             'o' => a.output = Some(v),
             'p' => {
@@ -142,11 +143,7 @@ fn track<W: Write>(a: &Args, mut out: Out<W>) -> ExitCode {
         }
     };
     if !a.no_titles {
-        let t = out.title(&a.opts.sets[0]);
-        if let Err(e) = out.put(&t) {
-            eprintln!("{}{e}", who("write"));
-            return ExitCode::from(1);
-        }
+        out.pending_title = Some(out.title(&a.opts.sets[0]));
     }
     let subject = match a.pid {
         Some(p) => {
@@ -203,7 +200,11 @@ fn main() -> ExitCode {
     a.opts.sets = match solaris::parse_specs(&a.specs, b) {
         Ok(s) => s,
         Err(e) => {
-            let who = if a.debug { "cputrack: cpc_set_add_request: " } else { "cputrack: " };
+            let who = if a.debug {
+                "cputrack: cpc_set_add_request: "
+            } else {
+                "cputrack: "
+            };
             eprintln!("{who}{e}");
             return ExitCode::from(1);
         }

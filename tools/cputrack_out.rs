@@ -25,6 +25,8 @@ pub struct Out<W: Write> {
     pub specs: Vec<String>,
     /// The number of requests of each set.
     pub widths: Vec<usize>,
+    /// Column titles still to print before the first line.
+    pub pending_title: Option<String>,
 }
 
 impl<W: Write> Out<W> {
@@ -36,10 +38,12 @@ impl<W: Write> Out<W> {
             tsc,
             specs: specs.to_vec(),
             widths: sets.iter().map(CounterSet::len).collect(),
+            pending_title: None,
         }
     }
 
-    /// The column titles, for the first set's counters.
+    /// The column titles, for the first set's counters (printed by [`Sink::record`] before
+    /// the first line when put in `pending_title`).
     pub fn title(&self, first: &CounterSet) -> String {
         let mut s = format!("{:>7}", "time");
         if self.pid {
@@ -101,7 +105,8 @@ impl<W: Write> Out<W> {
 
 impl<W: Write> Sink for Out<W> {
     fn record(&mut self, r: &Record) -> perfcompat::Result<()> {
-        let l = self.line(r);
+        let mut l = self.pending_title.take().unwrap_or_default();
+        l.push_str(&self.line(r));
         self.put(&l)
     }
 }
