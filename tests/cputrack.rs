@@ -345,6 +345,8 @@ fn attaches_to_a_running_process_and_lets_it_go() {
         .spawn()
         .unwrap();
     let pid = child.id().to_string();
+    // Past its start-up (the loader's page faults).
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let out = cputrack(&["-c", "page-faults", "-T", "0.1", "-N", "3", "-p", &pid]);
     let text = String::from_utf8_lossy(&out.stdout);
     let alive = child.try_wait().unwrap().is_none();
@@ -358,8 +360,11 @@ fn attaches_to_a_running_process_and_lets_it_go() {
     let l = lines(&text, false);
     assert_eq!(l.len(), 3, "{text}");
     assert!(l.iter().all(|l| l.event == "tick" && l.lwp == 1), "{text}");
-    assert!(l.iter().all(|l| hundreds(l.values[0])), "{text}");
-    assert!(l.iter().map(|l| l.values[0]).sum::<u64>() >= 100, "{text}");
+    // 100 pages every 100 ms, in bursts that a sample may split (the attach comes at any
+    // point of the program's cycle, and a busy machine may preempt it in a burst): over three
+    // samples, at least one whole burst and at most a few.
+    let sum: u64 = l.iter().map(|l| l.values[0]).sum();
+    assert!((100..=600).contains(&sum), "{text}");
     assert!(alive, "the process goes on after cputrack let it go");
 }
 

@@ -227,7 +227,13 @@ fn destdir_stages_for_the_prefix() {
 /// the code; every variable of the README's table is in libperfex(3).
 #[test]
 fn man_pages() {
-    let pages = ["perfex.1", "cpustat.1", "cputrack.1", "libperfex.3", "libcpc.3"];
+    let pages = [
+        "perfex.1",
+        "cpustat.1",
+        "cputrack.1",
+        "libperfex.3",
+        "libcpc.3",
+    ];
     if common::have_tool("groff", "groff-base") {
         for page in pages {
             let out = Command::new("groff")
