@@ -16,6 +16,9 @@ pub fn utf8(argv: Vec<OsString>) -> Result<Vec<String>, String> {
         .collect()
 }
 
+/// The options found (letter, value or empty) and the operands.
+pub type Scanned = (Vec<(char, String)>, Vec<String>);
+
 /// Options scanned getopt-style: `-abc`, `-c value`, `-cvalue`. `with_value` lists the
 /// letters that take a value. Operands are collected; with `stop_at_operand` the first
 /// operand ends the options (it and everything after it are operands: a command line).
@@ -23,7 +26,7 @@ pub fn getopt(
     argv: Vec<String>,
     with_value: &str,
     stop_at_operand: bool,
-) -> Result<(Vec<(char, String)>, Vec<String>), String> {
+) -> Result<Scanned, String> {
     let mut opts = Vec::new();
     let mut rest = Vec::new();
     let mut it = argv.into_iter();
