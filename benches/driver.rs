@@ -58,7 +58,15 @@ fn build_ours() -> PathBuf {
     );
     run_ok(
         Command::new(&cargo)
-            .args(["build", "--quiet", "--release", "--bin", "perfex"])
+            .args([
+                "build",
+                "--quiet",
+                "--release",
+                "--bin",
+                "perfex",
+                "--bin",
+                "cputrack",
+            ])
             .arg("--target-dir")
             .arg(&target)
             .current_dir(repo()),
@@ -391,6 +399,11 @@ fn main() {
             .arg(&workload)
             .envs(env.iter().map(|(k, v)| (k, v)));
         runs.push(("perfex", c));
+        // cputrack sampling every 0.1 s (its lines go to /dev/null).
+        let mut c = Command::new(lib.join("cputrack"));
+        c.args(["-T", "0.1", "-o", "/dev/null", "-c", "task-clock"])
+            .arg(&workload);
+        runs.push(("cputrack", c));
         if Command::new("perf")
             .arg("--version")
             .output()
@@ -466,11 +479,12 @@ fn main() {
             ),
             ("bare", &["wall"]),
             ("perfex", &["wall"]),
+            ("cputrack", &["wall"]),
         ];
         let mut missing = Vec::new();
         for (who, ops) in want {
             let present = programs.iter().any(|p| p.0 == *who)
-                || matches!(*who, "engine" | "bare" | "perfex");
+                || matches!(*who, "engine" | "bare" | "perfex" | "cputrack");
             for op in ops.iter() {
                 if present && s.stats(who, op).is_none() {
                     missing.push(format!("{who} {op}"));
@@ -601,7 +615,7 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
     let _ = writeln!(r, "| run | wall | CPU | wall / bare |");
     let _ = writeln!(r, "|---|---|---|---|");
     let bare = s.stats("bare", "wall");
-    for who in ["bare", "perfex", "perf stat"] {
+    for who in ["bare", "perfex", "cputrack", "perf stat"] {
         let (w, c) = (s.stats(who, "wall"), s.stats(who, "cpu"));
         if w.is_none() {
             continue;
@@ -634,6 +648,15 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
                 q.map_or(String::new(), |q| format!(", perf stat {q:.3}×"))
             ),
             _ => "n/a".into(),
+        }
+    );
+    let _ = writeln!(
+        r,
+        "\nTarget: cputrack -T 0.1 at most 1% over bare: {}.",
+        match ratio(s.stats("cputrack", "wall"), bare) {
+            Some(c) if c <= 1.01 => format!("met ({c:.3}× bare)"),
+            Some(c) => format!("**not met** (cputrack {c:.3}× bare)"),
+            None => "n/a".into(),
         }
     );
     let _ = writeln!(r, "\nEngine (Rust API, in-process, best of 3):\n");

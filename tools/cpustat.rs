@@ -8,9 +8,11 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use perfcompat::backend::{self, Backend};
+use perfcompat::backend;
 use perfcompat::cpustat::CpuStat;
-use perfcompat::{eventspec, CounterSet};
+use perfcompat::CounterSet;
+
+mod solaris;
 
 const USAGE: &str = "\
 usage: cpustat -c eventspec [-c eventspec]... [-p period] [-sntD] [-T d|u] [interval [count]]
@@ -46,13 +48,6 @@ struct Args {
     count: Option<u64>,
 }
 
-fn seconds(v: &str, what: &str) -> Result<f64, String> {
-    v.parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
-        .ok_or_else(|| format!("{what} must be a positive number of seconds, not '{v}'"))
-}
-
 fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
     let mut a = Args {
         specs: Vec::new(),
@@ -65,48 +60,24 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
         interval: 5.0,
         count: None,
     };
-    let argv: Vec<String> = argv
-        .into_iter()
-        .map(|s| {
-            s.into_string()
-                .map_err(|_| "arguments must be UTF-8".to_string())
-        })
-        .collect::<Result<_, _>>()?;
-    let mut it = argv.into_iter().peekable();
-    let mut rest = Vec::new();
-    while let Some(arg) = it.next() {
-        if !arg.starts_with('-') || arg == "-" {
-            rest.push(arg);
-            continue;
-        }
-        let mut chars = arg[1..].chars();
-        while let Some(c) = chars.next() {
-            let value = |chars: &mut std::str::Chars, it: &mut std::iter::Peekable<_>| {
-                let tail: String = chars.collect();
-                if !tail.is_empty() {
-                    Ok(tail)
-                } else {
-                    Iterator::next(it).ok_or_else(|| format!("-{c} needs a value"))
+    let (opts, rest) = solaris::getopt(solaris::utf8(argv)?, "cpT", false)?;
+    for (c, v) in opts {
+        match c {
+            'h' => return Ok(None),
+            'c' => a.specs.push(v),
+            'p' => a.period = Some(solaris::seconds(&v, "-p", false)?),
+            'T' => {
+                a.stamp = match v.as_str() {
+                    "d" => Some('d'),
+                    "u" => Some('u'),
+                    _ => return Err(format!("-T takes d or u, not '{v}'")),
                 }
-            };
-            match c {
-                'h' => return Ok(None),
-                'c' => a.specs.push(value(&mut chars, &mut it)?),
-                'p' => a.period = Some(seconds(&value(&mut chars, &mut it)?, "-p")?),
-                'T' => {
-                    let v = value(&mut chars, &mut it)?;
-                    a.stamp = match v.as_str() {
-                        "d" => Some('d'),
-                        "u" => Some('u'),
-                        _ => return Err(format!("-T takes d or u, not '{v}'")),
-                    }
-                }
-                's' => a.soak = true,
-                'n' => a.no_titles = true,
-                't' => a.tick = true,
-                'D' => a.debug = true,
-                other => return Err(format!("unknown option -{other}")),
             }
+            's' => a.soak = true,
+            'n' => a.no_titles = true,
+            't' => a.tick = true,
+            'D' => a.debug = true,
+            other => return Err(format!("unknown option -{other}")),
         }
     }
     if a.specs.is_empty() {
@@ -114,9 +85,9 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
     }
     match rest.as_slice() {
         [] => {}
-        [i] => a.interval = seconds(i, "the interval")?,
+        [i] => a.interval = solaris::seconds(i, "the interval", false)?,
         [i, n] => {
-            a.interval = seconds(i, "the interval")?;
+            a.interval = solaris::seconds(i, "the interval", false)?;
             a.count = Some(
                 n.parse::<u64>()
                     .ok()
@@ -132,65 +103,14 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
     Ok(Some(a))
 }
 
-/// The `-h` listing: the interface, generic and platform events, attributes, reference.
-fn help(b: &dyn Backend) -> String {
-    let info = b.info();
-    let mut s = format!(
-        "{USAGE}\n\n\tCPU performance counter interface: {}\n",
-        info.description
-    );
-    let events = b.events();
-    let wrap = |s: &mut String, title: &str, names: Vec<&str>| {
-        s.push_str(title);
-        let mut col = 17;
-        for (i, n) in names.iter().enumerate() {
-            if col + n.len() + 2 > 76 {
-                s.push_str("\n\t\t ");
-                col = 17;
-            }
-            s.push_str(n);
-            if i + 1 < names.len() {
-                s.push_str(", ");
-            }
-            col += n.len() + 2;
-        }
-        s.push('\n');
-    };
-    let npic = info.counters.len();
-    wrap(
-        &mut s,
-        &format!("\n\tGeneric Events:\n\n\tevent[0-{}]: ", npic - 1),
-        events
-            .iter()
-            .filter(|e| e.generic)
-            .map(|e| e.name.as_str())
-            .collect(),
-    );
-    wrap(
-        &mut s,
-        &format!("\n\tPlatform Specific Events:\n\n\tevent[0-{}]: ", npic - 1),
-        events
-            .iter()
-            .filter(|e| !e.generic)
-            .map(|e| e.name.as_str())
-            .collect(),
-    );
-    let mut attrs: Vec<&str> = info.attributes.iter().map(String::as_str).collect();
-    attrs.extend(["nouser", "sys"]);
-    s.push_str(&format!(
-        "\n\tattributes: {}\n\n\t{}\n",
-        attrs.join(" "),
-        info.reference
-    ));
-    s
-}
-
+/// The time-stamp counter (x86-64; 0 elsewhere).
 #[cfg(target_arch = "x86_64")]
 fn tsc() -> u64 {
     // SAFETY: rdtsc has no preconditions on x86-64.
     unsafe { std::arch::x86_64::_rdtsc() }
 }
 
+/// The time-stamp counter (x86-64; 0 elsewhere).
 #[cfg(not(target_arch = "x86_64"))]
 fn tsc() -> u64 {
     0
@@ -255,7 +175,7 @@ fn main() -> ExitCode {
         Ok(Some(a)) => a,
         Ok(None) => {
             match backend::global() {
-                Ok(b) => print!("{}", help(b)),
+                Ok(b) => print!("{}", solaris::help(USAGE, b)),
                 Err(e) => {
                     println!("{USAGE}");
                     eprintln!("cpustat: {e}");
@@ -282,16 +202,13 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let mut sets = Vec::new();
-    for spec in &a.specs {
-        match eventspec::parse(spec, b) {
-            Ok(s) => sets.push(s),
-            Err(e) => {
-                eprintln!("{}{e}", who("cpc_set_add_request"));
-                return ExitCode::from(1);
-            }
+    let sets = match solaris::parse_specs(&a.specs, b) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{}{e}", who("cpc_set_add_request"));
+            return ExitCode::from(1);
         }
-    }
+    };
     let mut stat = match CpuStat::start(b, sets.clone()) {
         Ok(s) => s,
         Err(e) => {

@@ -19,7 +19,7 @@
 #   include/perfcompat/solaris.h (optional Solaris compatibility: _lwp_self, gethrtime, PC/SP),
 #   include/perfex.mod (when gfortran exists)
 #   share/perfcompat/fortran/perfex.f90 the module's source, for other gfortran versions
-#   bin/perfex, bin/cpustat, share/man/man1/perfex.1, share/man/man3/{libperfex,libcpc}.3 and function links
+#   bin/perfex, bin/cpustat, bin/cputrack, share/man/man1/{perfex,cpustat,cputrack}.1, share/man/man3/{libperfex,libcpc}.3 and function links
 #
 # The shared library is linked here from the release staticlib with a version script generated
 # from capi/abi.manifest: rustc gives every cdylib its own anonymous version script, which
@@ -61,7 +61,7 @@ static_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl"
 
 echo "install.sh: building (release)" >&2
 (cd "$repo" && "$cargo" build --release --quiet -p perfcompat-capi --lib &&
-  "$cargo" build --release --quiet -p perfcompat --bin perfex --bin cpustat)
+  "$cargo" build --release --quiet -p perfcompat --bin perfex --bin cpustat --bin cputrack)
 rel=$target/release
 [ -f "$rel/libperfcompat_capi.a" ] || { echo "install.sh: no $rel/libperfcompat_capi.a" >&2; exit 1; }
 
@@ -142,6 +142,7 @@ pc libcpc "Solaris libcpc v2 hardware counter interface" cpc
 
 install -m 0755 "$rel/perfex" "$(dest "$bindir")/perfex"
 install -m 0755 "$rel/cpustat" "$(dest "$bindir")/cpustat"
+install -m 0755 "$rel/cputrack" "$(dest "$bindir")/cputrack"
 
 # The PMPI layer, built with the MPI's own compiler wrapper (MPICC, default mpicc): it is tied
 # to that MPI's mpi.h. Without one, it is skipped and said so.
@@ -156,6 +157,7 @@ fi
 M=$(dest "$mandir")
 install -m 0644 "$repo/man/perfex.1" "$M/man1/perfex.1"
 install -m 0644 "$repo/man/cpustat.1" "$M/man1/cpustat.1"
+install -m 0644 "$repo/man/cputrack.1" "$M/man1/cputrack.1"
 for page in libperfex.3 libcpc.3; do
   install -m 0644 "$repo/man/$page" "$M/man3/$page"
 done

@@ -152,7 +152,11 @@ fn the_layout_links_and_sonames() {
         "include/perfcompat.h",
         "share/perfcompat/fortran/perfex.f90",
         "bin/perfex",
+        "bin/cpustat",
+        "bin/cputrack",
         "share/man/man1/perfex.1",
+        "share/man/man1/cpustat.1",
+        "share/man/man1/cputrack.1",
         "share/man/man3/libperfex.3",
         "share/man/man3/libcpc.3",
         "share/man/man3/start_counters.3",
@@ -223,7 +227,13 @@ fn destdir_stages_for_the_prefix() {
 /// the code; every variable of the README's table is in libperfex(3).
 #[test]
 fn man_pages() {
-    let pages = ["perfex.1", "cpustat.1", "libperfex.3", "libcpc.3"];
+    let pages = [
+        "perfex.1",
+        "cpustat.1",
+        "cputrack.1",
+        "libperfex.3",
+        "libcpc.3",
+    ];
     if common::have_tool("groff", "groff-base") {
         for page in pages {
             let out = Command::new("groff")

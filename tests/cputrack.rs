@@ -1,0 +1,463 @@
+//! The `cputrack` command (tools/cputrack.rs over perfcompat::cputrack): exact lines on an
+//! emulated PMU (the engine's observer driven by hand for threads of this process, counts
+//! injected), real page-fault counts on perf, -f and -e, -p on a running process, -o and -n,
+//! and the refusals.
+
+mod common;
+
+#[path = "../tools/cputrack_out.rs"]
+#[allow(dead_code)]
+mod cputrack_out;
+
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+
+use perfcompat::backend::{self, sim::SimBackend, Backend};
+use perfcompat::cputrack::{Options, Tracker};
+use perfcompat::eventspec;
+use perfcompat::pctx::{Observer, Status};
+
+fn cputrack(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cputrack"))
+        .args(args)
+        .env_remove("PERFCOMPAT_BACKEND")
+        .output()
+        .unwrap()
+}
+
+/// tests/c/cputrack_pages.c, built once.
+fn pages() -> &'static str {
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cputrack_pages");
+        let st = Command::new("cc")
+            .args(["-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-o"])
+            .arg(&out)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/c/cputrack_pages.c"
+            ))
+            .status()
+            .expect("a C compiler (cc) is installed");
+        assert!(st.success(), "compiling cputrack_pages.c failed");
+        out.to_string_lossy().into_owned()
+    })
+}
+
+/// A line: time, pid (with -f), lwp, event, values, note.
+#[derive(Debug)]
+struct Line {
+    pid: Option<i32>,
+    lwp: u32,
+    event: String,
+    values: Vec<u64>,
+    note: String,
+}
+
+fn lines(text: &str, pid_col: bool) -> Vec<Line> {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("time"))
+        .map(|l| {
+            let (l, note) = l.split_once(" # ").unwrap_or((l, ""));
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let k = usize::from(pid_col);
+            f[0].parse::<f64>().unwrap();
+            Line {
+                pid: pid_col.then(|| f[1].parse().unwrap()),
+                lwp: f[1 + k].parse().unwrap(),
+                event: f[2 + k].to_string(),
+                values: f[3 + k..].iter().map(|v| v.parse().unwrap()).collect(),
+                note: note.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Whether `v` is a multiple of 100 pages, give or take the few faults of the program's own
+/// calls (its stack, the C library's first use of a page).
+fn hundreds(v: u64) -> bool {
+    let r = v % 100;
+    r <= 5 || r >= 95
+}
+
+// ---- exact lines on the emulated UltraSPARC -------------------------------------------------
+
+/// A thread of this process that injects emulated events when told (the emulated PMU counts
+/// only the calling process's threads: these stand for the LWPs of a tracked process).
+struct Lwp {
+    tid: i32,
+    tx: mpsc::Sender<Option<(&'static str, u64)>>,
+    done: mpsc::Receiver<()>,
+    join: std::thread::JoinHandle<()>,
+}
+
+impl Lwp {
+    fn spawn(b: &'static dyn Backend) -> Lwp {
+        let (tx, rx) = mpsc::channel::<Option<(&'static str, u64)>>();
+        let (dtx, done) = mpsc::channel();
+        let (ttx, trx) = mpsc::channel();
+        let join = std::thread::spawn(move || {
+            ttx.send(perfcompat::engine::gettid()).unwrap();
+            let sim = b.as_any().downcast_ref::<SimBackend>().unwrap();
+            while let Ok(Some((event, n))) = rx.recv() {
+                sim.advance(event, n).unwrap();
+                dtx.send(()).unwrap();
+            }
+        });
+        Lwp {
+            tid: trx.recv().unwrap(),
+            tx,
+            done,
+            join,
+        }
+    }
+
+    fn advance(&self, event: &'static str, n: u64) {
+        self.tx.send(Some((event, n))).unwrap();
+        self.done.recv().unwrap();
+    }
+
+    fn end(self) {
+        self.tx.send(None).unwrap();
+        self.join.join().unwrap();
+    }
+}
+
+fn ultrasparc() -> &'static dyn Backend {
+    Box::leak(backend::from_name("sim:ultrasparc").unwrap())
+}
+
+/// Drive a tracker of `specs` through `script` and return its output; times are 0.001, 0.002,
+/// ... (one per line), so every line is exact.
+fn golden(
+    specs: &[&str],
+    verbose: bool,
+    script: impl FnOnce(&mut Tracker, &'static dyn Backend),
+) -> String {
+    let b = ultrasparc();
+    let sets: Vec<_> = specs
+        .iter()
+        .map(|s| eventspec::parse(s, b).unwrap())
+        .collect();
+    let specs: Vec<String> = specs.iter().map(|s| s.to_string()).collect();
+    let mut out = cputrack_out::Out::new(Vec::new(), &sets, &specs, false, false);
+    out.pending_title = Some(out.title(&sets[0]));
+    let opts = Options {
+        sets,
+        interval: None,
+        samples: 0,
+        follow_fork: false,
+        follow_exec: false,
+        verbose,
+        cycles: false,
+    };
+    {
+        let mut n = 0;
+        let mut t = Tracker::with_clock(b, opts, &mut out, move || {
+            n += 1;
+            f64::from(n) / 1000.0
+        })
+        .unwrap();
+        script(&mut t, b);
+    }
+    String::from_utf8(out.w).unwrap()
+}
+
+#[test]
+fn golden_ticks_lwp_exit_and_exit_on_ultrasparc() {
+    let text = golden(&["pic0=Cycle_cnt,pic1=Instr_cnt"], false, |t, b| {
+        let first = Lwp::spawn(b);
+        let second = Lwp::spawn(b);
+        // The first LWP's id doubles as the process id: it is LWP 1.
+        let pid = first.tid;
+        t.init_lwp(pid, first.tid).unwrap();
+        first.advance("Cycle_cnt", 765308);
+        first.advance("Instr_cnt", 219233);
+        t.tick(pid, first.tid).unwrap();
+        t.lwp_create(pid, first.tid, second.tid);
+        t.init_lwp(pid, second.tid).unwrap();
+        first.advance("Cycle_cnt", 50);
+        second.advance("Cycle_cnt", 7);
+        second.advance("Instr_cnt", 3);
+        t.tick(pid, first.tid).unwrap();
+        t.tick(pid, second.tid).unwrap();
+        second.advance("Cycle_cnt", 5);
+        t.lwp_exit(pid, second.tid);
+        t.fini_lwp(pid, second.tid).unwrap();
+        first.advance("Instr_cnt", 1);
+        t.tick(pid, first.tid).unwrap();
+        t.lwp_exit(pid, first.tid);
+        t.fini_lwp(pid, first.tid).unwrap();
+        t.exit(pid, Status::Exited(0));
+        first.end();
+        second.end();
+    });
+    let want = "   time lwp      event      pic0      pic1
+  0.001   1       tick    765308    219233
+  0.002   1       tick        50         0
+  0.003   2       tick         7         3
+  0.004   2   lwp_exit        12         3
+  0.005   1       tick         0         1
+  0.006   1       exit    765370    219237
+";
+    assert_eq!(text, want);
+}
+
+#[test]
+fn golden_sets_take_turns_verbose_on_ultrasparc() {
+    let text = golden(&["pic0=Cycle_cnt", "pic1=Instr_cnt"], true, |t, b| {
+        let lwp = Lwp::spawn(b);
+        let pid = lwp.tid;
+        t.init_lwp(pid, lwp.tid).unwrap();
+        lwp.advance("Cycle_cnt", 10);
+        lwp.advance("Instr_cnt", 20);
+        t.tick(pid, lwp.tid).unwrap();
+        lwp.advance("Cycle_cnt", 5);
+        lwp.advance("Instr_cnt", 7);
+        t.tick(pid, lwp.tid).unwrap();
+        assert_eq!(t.fork(pid, lwp.tid, 4242), perfcompat::pctx::Follow::No);
+        lwp.advance("Cycle_cnt", 3);
+        t.fini_lwp(pid, lwp.tid).unwrap();
+        t.exit(pid, Status::Exited(0));
+        lwp.end();
+    });
+    let want = "   time lwp      event      pic0
+  0.001   1   init_lwp         0 # pic0=Cycle_cnt
+  0.002   1       tick        10 # pic0=Cycle_cnt
+  0.003   1       tick         7 # pic1=Instr_cnt
+  0.004   1       fork           # 4242
+  0.005   1   fini_lwp        13 # pic0=Cycle_cnt
+  0.006   1       exit        13 # pic0=Cycle_cnt
+  0.007   1       exit         7 # pic1=Instr_cnt
+";
+    assert_eq!(text, want);
+}
+
+#[test]
+fn the_command_refuses_emulated_backends_with_the_reason() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cputrack"))
+        .args(["-c", "Cycle_cnt", "true"])
+        .env("PERFCOMPAT_BACKEND", "sim:ultrasparc")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot count another program"), "{err}");
+    assert!(out.stdout.is_empty(), "no titles before the refusal");
+}
+
+// ---- real counts on perf --------------------------------------------------------------------
+
+#[test]
+fn page_faults_each_interval_and_the_commands_status() {
+    let out = cputrack(&[
+        "-c",
+        "page-faults",
+        "-T",
+        "0.1",
+        "-N",
+        "5",
+        pages(),
+        "bursts",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        text.lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["time", "lwp", "event", "pic0"]
+    );
+    let l = lines(&text, false);
+    assert_eq!(l.len(), 5, "five samples, then none (-N 5): {text}");
+    assert!(l.iter().all(|l| l.event == "tick" && l.lwp == 1), "{text}");
+    // 100 pages in the middle of the 2nd, 3rd and 4th intervals: each interval after the
+    // first (which has the program's start-up) counts whole hundreds, 300 in all.
+    let later: Vec<u64> = l[1..].iter().map(|l| l.values[0]).collect();
+    assert!(later.iter().all(|&v| hundreds(v)), "{text}");
+    let sum: u64 = later.iter().sum();
+    assert!(
+        (295..=310).contains(&sum),
+        "300 page faults expected: {text}"
+    );
+}
+
+#[test]
+fn follows_fork_and_exec() {
+    let script = format!("{p} touch 200; exec {p} touch 300", p = pages());
+    let out = cputrack(&["-fe", "-T", "0", "-c", "page-faults", "sh", "-c", &script]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let l = lines(&text, true);
+    let sh = l[0].pid.unwrap();
+    let fork = l
+        .iter()
+        .find(|l| l.event == "fork" && l.pid == Some(sh))
+        .unwrap_or_else(|| panic!("a fork line: {text}"));
+    let child: i32 = fork.note.parse().unwrap();
+    let of = |pid: i32, event: &str| -> Vec<&Line> {
+        l.iter()
+            .filter(|l| l.pid == Some(pid) && l.event == event)
+            .collect()
+    };
+    // The child: forked by sh, executes `touch 200` (-e follows it), exits.
+    let exec = of(child, "exec");
+    assert!(
+        exec.iter()
+            .any(|e| e.note == format!("'{} touch 200'", pages())),
+        "{text}"
+    );
+    let exit = of(child, "exit");
+    assert_eq!(exit.len(), 1, "{text}");
+    assert!((200..600).contains(&exit[0].values[0]), "{text}");
+    // sh itself executes `touch 300` and exits.
+    assert!(
+        of(sh, "exec")
+            .iter()
+            .any(|e| e.note == format!("'{} touch 300'", pages())),
+        "{text}"
+    );
+    let exit = of(sh, "exit");
+    assert_eq!(exit.len(), 1, "{text}");
+    assert!((300..700).contains(&exit[0].values[0]), "{text}");
+
+    // Without -f the child is not tracked; without -e sh is not counted after its exec.
+    let out = cputrack(&["-T", "0", "-c", "page-faults", "sh", "-c", &script]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let l = lines(&text, false);
+    let events: Vec<&str> = l.iter().map(|l| l.event.as_str()).collect();
+    assert_eq!(events, ["exec"], "{text}");
+}
+
+#[test]
+fn attaches_to_a_running_process_and_lets_it_go() {
+    let mut child = Command::new(pages())
+        .arg("loop")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    // Past its start-up (the loader's page faults).
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = cputrack(&["-c", "page-faults", "-T", "0.1", "-N", "3", "-p", &pid]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let alive = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let l = lines(&text, false);
+    assert_eq!(l.len(), 3, "{text}");
+    assert!(l.iter().all(|l| l.event == "tick" && l.lwp == 1), "{text}");
+    // 100 pages every 100 ms, in bursts that a sample may split (the attach comes at any
+    // point of the program's cycle, and a busy machine may preempt it in a burst): over three
+    // samples, at least one whole burst and at most a few.
+    let sum: u64 = l.iter().map(|l| l.values[0]).sum();
+    assert!((100..=600).contains(&sum), "{text}");
+    assert!(alive, "the process goes on after cputrack let it go");
+}
+
+#[test]
+fn output_file_and_no_titles() {
+    let dir = common::TempDir::new("cputrack-o");
+    let file = dir.0.join("out.txt");
+    let out = cputrack(&[
+        "-n",
+        "-T",
+        "0",
+        "-o",
+        file.to_str().unwrap(),
+        "-c",
+        "page-faults",
+        pages(),
+        "touch",
+        "150",
+    ]);
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains("time"), "-n: {text}");
+    let l = lines(&text, false);
+    assert_eq!(l.len(), 1, "{text}");
+    assert_eq!(l[0].event, "exit");
+    assert!((150..500).contains(&l[0].values[0]), "{text}");
+}
+
+#[test]
+fn refusals_name_the_cause() {
+    for args in [
+        &["true"][..],
+        &["-c", "page-faults"],
+        &["-c", "page-faults", "-x", "true"],
+        &["-c", "page-faults", "-T", "-1", "true"],
+        &["-c", "page-faults", "-N", "0", "true"],
+        &["-c", "page-faults", "-p", "1", "true"],
+    ] {
+        let out = cputrack(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    let out = cputrack(&["-c", "no-such-event", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-event"));
+    let out = cputrack(&["-c", "pic0=page-faults,pic0=task-clock", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("repeated 'pic0' token"));
+    let out = cputrack(&["-c", "page-faults", "/no/such/command"]);
+    assert_eq!(out.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run '/no/such/command'"));
+    assert!(out.stdout.is_empty());
+    let out = cputrack(&["-c", "page-faults", "-p", "2147483647"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such process"));
+    // -h: the events of the backend in force.
+    let out = cputrack(&["-h"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("usage: cputrack"), "{help}");
+    assert!(
+        help.contains("page-faults") && help.contains("PAPI_"),
+        "{help}"
+    );
+}
+
+/// A process that is already traced (here by another cputrack) cannot be tracked: the
+/// message says why.
+#[test]
+fn a_process_traced_already_is_refused() {
+    let mut child = Command::new(pages())
+        .arg("loop")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let mut first = Command::new(env!("CARGO_BIN_EXE_cputrack"))
+        .args(["-c", "page-faults", "-T", "0.1", "-p", &pid])
+        .env_remove("PERFCOMPAT_BACKEND")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the first one has attached (its first line).
+    let mut rd = std::io::BufReader::new(first.stdout.take().unwrap());
+    let mut l = String::new();
+    std::io::BufRead::read_line(&mut rd, &mut l).unwrap();
+    let out = cputrack(&["-c", "page-faults", "-p", &pid]);
+    // SAFETY: signalling our own child: SIGINT lets the first cputrack release the process.
+    unsafe { libc::kill(first.id() as i32, libc::SIGINT) };
+    let st = first.wait().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("tracing process {pid}")), "{err}");
+    assert!(st.success(), "the first cputrack ends cleanly on SIGINT");
+}

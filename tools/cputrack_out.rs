@@ -1,0 +1,112 @@
+//! cputrack's output: the column titles and one line per record of `perfcompat::cputrack`.
+//!
+//! ```text
+//!    time lwp      event      pic0      pic1
+//!   1.007   1       tick    765308    219233
+//! ```
+//! `-f` adds a `pid` column after the time, `-t` a `tsc` column after the event. Records
+//! without counts (`fork`, the new command line of an `exec`) leave the counter columns blank;
+//! notes follow a `#`, and with several sets each line with counts names its set the same way.
+
+use std::io::Write;
+
+use perfcompat::cputrack::{Record, Sink};
+use perfcompat::CounterSet;
+
+/// The output format and where it goes.
+pub struct Out<W: Write> {
+    /// Where the lines go.
+    pub w: W,
+    /// A `pid` column (`-f`).
+    pub pid: bool,
+    /// A `tsc` column (`-t`).
+    pub tsc: bool,
+    /// The specification of each set, named on the lines when there are several.
+    pub specs: Vec<String>,
+    /// The number of requests of each set.
+    pub widths: Vec<usize>,
+    /// Column titles still to print before the first line.
+    pub pending_title: Option<String>,
+}
+
+impl<W: Write> Out<W> {
+    /// The output of `sets`, given as `specs`, into `w`.
+    pub fn new(w: W, sets: &[CounterSet], specs: &[String], pid: bool, tsc: bool) -> Out<W> {
+        Out {
+            w,
+            pid,
+            tsc,
+            specs: specs.to_vec(),
+            widths: sets.iter().map(CounterSet::len).collect(),
+            pending_title: None,
+        }
+    }
+
+    /// The column titles, for the first set's counters (printed by [`Sink::record`] before
+    /// the first line when put in `pending_title`).
+    pub fn title(&self, first: &CounterSet) -> String {
+        let mut s = format!("{:>7}", "time");
+        if self.pid {
+            s.push_str(&format!("{:>7}", "pid"));
+        }
+        s.push_str(&format!("{:>4}{:>11}", "lwp", "event"));
+        if self.tsc {
+            s.push_str(&format!("{:>10}", "tsc"));
+        }
+        for r in first.requests() {
+            s.push_str(&format!("{:>10}", format!("pic{}", r.counter.unwrap_or(0))));
+        }
+        s + "\n"
+    }
+
+    /// The line of one record.
+    pub fn line(&self, r: &Record) -> String {
+        let mut s = format!("{:>7.3}", r.time);
+        if self.pid {
+            s.push_str(&format!("{:>7}", r.pid));
+        }
+        s.push_str(&format!("{:>4}{:>11}", r.lwp, r.kind.name()));
+        if self.tsc {
+            match r.cycles {
+                Some(c) => s.push_str(&format!("{c:>10}")),
+                None => s.push_str(&format!("{:>10}", "")),
+            }
+        }
+        if r.values.is_empty() {
+            let n = self.widths.get(r.set).copied().unwrap_or(0);
+            s.push_str(&" ".repeat(10 * n));
+        }
+        for v in &r.values {
+            s.push_str(&format!("{v:>10}"));
+        }
+        if let Some(n) = &r.note {
+            s.push_str(&format!(" # {n}"));
+        } else if self.specs.len() > 1 {
+            if let Some(spec) = self.specs.get(r.set) {
+                s.push_str(&format!(" # {spec}"));
+            }
+        }
+        s.truncate(s.trim_end().len());
+        s + "\n"
+    }
+
+    /// Write `text` at once and flush it, so that lines of several controllers (one per
+    /// followed process) do not mix, and nothing is left buffered when one is copied by fork.
+    pub fn put(&mut self, text: &str) -> perfcompat::Result<()> {
+        self.w
+            .write_all(text.as_bytes())
+            .and_then(|()| self.w.flush())
+            .map_err(|e| perfcompat::Error::Os {
+                op: "writing the output",
+                errno: e.raw_os_error().unwrap_or(libc::EIO),
+            })
+    }
+}
+
+impl<W: Write> Sink for Out<W> {
+    fn record(&mut self, r: &Record) -> perfcompat::Result<()> {
+        let mut l = self.pending_title.take().unwrap_or_default();
+        l.push_str(&self.line(r));
+        self.put(&l)
+    }
+}
