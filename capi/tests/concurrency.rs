@@ -94,21 +94,9 @@ fn serial() -> MutexGuard<'static, ()> {
             .unwrap();
         std::fs::remove_file(&map).unwrap();
     });
-    // A hang is a failure, not a stuck CI job.
-    watchdog();
+    // A hang is a failure, not a stuck CI job; a worker's panic ends the test at once.
+    common::fail_fast("concurrency", 600);
     g
-}
-
-/// Abort the process if the tests of this file run longer than they ever should.
-fn watchdog() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        std::thread::spawn(|| {
-            std::thread::sleep(std::time::Duration::from_secs(600));
-            eprintln!("concurrency: still running after 600 s: deadlock?");
-            std::process::exit(101);
-        });
-    });
 }
 
 /// Open perf event descriptors of this process (only those: under ThreadSanitizer the

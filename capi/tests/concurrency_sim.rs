@@ -12,6 +12,8 @@ use perfcompat_capi::cpc::*;
 use perfcompat_capi::perfex::{read_counters, start_counters};
 use perfcompat_capi::sim::perfcompat_sim_advance;
 
+mod common;
+
 const THREADS: usize = 64;
 
 /// One test at a time (they share the process's descriptors); the first chooses the backend.
@@ -21,12 +23,8 @@ fn serial() -> MutexGuard<'static, ()> {
     let g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
     ENV.call_once(|| {
         std::env::set_var("PERFCOMPAT_BACKEND", "sim:r10000");
-        std::thread::spawn(|| {
-            std::thread::sleep(std::time::Duration::from_secs(600));
-            eprintln!("concurrency_sim: still running after 600 s: deadlock?");
-            std::process::exit(101);
-        });
     });
+    common::fail_fast("concurrency_sim", 600);
     g
 }
 

@@ -164,3 +164,36 @@ macro_rules! counting_allocator {
         }
     };
 }
+
+/// Write `msg` to standard error directly: a test's own output is captured by the test
+/// harness, and threads it spawns inherit that capture, so what they print before the
+/// process ends is lost.
+pub fn say(msg: &str) {
+    // SAFETY: a plain write of a valid buffer.
+    unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+}
+
+/// For tests whose worker threads meet at barriers: a panic on a worker (an unnamed thread;
+/// the harness names test threads) is printed and ends the process at once, instead of
+/// leaving the others waiting at the next barrier until a watchdog fires; and the watchdog
+/// (`secs` after the first call) says so on standard error before it ends the process.
+pub fn fail_fast(what: &'static str, secs: u64) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name().is_none() {
+                say(&format!("{what}: a worker thread panicked: {info}\n"));
+                std::process::exit(101);
+            }
+            prev(info);
+        }));
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(secs));
+            say(&format!(
+                "{what}: still running after {secs} s: deadlock?\n"
+            ));
+            std::process::exit(101);
+        });
+    });
+}

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 #[path = "../../../tests/common/mod.rs"]
 mod engine;
 #[allow(unused_imports)]
-pub use engine::{have_tool, skip};
+pub use engine::{fail_fast, have_tool, say, skip};
 
 /// The repository's root.
 pub fn repo() -> PathBuf {
