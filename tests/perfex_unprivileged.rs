@@ -13,6 +13,14 @@ use common::{skip, TempDir};
 
 const PERFEX: &str = env!("CARGO_BIN_EXE_perfex");
 
+/// One test at a time: while one copies perfex (its descriptor open for writing), a fork by
+/// another test's `Command` would hold that descriptor open in the child until its exec, and
+/// executing the copy then fails with "Text file busy" (ETXTBSY; seen in a repeated run).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Run `perfex args` as nobody from the copy in `dir` (see [`setup`]).
 fn perfex_as_nobody(dir: &Path, args: &[&str]) -> Output {
     Command::new("/usr/bin/setpriv")
@@ -55,6 +63,7 @@ fn setup(tag: &str) -> Option<TempDir> {
 
 #[test]
 fn perfex_k_as_nobody_exits_1_naming_perf_event_paranoid() {
+    let _serial = serial();
     let Some(dir) = setup("k") else { return };
     for flag in ["-k", "-x"] {
         let out = perfex_as_nobody(&dir.0, &[flag, "/bin/echo", "ran"]);
@@ -75,6 +84,7 @@ fn perfex_k_as_nobody_exits_1_naming_perf_event_paranoid() {
 
 #[test]
 fn perfex_as_nobody_counts_user_mode() {
+    let _serial = serial();
     let Some(dir) = setup("user") else { return };
     let out = perfex_as_nobody(&dir.0, &["/bin/echo", "ran"]);
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -23,8 +23,25 @@ pub struct Pages {
     pub n: usize,
 }
 
+/// Keep what the process has mapped so far resident once it is touched: `mlockall` with
+/// `MCL_CURRENT | MCL_ONFAULT`, once per process, best effort. Some hosts reclaim memory that
+/// has not been used for a while on their own (this VM runs a DAMON `pageout` scheme, which
+/// had paged out about 100 GB when looked at); a test process that waits long enough could
+/// fault its own code back in inside an interval that a test counts exactly. Mappings made
+/// afterwards, like [`Pages`], are not locked: their first touches still fault.
+pub fn keep_code_resident() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // MCL_ONFAULT (Linux 4.4): lock pages as they are faulted in, without populating all.
+        const MCL_ONFAULT: libc::c_int = 4;
+        // SAFETY: a plain system call; failure (no privilege, RLIMIT_MEMLOCK) is harmless.
+        unsafe { libc::mlockall(libc::MCL_CURRENT | MCL_ONFAULT) };
+    });
+}
+
 impl Pages {
     pub fn new(n: usize) -> Pages {
+        keep_code_resident();
         // SAFETY: a fresh private anonymous mapping.
         let p = unsafe {
             let p = libc::mmap(
