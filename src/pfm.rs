@@ -41,8 +41,8 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::backend::{self, Backend};
 use crate::backend::sim::{alpha, model::Model, SimBackend};
+use crate::backend::{self, Backend};
 use crate::engine::{self, Binding, OverflowEvent};
 use crate::error::Error;
 use crate::set::{CounterSet, Request, RequestFlags, Target};
@@ -382,7 +382,9 @@ pub fn open(flags: i32, make_fd: impl FnOnce() -> Result<i32, Errno>) -> Result<
         }
         let slot = SLOTS
             .iter()
-            .position(|s| s.dev.load(Ordering::Acquire).is_null() && s.fd.load(Ordering::Acquire) < 0)
+            .position(|s| {
+                s.dev.load(Ordering::Acquire).is_null() && s.fd.load(Ordering::Acquire) < 0
+            })
             .ok_or(libc::EMFILE)?;
         let fd = make_fd()?;
         for &c in &cpus {
@@ -407,8 +409,7 @@ pub fn close(fd: i32) -> bool {
     let Some(s) = SLOTS.iter().find(|s| s.fd.load(Ordering::Acquire) == fd) else {
         return false;
     };
-    if s
-        .fd
+    if s.fd
         .compare_exchange(fd, -1, Ordering::SeqCst, Ordering::SeqCst)
         .is_err()
     {
@@ -544,7 +545,13 @@ unsafe impl Send for Device {}
 /// The default periods (log2) of a chip's counters.
 fn default_shifts(chip: Chip) -> [u32; 3] {
     let m = chip.model();
-    [0, 1, 2].map(|c| if c < m.ncounters { m.default_width(c) } else { 16 })
+    [0, 1, 2].map(|c| {
+        if c < m.ncounters {
+            m.default_width(c)
+        } else {
+            16
+        }
+    })
 }
 
 impl Device {
@@ -932,7 +939,10 @@ impl Device {
     /// The Linux clock ticks per slot as IPL entries.
     fn linux_ipl(&self, st: &State) -> Vec<[u64; NIPL]> {
         let mut out = vec![[0u64; NIPL]; self.nslots];
-        let cpu_wide = st.live.iter().any(|l| matches!(l.binding.target(), Target::Cpu(_)));
+        let cpu_wide = st
+            .live
+            .iter()
+            .any(|l| matches!(l.binding.target(), Target::Cpu(_)));
         if cpu_wide {
             let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
             for line in stat.lines() {
@@ -1100,7 +1110,8 @@ impl Device {
         };
         let mut set = CounterSet::new();
         for &c in &counters {
-            set.add(self.request(st, c, flags)?).map_err(|e| errno_of(&e))?;
+            set.add(self.request(st, c, flags)?)
+                .map_err(|e| errno_of(&e))?;
         }
         let mut live = Vec::new();
         for (t, slot) in targets {
@@ -1176,8 +1187,11 @@ impl Device {
         let mut periods = [0u64; 3];
         for (i, &c) in counters.iter().enumerate() {
             periods[i] = 1u64 << st.shift[c];
-            set.add(self.request(st, c, flags)?.preset(0u64.wrapping_sub(periods[i])))
-                .map_err(|e| errno_of(&e))?;
+            set.add(
+                self.request(st, c, flags)?
+                    .preset(0u64.wrapping_sub(periods[i])),
+            )
+            .map_err(|e| errno_of(&e))?;
         }
         let b = engine::bind_with(self.backend, &set, Target::CurrentThread).map_err(|e| {
             eprintln!("pfm: profiling: {e}");
@@ -1207,11 +1221,7 @@ impl Device {
         if stride != 0 && !stride.is_power_of_two() {
             return Err(libc::EINVAL);
         }
-        let shift = if stride == 0 {
-            64
-        } else {
-            stride.ilog2() + 2
-        };
+        let shift = if stride == 0 { 64 } else { stride.ilog2() + 2 };
         let len = (end - start) as u64;
         let nb = if shift >= 64 {
             1
@@ -1223,7 +1233,8 @@ impl Device {
             return Err(libc::ENOMEM);
         }
         let mut v = Vec::new();
-        v.try_reserve_exact(total as usize).map_err(|_| libc::ENOMEM)?;
+        v.try_reserve_exact(total as usize)
+            .map_err(|_| libc::ENOMEM)?;
         v.extend((0..total).map(|_| AtomicU32::new(0)));
         let buckets = v.into_boxed_slice();
         st.urange = Some((start, end, stride));
@@ -1352,7 +1363,10 @@ impl Device {
     /// Add one sample at `pc` (async-signal-safe).
     fn record(&self, pc: usize) {
         let p = &self.prof;
-        let (start, end) = (p.start.load(Ordering::Relaxed), p.end.load(Ordering::Relaxed));
+        let (start, end) = (
+            p.start.load(Ordering::Relaxed),
+            p.end.load(Ordering::Relaxed),
+        );
         if pc < start || pc >= end {
             return;
         }
