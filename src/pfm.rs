@@ -671,7 +671,7 @@ impl Device {
             if st.chip != Chip::Ev5 {
                 st.chip = Chip::Ev5;
                 st.shift = default_shifts(Chip::Ev5);
-                st.active = [true; 3];
+                st.active = [false; 3];
             }
             st.code = codes;
             Ok(())
@@ -687,7 +687,7 @@ impl Device {
             if st.chip != Chip::Ev5 {
                 st.chip = Chip::Ev5;
                 st.code = [0; 3];
-                st.active = [true; 3];
+                st.active = [false; 3];
             }
             let low = default_shifts(Chip::Ev5);
             for c in 0..3 {
@@ -744,10 +744,14 @@ impl Device {
         })
     }
 
-    /// `PCNTENABLE`: start counting the active counters.
+    /// `PCNTENABLE`: start counting the active counters (all of them when none is).
     pub fn enable(&self) -> Result<(), Errno> {
         let mut st = self.state();
         self.unbind(&mut st);
+        if !st.active.iter().any(|&a| a) {
+            // EV5 counters start disabled (PCNT5ENABLE selects them): enable them all.
+            st.active = [true; 3];
+        }
         self.bind(&mut st)
     }
 
@@ -778,6 +782,7 @@ impl Device {
             st.shift = default_shifts(Chip::Ev5);
             st.active = [false; 3];
         }
+        let before = st.active;
         for c in 0..3 {
             if select & (1 << c) == 0 {
                 continue;
@@ -798,7 +803,8 @@ impl Device {
             return Ok(());
         }
         if st.active.iter().any(|&a| a) {
-            self.bind(&mut st)
+            // A selection that cannot be counted changes nothing.
+            self.bind(&mut st).inspect_err(|_| st.active = before)
         } else {
             st.enabled = false;
             Ok(())
@@ -1140,14 +1146,13 @@ impl Device {
                             .map_err(|e| errno_of(&e))?;
                     }
                     let b = engine::bind_with(self.backend, &set, Target::Process(pid))
-                        .map_err(|e| errno_of(&e))?;
+                        .map_err(|e| self.bind_error(st, &counters, &e))?;
                     live.push(self.live(b, 0, &counters));
                     break;
                 }
                 Err(e) => {
-                    eprintln!("pfm: {e}");
                     st.enabled = false;
-                    return Err(errno_of(&e));
+                    return Err(self.bind_error(st, &counters, &e));
                 }
             }
         }
@@ -1156,6 +1161,27 @@ impl Device {
             self.bind_profile(st, &counters)?;
         }
         Ok(())
+    }
+
+    /// Say why a bind failed, naming the pfm event when it is the host that cannot count it
+    /// (then `ENOENT`, the kernel's word for an event it does not have).
+    fn bind_error(&self, st: &State, counters: &[usize], e: &Error) -> Errno {
+        let unavailable = matches!(
+            e,
+            Error::UnknownEvent { .. } | Error::EventUnavailable { .. }
+        );
+        let which: Vec<String> = counters
+            .iter()
+            .filter_map(|&c| {
+                menu_event(st.chip, c as u32, st.code[c]).map(|n| format!("{n} (counter {c})"))
+            })
+            .collect();
+        eprintln!("pfm: counting {}: {e}", which.join(", "));
+        if unavailable {
+            libc::ENOENT
+        } else {
+            errno_of(e)
+        }
     }
 
     fn live(&self, binding: Binding, slot: usize, counters: &[usize]) -> Live {
@@ -1193,10 +1219,8 @@ impl Device {
             )
             .map_err(|e| errno_of(&e))?;
         }
-        let b = engine::bind_with(self.backend, &set, Target::CurrentThread).map_err(|e| {
-            eprintln!("pfm: profiling: {e}");
-            errno_of(&e)
-        })?;
+        let b = engine::bind_with(self.backend, &set, Target::CurrentThread)
+            .map_err(|e| self.bind_error(st, counters, &e))?;
         self.prof_mut(|p| {
             b.set_user_data(TAG | self.slot);
             // SAFETY: inside `prof_mut`.
