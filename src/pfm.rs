@@ -37,6 +37,9 @@
 //! privilege) 8 and 0 are the process's user and system ticks (its waited-for children
 //! included) and the other entries stay 0.
 
+// Per-slot and per-counter state lives in parallel arrays indexed by slot and counter number.
+#![allow(clippy::needless_range_loop)]
+
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;

@@ -18,6 +18,9 @@
 //! calling process, so an unmapped or read-only argument gives `EFAULT` as a kernel's copyin
 //! and copyout would, instead of a crash.
 
+// `c_ulong` and `c_long` are `u64` and `i64` on 64-bit targets only: the casts are for the others.
+#![allow(clippy::unnecessary_cast)]
+
 use std::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void, CStr};
 use std::mem::{size_of, MaybeUninit};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -47,11 +47,15 @@ fn abi_preloaded() -> &'static Path {
     BIN.get_or_init(|| build("tests/c/pfm_abi.c", "pfm_abi_preload", true))
 }
 
-fn preload_env() -> String {
-    lib_dir()
-        .join("libperfcompat_capi.so")
-        .to_string_lossy()
-        .into_owned()
+/// Run the unlinked build of tests/c/pfm_abi.c in `mode` with the library preloaded.
+fn run_preloaded(backend: &str, mode: &str) {
+    let lib = lib_dir().join("libperfcompat_capi.so");
+    common::run_env(
+        abi_preloaded(),
+        backend,
+        &[mode],
+        &[("LD_PRELOAD", lib.to_str().unwrap())],
+    );
 }
 
 fn stdout(out: &Output) -> String {
@@ -214,12 +218,7 @@ fn ev4_requests_and_their_errors_linked() {
 
 #[test]
 fn ev4_requests_and_their_errors_preloaded() {
-    common::run_env(
-        abi_preloaded(),
-        "sim:ev4",
-        &["ev4"],
-        &[("LD_PRELOAD", &preload_env())],
-    );
+    run_preloaded("sim:ev4", "ev4");
 }
 
 #[test]
@@ -230,35 +229,20 @@ fn open_each_keeps_per_cpu_data() {
 #[test]
 fn ev5_requests_and_their_errors() {
     run(abi_linked(), "sim:ev5", &["ev5"]);
-    common::run_env(
-        abi_preloaded(),
-        "sim:ev5",
-        &["ev5"],
-        &[("LD_PRELOAD", &preload_env())],
-    );
+    run_preloaded("sim:ev5", "ev5");
 }
 
 #[test]
 fn other_files_are_the_c_librarys() {
     run(abi_linked(), "perf", &["files"]);
     run(abi_linked(), "sim:ev4", &["files"]);
-    common::run_env(
-        abi_preloaded(),
-        "perf",
-        &["files"],
-        &[("LD_PRELOAD", &preload_env())],
-    );
+    run_preloaded("perf", "files");
 }
 
 #[test]
 fn counts_on_perf() {
     run(abi_linked(), "perf", &["perf"]);
-    common::run_env(
-        abi_preloaded(),
-        "perf",
-        &["perf"],
-        &[("LD_PRELOAD", &preload_env())],
-    );
+    run_preloaded("perf", "perf");
 }
 
 /// On another emulated PMU there is no pfm device.

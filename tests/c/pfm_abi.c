@@ -244,9 +244,9 @@ static void ev4(void) {
     CHECK(unpin() == 0);
 }
 
-static void each(void) {
-    size_t n = (size_t)ncpu();
-    int fd = open("/dev/pfcntr", O_RDONLY | PCNTOPENEACH);
+/* Open the device in `mode` counting PF_CYCLES on counter 0 only, an interrupt every 2^12. */
+static int open_cycles(int mode) {
+    int fd = open("/dev/pfcntr", O_RDONLY | mode);
     CHECK(fd >= 0);
     struct iccsr m;
     memset(&m, 0, sizeof m);
@@ -254,6 +254,12 @@ static void each(void) {
     m.iccsr_mux0 = PF_CYCLES;
     m.iccsr_disable = 2;
     CHECK(ioctl(fd, PCNTSETMUX, &m) == 0);
+    return fd;
+}
+
+static void each(void) {
+    size_t n = (size_t)ncpu();
+    int fd = open_cycles(PCNTOPENEACH);
     CHECK(ioctl(fd, PCNTENABLE) == 0);
     for (size_t cpu = 0; cpu < n; cpu++) {
         CHECK(pin((int)cpu) == 0);
@@ -429,15 +435,8 @@ static void files(void) {
 static volatile unsigned long sink;
 
 static void perf(void) {
-    int fd = open("/dev/pfcntr", O_RDONLY | PCNTOPENALL);
-    CHECK(fd >= 0);
-    struct iccsr m;
-    memset(&m, 0, sizeof m);
-    m.iccsr_pc0 = 1;
-    m.iccsr_mux0 = PF_CYCLES;
-    m.iccsr_disable = 2;
+    int fd = open_cycles(PCNTOPENALL);
     int items = PFM_COUNTERS | PFM_IPL;
-    CHECK(ioctl(fd, PCNTSETMUX, &m) == 0);
     CHECK(ioctl(fd, PCNTSETITEMS, &items) == 0);
     CHECK(ioctl(fd, PCNTLOGSELECT) == 0);
     CHECK(ioctl(fd, PCNTCLEARCNT) == 0);
