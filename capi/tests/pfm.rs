@@ -245,6 +245,19 @@ fn counts_on_perf() {
     run_preloaded("perf", "perf");
 }
 
+/// Without the privilege to count a CPU, `PCNTLOGALL` counts the process and says so.
+#[test]
+fn without_privilege_logall_counts_the_process() {
+    let stderr = run(abi_linked(), "perf", &["unpriv"]);
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .unwrap_or(2);
+    if paranoid > 0 {
+        assert!(stderr.contains("counting this process"), "{stderr}");
+    }
+}
+
 /// On another emulated PMU there is no pfm device.
 #[test]
 fn no_device_on_other_emulated_pmus() {

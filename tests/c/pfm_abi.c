@@ -8,11 +8,14 @@
  *   files  any      other paths and descriptors are the C library's: files, pipes, near-miss
  *                   paths, ioctl on ordinary descriptors, dup of a device descriptor
  *   perf   perf     counts on Linux perf (cycles, estimated from CPU time without a PMU)
+ *   unpriv perf     as "perf" with PCNTLOGALL as user nobody (root drops to it first): without
+ *                   the privilege to count a CPU the device counts the process
  * Built with -DPFM_PRELOAD it is not linked with the library (LD_PRELOAD provides it).
  * It prints "<mode>: N failures". */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdint.h>
@@ -456,6 +459,19 @@ static void perf(void) {
     CHECK(close(fd) == 0);
 }
 
+static void unpriv(void) {
+    if (getuid() == 0)
+        CHECK(setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0);
+    int fd = open_cycles(PCNTOPENALL); /* PCNTLOGALL: every CPU */
+    CHECK(ioctl(fd, PCNTENABLE) == 0);
+    for (unsigned long i = 0; i < 100000000UL; i++)
+        sink += i;
+    struct pfcntrs c[1], *pc = c;
+    CHECK(ioctl(fd, PCNTGETCNT, &pc) == 0);
+    CHECK(c[0].pf_cntr0 > 2000);
+    CHECK(close(fd) == 0);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
 #ifdef PFM_PRELOAD
@@ -473,6 +489,8 @@ int main(int argc, char **argv) {
         files();
     else if (!strcmp(mode, "perf"))
         perf();
+    else if (!strcmp(mode, "unpriv"))
+        unpriv();
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;
