@@ -97,10 +97,12 @@ pub const fn pf5_mux(counter: u32, code: u32) -> u64 {
     (code as u64) << (8 * counter)
 }
 
-/// The ioctl request codes. Ours: `'P' 'F' 'M'` and a number.
+/// The ioctl request codes. Ours: Linux's `_IO('P', 0x80 + n)`, with neither direction nor
+/// size, so that tools decoding ioctl numbers (strace, valgrind) do not read the argument of
+/// a request that reaches a real descriptor.
 pub mod req {
     const fn r(n: u64) -> u64 {
-        0x5046_4d00 | n
+        ((b'P' as u64) << 8) | (0x80 + n)
     }
     /// Disable performance counter interrupts.
     pub const PCNTDISABLE: u64 = r(0);

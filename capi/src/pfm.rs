@@ -372,11 +372,19 @@ fn copy_in<T: Copy>(ptr: usize) -> Result<T, Errno> {
 }
 
 fn copy_out<T: Copy>(ptr: usize, v: &T) -> Result<(), Errno> {
-    vm_copy(v as *const T as usize, ptr, size_of::<T>(), true)
+    copy_out_slice(ptr, std::slice::from_ref(v))
 }
 
 fn copy_out_slice<T: Copy>(ptr: usize, v: &[T]) -> Result<(), Errno> {
-    vm_copy(v.as_ptr() as usize, ptr, std::mem::size_of_val(v), true)
+    let len = std::mem::size_of_val(v);
+    vm_copy(v.as_ptr() as usize, ptr, len, true)?;
+    // The destination is writable: write it again as an ordinary store, which memory checkers
+    // (valgrind) see, where they do not know that a process_vm_writev to the process itself
+    // initialised it.
+    // SAFETY: `len` bytes at `ptr` were just written by the kernel, so they are writable; the
+    // source is `v`.
+    unsafe { std::ptr::copy_nonoverlapping(v.as_ptr().cast::<u8>(), ptr as *mut u8, len) };
+    Ok(())
 }
 
 fn copy_out_bytes(ptr: usize, v: &[u8]) -> Result<(), Errno> {

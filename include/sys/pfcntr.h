@@ -28,35 +28,36 @@
 #define PFM_IPL       0x2
 #define PFM_PROFILING 0x4
 
-/* ioctl requests (EV4 interface; most serve EV5 too). The argument of each is a pointer. */
-#define PCNTDISABLE      0x50464d00UL
-#define PCNTENABLE       0x50464d01UL
-#define PCNTSETMUX       0x50464d02UL
-#define PCNTSETITEMS     0x50464d03UL
-#define PCNTLOGALL       0x50464d04UL
-#define PCNTLOGSELECT    0x50464d05UL
-#define PCNTLOGUSER      0x50464d06UL
-#define PCNTCLEARCNT     0x50464d07UL
-#define PCNTGETCNT       0x50464d08UL
-#define PCNTGETRSIZE     0x50464d09UL
-#define PCNTGETIPLHIS    0x50464d0aUL
-#define PCNTCALLER       0x50464d0bUL
-#define PCNTSETKADDR     0x50464d0cUL
-#define PCNTSETKRANGE    0x50464d0dUL
-#define PCNTSETUADDR     0x50464d0eUL
-#define PCNTSETURANGE    0x50464d0fUL
+/* ioctl requests (EV4 interface; most serve EV5 too). The argument of each is a pointer.
+ * The numbers are Linux's _IO('P', 0x80 + n): no direction or size for tools to decode. */
+#define PCNTDISABLE      0x5080UL
+#define PCNTENABLE       0x5081UL
+#define PCNTSETMUX       0x5082UL
+#define PCNTSETITEMS     0x5083UL
+#define PCNTLOGALL       0x5084UL
+#define PCNTLOGSELECT    0x5085UL
+#define PCNTLOGUSER      0x5086UL
+#define PCNTCLEARCNT     0x5087UL
+#define PCNTGETCNT       0x5088UL
+#define PCNTGETRSIZE     0x5089UL
+#define PCNTGETIPLHIS    0x508aUL
+#define PCNTCALLER       0x508bUL
+#define PCNTSETKADDR     0x508cUL
+#define PCNTSETKRANGE    0x508dUL
+#define PCNTSETUADDR     0x508eUL
+#define PCNTSETURANGE    0x508fUL
 
 /* EV5 requests. */
-#define PCNT5MUX         0x50464d20UL
-#define PCNT5FREQ        0x50464d21UL
-#define PCNT5ENABLE      0x50464d22UL
-#define PCNT5RESTART     0x50464d23UL
-#define PCNT5DISABLE     0x50464d24UL
-#define PCNT5WRITE       0x50464d25UL
-#define PCNT5CTXT        0x50464d26UL
-#define PCNT5GETCNT      0x50464d27UL
-#define PCNT5GETCNT2     0x50464d28UL
-#define PCNT5READCNTRS   0x50464d29UL
+#define PCNT5MUX         0x50a0UL
+#define PCNT5FREQ        0x50a1UL
+#define PCNT5ENABLE      0x50a2UL
+#define PCNT5RESTART     0x50a3UL
+#define PCNT5DISABLE     0x50a4UL
+#define PCNT5WRITE       0x50a5UL
+#define PCNT5CTXT        0x50a6UL
+#define PCNT5GETCNT      0x50a7UL
+#define PCNT5GETCNT2     0x50a8UL
+#define PCNT5READCNTRS   0x50a9UL
 
 /* PCNTSETMUX: EV4 events and interrupt frequencies. */
 struct iccsr {
