@@ -1,13 +1,14 @@
 //! Tru64 UNIX's `/dev/pfcntr` (pfm(7), `<sys/pfcntr.h>`): `open`, `open64`, `openat`, `ioctl`,
-//! `read` and `close`, interposed for that one path and its descriptors only.
+//! `read` and `close`, interposed for that one path and its descriptors only; also the
+//! `_FORTIFY_SOURCE` forms `__open_2`, `__open64_2` and `__read_chk`.
 //!
 //! Every other path and descriptor goes straight to the next definition of the function (the C
 //! library's, found with `dlsym(RTLD_NEXT, ...)` in the library's constructor), so programs
 //! that never open the device see no difference but one atomic load per `read`/`close`/`ioctl`.
 //! This works both when the program is linked with `-lcpc`/`-lperfex` (the library comes before
 //! the C library in the search order) and with `LD_PRELOAD`. A call the C library makes
-//! internally (`fopen`, `__read_chk` of a fortified program) does not go through these
-//! functions and is not served.
+//! internally (`fopen`, `openat64`) does not go through these functions and is not
+//! served.
 //!
 //! An open of exactly `"/dev/pfcntr"` (`openat` too, whatever the directory descriptor) opens
 //! `/dev/null` read-only (close-on-exec when asked) as the device's descriptor and registers it
@@ -118,14 +119,27 @@ pub struct pmctrs_ev5 {
 }
 
 /// The next definitions of the interposed functions (the C library's).
-static REAL: [AtomicUsize; 6] = [const { AtomicUsize::new(0) }; 6];
+static REAL: [AtomicUsize; 9] = [const { AtomicUsize::new(0) }; 9];
 const OPEN: usize = 0;
 const OPEN64: usize = 1;
 const OPENAT: usize = 2;
 const IOCTL: usize = 3;
 const READ: usize = 4;
 const CLOSE: usize = 5;
-const NAMES: [&CStr; 6] = [c"open", c"open64", c"openat", c"ioctl", c"read", c"close"];
+const OPEN_2: usize = 6;
+const OPEN64_2: usize = 7;
+const READ_CHK: usize = 8;
+const NAMES: [&CStr; 9] = [
+    c"open",
+    c"open64",
+    c"openat",
+    c"ioctl",
+    c"read",
+    c"close",
+    c"__open_2",
+    c"__open64_2",
+    c"__read_chk",
+];
 
 /// The next definition of function `i`, looked up once (0 when there is none: a static program).
 fn real(i: usize) -> usize {
@@ -160,6 +174,8 @@ type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint) -> c_i
 type IoctlFn = unsafe extern "C" fn(c_int, c_ulong, *mut c_void) -> c_int;
 type ReadFn = unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize;
 type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
+type Open2Fn = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
+type ReadChkFn = unsafe extern "C" fn(c_int, *mut c_void, usize, usize) -> isize;
 
 /// The real `open`/`open64` (the system call without a C library definition to call).
 unsafe fn real_open(i: usize, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
@@ -286,6 +302,71 @@ fn read_device(d: &Device, buf: *mut c_void, count: usize) -> isize {
             set_errno(e);
             -1
         }
+    }
+}
+
+/// `__open_2`, what `open` without a mode becomes in a program built with `_FORTIFY_SOURCE`
+/// when the flags are not a constant: as [`open`].
+///
+/// # Safety
+/// As [`open`].
+#[no_mangle]
+pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { open_2(OPEN_2, path, flags) }
+}
+
+/// `__open64_2`: as [`__open_2`].
+///
+/// # Safety
+/// As [`open`].
+#[no_mangle]
+pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { open_2(OPEN64_2, path, flags) }
+}
+
+/// The two fortified opens.
+unsafe fn open_2(i: usize, path: *const c_char, flags: c_int) -> c_int {
+    if is_device(path) {
+        return open_device(flags);
+    }
+    match real(i) {
+        // SAFETY: dlsym found the function of this name and type; the caller's arguments.
+        f if f != 0 => unsafe { std::mem::transmute::<usize, Open2Fn>(f)(path, flags) },
+        // SAFETY: as `open` without a mode.
+        _ => unsafe { real_open(OPEN, path, flags, 0) },
+    }
+}
+
+/// `__read_chk`, what `read` into a buffer of known size becomes in a program built with
+/// `_FORTIFY_SOURCE` (the C library's calls `read` internally, past [`read`]): on the device
+/// as [`read`] after the same check (`nbytes` more than `buflen` ends the program).
+///
+/// # Safety
+/// As `read(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn __read_chk(
+    fd: c_int,
+    buf: *mut c_void,
+    nbytes: usize,
+    buflen: usize,
+) -> isize {
+    if pfm::any_open() && nbytes <= buflen {
+        if let Some(r) = ffi_boundary("read", || pfm::with_fd(fd, |d| read_device(d, buf, nbytes)))
+        {
+            return r;
+        }
+    }
+    match real(READ_CHK) {
+        // SAFETY: dlsym found the function of this name and type; the caller's arguments (it
+        // makes the size check and ends the program when it fails).
+        f if f != 0 => unsafe {
+            std::mem::transmute::<usize, ReadChkFn>(f)(fd, buf, nbytes, buflen)
+        },
+        _ if nbytes > buflen => std::process::abort(),
+        // SAFETY: the system call with the caller's arguments.
+        _ => unsafe { libc::syscall(libc::SYS_read, fd, buf, nbytes) as isize },
     }
 }
 

@@ -221,6 +221,30 @@ fn ev4_requests_and_their_errors_preloaded() {
     run_preloaded("sim:ev4", "ev4");
 }
 
+/// Built with `_FORTIFY_SOURCE`, `open` and `read` become `__open_2` and `__read_chk`, which
+/// the library serves too.
+#[test]
+fn ev4_requests_through_the_fortified_forms() {
+    let out = tmp().join("pfm_abi_fortified");
+    compile(
+        Command::new("cc")
+            .args(WARN)
+            .args(["-O2", "-D_FORTIFY_SOURCE=2"])
+            .arg(format!("-I{}", repo().join("include").display()))
+            .arg("-o")
+            .arg(&out)
+            .arg(repo().join("tests/c/pfm_abi.c"))
+            .args(link_args()),
+        "tests/c/pfm_abi.c fortified",
+    );
+    let nm = Command::new("nm").arg("-u").arg(&out).output().unwrap();
+    let undefined = String::from_utf8_lossy(&nm.stdout);
+    for f in ["__open_2", "__read_chk"] {
+        assert!(undefined.contains(f), "no {f} in:\n{undefined}");
+    }
+    run(&out, "sim:ev4", &["ev4"]);
+}
+
 #[test]
 fn open_each_keeps_per_cpu_data() {
     run(abi_linked(), "sim:ev4", &["each"]);
