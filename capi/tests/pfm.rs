@@ -372,7 +372,7 @@ fn the_pc_profile_finds_the_hot_loop() {
 }
 
 /// The examples built as a user builds them against the installed library, with `-lcpc` and
-/// with `-lperfex` (one library under both names).
+/// with `-lperfex` (one library under both names), and the installed library preloaded.
 #[test]
 fn the_examples_build_against_the_install_as_lcpc_and_lperfex() {
     let prefix = common::installed_prefix();
@@ -395,6 +395,16 @@ fn the_examples_build_against_the_install_as_lcpc_and_lperfex() {
         let bin = common::build_installed("cc", &WARN, src, prefix, lib, &out);
         let text = stdout(&run_output(&bin, backend, &[], &[]));
         assert!(text.contains(want), "{text}");
+    }
+    // Preloaded: the installed library's versioned interposers.
+    let lib = prefix.join("lib/libcpc.so.1");
+    for (backend, mode) in [("sim:ev4", "ev4"), ("perf", "files")] {
+        common::run_env(
+            abi_preloaded(),
+            backend,
+            &[mode],
+            &[("LD_PRELOAD", lib.to_str().unwrap())],
+        );
     }
     let bin = common::build_installed(
         "cc",

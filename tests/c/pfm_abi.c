@@ -210,6 +210,8 @@ static void ev4(void) {
     FAILS(ioctl(fd, PCNTSETURANGE, &r), EINVAL); /* empty range */
     r.pfr_end = r.pfr_start + 4096;
     FAILS(ioctl(fd, PCNTSETURANGE, NULL), EFAULT);
+    struct pfrange huge = {0, ULONG_MAX, 1}; /* 2^62 buckets */
+    FAILS(ioctl(fd, PCNTSETURANGE, &huge), ENOMEM);
     CHECK(ioctl(fd, PCNTSETURANGE, &r) == 0);
     CHECK(ioctl(fd, PCNTGETRSIZE, &rsize) == 0 && rsize == 1024); /* a quarter of the range */
     r.pfr_stride = 1;
