@@ -35,7 +35,8 @@
 //! (system), 1 soft interrupts, 4 hardware interrupts, 7 idle (idle + iowait), per CPU from
 //! `/proc/stat` when the device counts CPUs; for a process (`PCNTLOGSELECT`, or without
 //! privilege) 8 and 0 are the process's user and system ticks (its waited-for children
-//! included) and the other entries stay 0.
+//! included) and the other entries stay 0. The histogram starts over when a logging-mode change
+//! moves it from CPUs to the process or back.
 
 // Per-slot and per-counter state lives in parallel arrays indexed by slot and counter number.
 #![allow(clippy::needless_range_loop)]
@@ -512,6 +513,8 @@ struct State {
     urange: Option<(usize, usize, u64)>,
     read_pos: usize,
     fallback_said: bool,
+    /// Whether the last bind counted CPUs (else the process): where the IPL ticks come from.
+    cpu_wide: bool,
 }
 
 /// The signal-side state of the profile: read by the overflow hook without locks.
@@ -598,6 +601,7 @@ impl Device {
                 urange: None,
                 read_pos: 0,
                 fallback_said: false,
+                cpu_wide: false,
             }),
             prof: Prof {
                 in_hook: AtomicUsize::new(0),
@@ -950,11 +954,7 @@ impl Device {
     /// The Linux clock ticks per slot as IPL entries.
     fn linux_ipl(&self, st: &State) -> Vec<[u64; NIPL]> {
         let mut out = vec![[0u64; NIPL]; self.nslots];
-        let cpu_wide = st
-            .live
-            .iter()
-            .any(|l| matches!(l.binding.target(), Target::Cpu(_)));
-        if cpu_wide {
+        if st.cpu_wide {
             let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
             for line in stat.lines() {
                 let mut w = line.split_whitespace();
@@ -1160,6 +1160,14 @@ impl Device {
                     return Err(self.bind_error(st, &counters, &e));
                 }
             }
+        }
+        let cpu_wide = live
+            .iter()
+            .any(|l| matches!(l.binding.target(), Target::Cpu(_)));
+        if cpu_wide != st.cpu_wide {
+            // The ticks now come from elsewhere (the CPUs or the process): start over.
+            st.cpu_wide = cpu_wide;
+            st.ipl0 = self.linux_ipl(st);
         }
         st.live = live;
         if st.items & PFM_PROFILING != 0 && st.urange.is_some() {

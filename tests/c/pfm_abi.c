@@ -458,6 +458,18 @@ static void perf(void) {
     CHECK(c[0].pf_cntr1 == 0);
     CHECK(h[0].pf_ipl[8] > 0);
     printf("perf: %lu interrupts, %lu user ticks\n", c[0].pf_cntr0, h[0].pf_ipl[8]);
+    /* PCNTLOGALL: the CPUs' ticks (from /proc/stat), or the process's without privilege. */
+    CHECK(ioctl(fd, PCNTLOGALL) == 0);
+    CHECK(ioctl(fd, PCNTENABLE) == 0);
+    CHECK(ioctl(fd, PCNTCLEARCNT) == 0);
+    for (unsigned long i = 0; i < 100000000UL; i++)
+        sink += i;
+    CHECK(ioctl(fd, PCNTDISABLE) == 0);
+    CHECK(ioctl(fd, PCNTGETIPLHIS, &ph) == 0);
+    unsigned long ticks = 0;
+    for (int i = 0; i < PF_NIPL; i++)
+        ticks += h[0].pf_ipl[i];
+    CHECK(ticks > 0 && h[0].pf_ipl[6] == 0);
     CHECK(close(fd) == 0);
 }
 
