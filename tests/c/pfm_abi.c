@@ -439,6 +439,12 @@ static void files(void) {
 
 static volatile unsigned long sink;
 
+/* 10^8 iterations of user-mode work: well over 10^7 cycles. */
+static void spin(void) {
+    for (unsigned long i = 0; i < 100000000UL; i++)
+        sink += i;
+}
+
 static void perf(void) {
     int fd = open_cycles(PCNTOPENALL);
     int items = PFM_COUNTERS | PFM_IPL;
@@ -446,8 +452,7 @@ static void perf(void) {
     CHECK(ioctl(fd, PCNTLOGSELECT) == 0);
     CHECK(ioctl(fd, PCNTCLEARCNT) == 0);
     CHECK(ioctl(fd, PCNTENABLE) == 0);
-    for (unsigned long i = 0; i < 100000000UL; i++)
-        sink += i;
+    spin();
     CHECK(ioctl(fd, PCNTDISABLE) == 0);
     struct pfcntrs c[1], *pc = c;
     struct pfipls h[1], *ph = h;
@@ -462,8 +467,7 @@ static void perf(void) {
     CHECK(ioctl(fd, PCNTLOGALL) == 0);
     CHECK(ioctl(fd, PCNTENABLE) == 0);
     CHECK(ioctl(fd, PCNTCLEARCNT) == 0);
-    for (unsigned long i = 0; i < 100000000UL; i++)
-        sink += i;
+    spin();
     CHECK(ioctl(fd, PCNTDISABLE) == 0);
     CHECK(ioctl(fd, PCNTGETIPLHIS, &ph) == 0);
     unsigned long ticks = 0;
@@ -478,8 +482,7 @@ static void unpriv(void) {
         CHECK(setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0);
     int fd = open_cycles(PCNTOPENALL); /* PCNTLOGALL: every CPU */
     CHECK(ioctl(fd, PCNTENABLE) == 0);
-    for (unsigned long i = 0; i < 100000000UL; i++)
-        sink += i;
+    spin();
     struct pfcntrs c[1], *pc = c;
     CHECK(ioctl(fd, PCNTGETCNT, &pc) == 0);
     CHECK(c[0].pf_cntr0 > 2000);
