@@ -71,12 +71,41 @@ pub fn set_overflow_hook(hook: Option<OverflowHook>) {
     HOOK.store(hook.map_or(0, |h| h as usize), Ordering::Release);
 }
 
+/// Hooks added beside the one [`set_overflow_hook`] installs: one per ABI layer that needs its
+/// own (the pfm device, `crate::pfm`), each recognising its bindings by their user data.
+static EXTRA_HOOKS: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+
+/// Add a hook that runs after the per-process one on every overflow notification (idempotent:
+/// adding a hook twice keeps one). Hooks cannot be removed; each must ignore the bindings that
+/// are not its own ([`OverflowEvent::user_data`]) and be async-signal-safe.
+pub fn add_overflow_hook(hook: OverflowHook) -> Result<()> {
+    let h = hook as usize;
+    for slot in &EXTRA_HOOKS {
+        match slot.compare_exchange(0, h, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Ok(()),
+            Err(old) if old == h => return Ok(()),
+            Err(_) => {}
+        }
+    }
+    Err(Error::InvalidArgument(
+        "no room for another overflow hook".into(),
+    ))
+}
+
 fn run_hook(ev: &OverflowEvent) {
     let h = HOOK.load(Ordering::Acquire);
     if h != 0 {
         // SAFETY: only ever stored from an `OverflowHook`.
         let f: OverflowHook = unsafe { std::mem::transmute::<usize, OverflowHook>(h) };
         f(ev);
+    }
+    for slot in &EXTRA_HOOKS {
+        let h = slot.load(Ordering::Acquire);
+        if h != 0 {
+            // SAFETY: only ever stored from an `OverflowHook`.
+            let f: OverflowHook = unsafe { std::mem::transmute::<usize, OverflowHook>(h) };
+            f(ev);
+        }
     }
 }
 

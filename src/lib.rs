@@ -44,6 +44,7 @@ pub mod eventmap;
 pub mod eventspec;
 pub mod pctx;
 pub mod perfex;
+pub mod pfm;
 pub mod sched;
 pub mod set;
 pub mod signal;

@@ -17,6 +17,7 @@
 #   lib/libperfcompat-mpi.so            the PMPI layer (when an mpicc exists; README, "MPI")
 #   include/libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h,
 #   include/perfcompat/solaris.h (optional Solaris compatibility: _lwp_self, gethrtime, PC/SP),
+#   include/sys/pfcntr.h (Tru64's /dev/pfcntr, pfm(7): served by the library's open/ioctl/read),
 #   include/perfex.mod (when gfortran exists)
 #   share/perfcompat/fortran/perfex.f90 the module's source, for other gfortran versions
 #   bin/perfex, bin/cpustat, bin/cputrack, share/man/man1/{perfex,cpustat,cputrack}.1, share/man/man3/{libperfex,libcpc}.3 and function links
@@ -115,6 +116,8 @@ for h in libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h; do
 done
 mkdir -p "$(dest "$includedir")/perfcompat"
 install -m 0644 "$repo/include/perfcompat/solaris.h" "$(dest "$includedir")/perfcompat/solaris.h"
+mkdir -p "$(dest "$includedir")/sys"
+install -m 0644 "$repo/include/sys/pfcntr.h" "$(dest "$includedir")/sys/pfcntr.h"
 install -m 0644 "$repo/fortran/perfex.f90" "$(dest "$datadir")/fortran/perfex.f90"
 if command -v gfortran >/dev/null 2>&1; then
   # The module holds interfaces only: checking the syntax writes perfex.mod.

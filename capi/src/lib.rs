@@ -14,6 +14,7 @@ pub mod cpc;
 pub mod mpi;
 pub mod pctx;
 pub mod perfex;
+pub mod pfm;
 pub mod preload;
 pub mod sim;
 

@@ -260,6 +260,52 @@ fn fortran_programs_are_clean_under_asan_and_ubsan() {
     common::run_libperfex_program_on_sim(&f90, "tests/fortran/perfex.sim.stderr");
 }
 
+/// Tru64's `/dev/pfcntr` through the interposed `open`/`ioctl`/`read`/`close`
+/// (capi/src/pfm.rs) under ASan, whose own interceptors of those functions come first and
+/// reach the library's as the next definition.
+#[test]
+fn pfm_programs_are_clean_under_asan_and_ubsan() {
+    let c = ["-std=c99", "-Wall", "-Wextra", "-Werror"];
+    let ev4 = build("cc", &c, "examples/pfm_ev4.c", "cpc", "pfm_ev4");
+    run_clean(&ev4, "sim:ev4", &[], &[]);
+    let ev5 = build("cc", &c, "examples/pfm_ev5.c", "perfex", "pfm_ev5");
+    run_clean(&ev5, "sim:ev5", &[], &[]);
+    let abi = build("cc", &c, "tests/c/pfm_abi.c", "cpc", "pfm_abi");
+    for (backend, mode) in PFM_MODES {
+        let out = run_clean(&abi, backend, &[mode], &[]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains(" 0 failures"), "{mode}: {stdout}");
+    }
+}
+
+/// The modes of tests/c/pfm_abi.c run under the sanitizers and valgrind, with their backends.
+const PFM_MODES: [(&str, &str); 4] = [
+    ("sim:ev4", "ev4"),
+    ("sim:ev4", "each"),
+    ("sim:ev5", "ev5"),
+    ("perf", "files"),
+];
+
+/// The same under valgrind, which also sees the library's own accesses.
+#[test]
+fn pfm_programs_are_clean_under_valgrind() {
+    if !common::have_tool("valgrind", "valgrind") {
+        return;
+    }
+    let c = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-g"];
+    let abi = common::build_installed(
+        "cc",
+        &c,
+        "tests/c/pfm_abi.c",
+        installed_prefix(),
+        "cpc",
+        "vg-pfm_abi",
+    );
+    for (backend, mode) in PFM_MODES {
+        valgrind_clean(&abi, backend, &[mode], &[]);
+    }
+}
+
 /// Run `bin` under valgrind's memcheck on `backend`: no memcheck error (exit 99 is reserved
 /// for them) and no definite leak. Returns the program's output for the caller to judge.
 fn valgrind(bin: &Path, backend: &str, args: &[&str], env: &[(&str, &str)]) -> Output {

@@ -1,0 +1,420 @@
+//! Tru64's `/dev/pfcntr` (pfm(7)) through the interposed `open`/`ioctl`/`read`/`close`:
+//! `<sys/pfcntr.h>` against the library's values and layouts, every request's success and
+//! documented errors (tests/c/pfm_abi.c) linked and preloaded, other files untouched, the
+//! examples with exact counts on the emulated EV4/EV5 and on perf, built against the installed
+//! library as `-lcpc` and `-lperfex`, and the PC profile of a hot loop.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::mem::{offset_of, size_of};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use common::{compile, lib_dir, link_args, repo, run, run_output, tmp};
+use perfcompat_capi::pfm::{iccsr, pfaddr, pfcntrs, pfcntrs_ev5, pfipls, pfrange, pmctrs_ev5};
+
+const WARN: [&str; 5] = ["-std=c99", "-Wall", "-Wextra", "-Wpedantic", "-Werror"];
+
+/// Build `src` (from the repository's root) against include/ and the fresh library, as
+/// `<tmp>/<out>`; `preload` builds it without the library (LD_PRELOAD provides it).
+fn build(src: &str, out: &str, preload: bool) -> PathBuf {
+    let out = tmp().join(out);
+    let mut cmd = Command::new("cc");
+    cmd.args(WARN)
+        .arg("-O1")
+        .arg(format!("-I{}", repo().join("include").display()))
+        .arg("-o")
+        .arg(&out)
+        .arg(repo().join(src));
+    if preload {
+        cmd.arg("-DPFM_PRELOAD");
+    } else {
+        cmd.args(link_args());
+    }
+    compile(&mut cmd, src);
+    out
+}
+
+fn abi_linked() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| build("tests/c/pfm_abi.c", "pfm_abi", false))
+}
+
+fn abi_preloaded() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| build("tests/c/pfm_abi.c", "pfm_abi_preload", true))
+}
+
+/// Run the unlinked build of tests/c/pfm_abi.c in `mode` with the library preloaded.
+fn run_preloaded(backend: &str, mode: &str) {
+    let lib = lib_dir().join("libperfcompat_capi.so");
+    common::run_env(
+        abi_preloaded(),
+        backend,
+        &[mode],
+        &[("LD_PRELOAD", lib.to_str().unwrap())],
+    );
+}
+
+fn stdout(out: &Output) -> String {
+    let s = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "failed: {s}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s
+}
+
+/// Every numeric `#define` of the header, with the value a C program prints for it.
+fn header_values() -> BTreeMap<String, u64> {
+    let header = std::fs::read_to_string(repo().join("include/sys/pfcntr.h")).unwrap();
+    let names: Vec<String> = header
+        .lines()
+        .filter_map(|l| l.strip_prefix("#define "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| !n.starts_with("PERFCOMPAT_"))
+        .map(str::to_string)
+        .collect();
+    let mut src = String::from("#include <stdio.h>\n#include <sys/pfcntr.h>\nint main(void) {\n");
+    for n in &names {
+        src += &format!("    printf(\"{n} %llu\\n\", (unsigned long long)({n}));\n");
+    }
+    src += "    return 0;\n}\n";
+    let c = tmp().join("pfcntr_values.c");
+    std::fs::write(&c, src).unwrap();
+    let bin = tmp().join("pfcntr_values");
+    compile(
+        Command::new("cc")
+            .args(WARN)
+            .arg(format!("-I{}", repo().join("include").display()))
+            .arg("-o")
+            .arg(&bin)
+            .arg(&c),
+        "the header's values",
+    );
+    let out = stdout(&Command::new(&bin).output().unwrap());
+    out.lines()
+        .map(|l| {
+            let (n, v) = l.split_once(' ').unwrap();
+            (n.to_string(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn the_header_has_the_librarys_values() {
+    let got = header_values();
+    let want: BTreeMap<String, u64> = perfcompat::pfm::header_constants().into_iter().collect();
+    assert_eq!(got, want);
+    // Every name pfm(7) spells for EV4 is there.
+    for n in [
+        "PCNTOPENONE",
+        "PCNTOPENEACH",
+        "PCNTOPENALL",
+        "PCNTENABLE",
+        "PCNTDISABLE",
+        "PCNTSETMUX",
+        "PCNTSETITEMS",
+        "PCNTLOGALL",
+        "PCNTLOGSELECT",
+        "PCNTCLEARCNT",
+        "PCNTGETCNT",
+        "PCNTGETIPLHIS",
+        "PCNTGETRSIZE",
+        "PCNTSETUADDR",
+        "PCNTSETURANGE",
+        "PCNTSETKADDR",
+        "PCNTSETKRANGE",
+        "PCNTCALLER",
+        "PCNT5RESTART",
+        "PCNT5GETCNT",
+        "PFM_COUNTERS",
+        "PFM_IPL",
+        "PFM_PROFILING",
+        "PF_ISSUES",
+        "PF_EXTPIN0",
+        "PF_DCACHE",
+        "PF_EXTPIN1",
+        "PMCTRS_ALL_CPUS",
+        "PF5_SEL_COUNTER_2",
+        "PF5_C0_INT_EVERY_65536",
+        "PF5_C1_INT_EVERY_65536",
+        "PF5_C2_INT_EVERY_16384",
+    ] {
+        assert!(got.contains_key(n), "{n} missing");
+    }
+}
+
+#[test]
+fn the_header_has_the_librarys_layouts() {
+    let mut src = String::from(
+        "#include <stddef.h>\n#include <stdio.h>\n#include <sys/pfcntr.h>\n\
+         #define S(t) printf(#t \" %zu\\n\", sizeof(t))\n\
+         #define O(t, m) printf(#t \".\" #m \" %zu\\n\", offsetof(t, m))\n\
+         int main(void) {\n",
+    );
+    for line in [
+        "S(struct iccsr); O(struct iccsr, iccsr_mux1); O(struct iccsr, iccsr_mbz);",
+        "S(struct pfcntrs); O(struct pfcntrs, pf_pcc);",
+        "S(struct pfcntrs_ev5); O(struct pfcntrs_ev5, pf_pcc);",
+        "S(struct pfipls);",
+        "S(struct pfaddr); O(struct pfaddr, pfa_end);",
+        "S(struct pfrange); O(struct pfrange, pfr_stride);",
+        "S(union pmctrs_ev5); O(union pmctrs_ev5, pmctrs_ev5_select);",
+        "O(union pmctrs_ev5, pmctrs_ev5_ctr);",
+    ] {
+        src += line;
+        src += "\n";
+    }
+    src += "return 0; }\n";
+    let c = tmp().join("pfcntr_layouts.c");
+    std::fs::write(&c, src).unwrap();
+    let bin = tmp().join("pfcntr_layouts");
+    compile(
+        Command::new("cc")
+            .args(["-std=c11", "-Wall", "-Werror"])
+            .arg(format!("-I{}", repo().join("include").display()))
+            .arg("-o")
+            .arg(&bin)
+            .arg(&c),
+        "the header's layouts",
+    );
+    let want = [
+        ("struct iccsr", size_of::<iccsr>()),
+        ("struct iccsr.iccsr_mux1", offset_of!(iccsr, iccsr_mux1)),
+        ("struct iccsr.iccsr_mbz", offset_of!(iccsr, iccsr_mbz)),
+        ("struct pfcntrs", size_of::<pfcntrs>()),
+        ("struct pfcntrs.pf_pcc", offset_of!(pfcntrs, pf_pcc)),
+        ("struct pfcntrs_ev5", size_of::<pfcntrs_ev5>()),
+        ("struct pfcntrs_ev5.pf_pcc", offset_of!(pfcntrs_ev5, pf_pcc)),
+        ("struct pfipls", size_of::<pfipls>()),
+        ("struct pfaddr", size_of::<pfaddr>()),
+        ("struct pfaddr.pfa_end", offset_of!(pfaddr, pfa_end)),
+        ("struct pfrange", size_of::<pfrange>()),
+        ("struct pfrange.pfr_stride", offset_of!(pfrange, pfr_stride)),
+        ("union pmctrs_ev5", size_of::<pmctrs_ev5>()),
+        (
+            "union pmctrs_ev5.pmctrs_ev5_select",
+            offset_of!(pmctrs_ev5, pmctrs_ev5_select),
+        ),
+        (
+            "union pmctrs_ev5.pmctrs_ev5_ctr",
+            offset_of!(pmctrs_ev5, pmctrs_ev5_ctr),
+        ),
+    ]
+    .map(|(n, v)| format!("{n} {v}"))
+    .join("\n")
+        + "\n";
+    assert_eq!(stdout(&Command::new(&bin).output().unwrap()), want);
+}
+
+#[test]
+fn ev4_requests_and_their_errors_linked() {
+    run(abi_linked(), "sim:ev4", &["ev4"]);
+}
+
+#[test]
+fn ev4_requests_and_their_errors_preloaded() {
+    run_preloaded("sim:ev4", "ev4");
+}
+
+/// Built with `_FORTIFY_SOURCE`, `open` and `read` become `__open_2` and `__read_chk`, which
+/// the library serves too.
+#[test]
+fn ev4_requests_through_the_fortified_forms() {
+    let out = tmp().join("pfm_abi_fortified");
+    compile(
+        Command::new("cc")
+            .args(WARN)
+            .args(["-O2", "-D_FORTIFY_SOURCE=2"])
+            .arg(format!("-I{}", repo().join("include").display()))
+            .arg("-o")
+            .arg(&out)
+            .arg(repo().join("tests/c/pfm_abi.c"))
+            .args(link_args()),
+        "tests/c/pfm_abi.c fortified",
+    );
+    let nm = Command::new("nm").arg("-u").arg(&out).output().unwrap();
+    let undefined = String::from_utf8_lossy(&nm.stdout);
+    for f in ["__open_2", "__read_chk"] {
+        assert!(undefined.contains(f), "no {f} in:\n{undefined}");
+    }
+    run(&out, "sim:ev4", &["ev4"]);
+}
+
+#[test]
+fn open_each_keeps_per_cpu_data() {
+    run(abi_linked(), "sim:ev4", &["each"]);
+}
+
+#[test]
+fn ev5_requests_and_their_errors() {
+    run(abi_linked(), "sim:ev5", &["ev5"]);
+    run_preloaded("sim:ev5", "ev5");
+}
+
+#[test]
+fn other_files_are_the_c_librarys() {
+    run(abi_linked(), "perf", &["files"]);
+    run(abi_linked(), "sim:ev4", &["files"]);
+    run_preloaded("perf", "files");
+}
+
+#[test]
+fn counts_on_perf() {
+    run(abi_linked(), "perf", &["perf"]);
+    run_preloaded("perf", "perf");
+}
+
+/// Without the privilege to count a CPU, `PCNTLOGALL` counts the process and says so.
+#[test]
+fn without_privilege_logall_counts_the_process() {
+    let stderr = run(abi_linked(), "perf", &["unpriv"]);
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .unwrap_or(2);
+    if paranoid > 0 {
+        assert!(stderr.contains("counting this process"), "{stderr}");
+    }
+}
+
+/// On another emulated PMU there is no pfm device.
+#[test]
+fn no_device_on_other_emulated_pmus() {
+    let src = tmp().join("pfm_nodev.c");
+    std::fs::write(
+        &src,
+        "#include <errno.h>\n#include <fcntl.h>\n#include <stdio.h>\n\
+         int main(void) { int fd = open(\"/dev/pfcntr\", O_RDONLY);\n\
+         printf(\"%d %d\\n\", fd, errno); return 0; }\n",
+    )
+    .unwrap();
+    let bin = tmp().join("pfm_nodev");
+    compile(
+        Command::new("cc")
+            .arg("-o")
+            .arg(&bin)
+            .arg(&src)
+            .args(link_args()),
+        "pfm_nodev.c",
+    );
+    let out = stdout(&run_output(&bin, "sim:r10000", &[], &[]));
+    assert_eq!(out, format!("-1 {}\n", libc::ENODEV));
+}
+
+fn example(name: &str) -> &'static Path {
+    static BINS: OnceLock<std::sync::Mutex<BTreeMap<String, &'static Path>>> = OnceLock::new();
+    let m = BINS.get_or_init(Default::default);
+    let mut m = m.lock().unwrap();
+    m.entry(name.to_string()).or_insert_with(|| {
+        let p = build(
+            &format!("examples/{name}.c"),
+            &format!("example-{name}"),
+            false,
+        );
+        Box::leak(p.into_boxed_path())
+    })
+}
+
+#[test]
+fn the_ev4_example_is_exact_on_sim_ev4() {
+    let out = stdout(&run_output(example("pfm_ev4"), "sim:ev4", &[], &[]));
+    assert_eq!(
+        out,
+        "counter 0 (PF_CYCLES): 5 interrupts (about 20480 cycles)\n\
+         counter 1 (PF_BRANCHMISS): 3 interrupts (about 768 mispredicted branches)\n\
+         IPL histogram: 0 0 0 0 0 0 0 0 8\n"
+    );
+}
+
+#[test]
+fn the_ev5_example_is_exact_on_sim_ev5() {
+    let out = stdout(&run_output(example("pfm_ev5"), "sim:ev5", &[], &[]));
+    assert_eq!(
+        out,
+        "interrupts: 2 7 4\nevents: 131082 1795 1279\nraw counters: 10 3 255\n"
+    );
+}
+
+/// A number after `key` in `text`.
+fn number_after(text: &str, key: &str) -> u64 {
+    let at = text
+        .find(key)
+        .unwrap_or_else(|| panic!("no {key:?} in {text}"))
+        + key.len();
+    text[at..]
+        .split(|c: char| !c.is_ascii_digit())
+        .find(|s| !s.is_empty())
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn the_examples_count_cycles_on_perf() {
+    let out = stdout(&run_output(example("pfm_ev4"), "perf", &[], &[]));
+    assert!(number_after(&out, "counter 0 (PF_CYCLES):") > 1000, "{out}");
+    let out = stdout(&run_output(example("pfm_ev5"), "perf", &[], &[]));
+    assert!(number_after(&out, "interrupts:") > 100, "{out}");
+}
+
+#[test]
+fn the_pc_profile_finds_the_hot_loop() {
+    let out = stdout(&run_output(example("pfm_profile"), "perf", &[], &[]));
+    let samples = number_after(&out, "samples");
+    let hot = number_after(&out, "hot");
+    assert!(samples >= 200, "{out}");
+    assert!(hot * 10 >= samples * 9, "{out}");
+}
+
+/// The examples built as a user builds them against the installed library, with `-lcpc` and
+/// with `-lperfex` (one library under both names), and the installed library preloaded.
+#[test]
+fn the_examples_build_against_the_install_as_lcpc_and_lperfex() {
+    let prefix = common::installed_prefix();
+    assert!(prefix.join("include/sys/pfcntr.h").exists());
+    for (src, lib, backend, want) in [
+        (
+            "examples/pfm_ev4.c",
+            "cpc",
+            "sim:ev4",
+            "counter 0 (PF_CYCLES): 5 interrupts",
+        ),
+        (
+            "examples/pfm_ev5.c",
+            "perfex",
+            "sim:ev5",
+            "events: 131082 1795 1279",
+        ),
+    ] {
+        let out = format!("installed-{lib}-{}", src.rsplit('/').next().unwrap());
+        let bin = common::build_installed("cc", &WARN, src, prefix, lib, &out);
+        let text = stdout(&run_output(&bin, backend, &[], &[]));
+        assert!(text.contains(want), "{text}");
+    }
+    // Preloaded: the installed library's versioned interposers.
+    let lib = prefix.join("lib/libcpc.so.1");
+    for (backend, mode) in [("sim:ev4", "ev4"), ("perf", "files")] {
+        common::run_env(
+            abi_preloaded(),
+            backend,
+            &[mode],
+            &[("LD_PRELOAD", lib.to_str().unwrap())],
+        );
+    }
+    let bin = common::build_installed(
+        "cc",
+        &["-O1"],
+        "examples/pfm_profile.c",
+        prefix,
+        "cpc",
+        "installed-pfm_profile",
+    );
+    let out = stdout(&run_output(&bin, "perf", &[], &[]));
+    let (samples, hot) = (number_after(&out, "samples"), number_after(&out, "hot"));
+    assert!(samples >= 200 && hot * 10 >= samples * 9, "{out}");
+}
