@@ -373,6 +373,12 @@ pub unsafe extern "C" fn cpc_set_destroy(cpc: *mut cpc_t, set: *mut cpc_set_t) -
         let Some(c) = cpc_or_report(cpc, c"cpc_set_destroy") else {
             return -1;
         };
+        // Only a set of this cpc_t is forgotten and destroyed: a refused call changes nothing
+        // (it used to unbind the thread's set first; found by fuzz/state_machine).
+        if set_of(c, set).is_none() {
+            bad(Some(c), c"cpc_set_destroy", NO_SET);
+            return -1;
+        }
         forget_current(set as usize);
         if handles::destroy_child(c, set as usize, Kind::Set) {
             0
