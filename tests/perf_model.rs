@@ -449,8 +449,14 @@ fn permission_and_target_errors_are_explained() {
     assert!(matches!(e, Error::PermissionDenied { ref what, .. } if what.contains("thread")));
     let e = bind_with(be, &sys, Target::Process(std::process::id() as i32)).unwrap_err();
     assert!(matches!(e, Error::PermissionDenied { ref what, .. } if what.contains("process")));
-    // A thread id that no longer exists (a finished thread's).
+    // A thread id that no longer exists (a finished thread's). `join` returns when the thread
+    // has cleared its tid word, a moment before the kernel releases the id, and under load
+    // that moment is long enough for the id to still answer: wait until it is really gone.
     let gone = std::thread::spawn(engine::gettid).join().unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while unsafe { libc::kill(gone, 0) } == 0 && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     let e = bind_with(be, &set(&["cycles"]), Target::Thread(gone)).unwrap_err();
     assert!(matches!(e, Error::NoSuchProcess(t) if t == gone), "{e:?}");
     let (_, root) = over(Config {
