@@ -268,7 +268,7 @@ pub fn calibrate_and_cache(opts: &CalibrateOptions) -> Result<(Calibration, Path
         .map_or(0, |d| d.as_secs());
     table.sources = vec![format!(
         "host table calibrated on {} on {}{}",
-        costs::hostname(),
+        crate::costfile::hostname(),
         utc_date(secs),
         if cal.quick { ", quick" } else { "" }
     )];

@@ -18,23 +18,8 @@
 //! Files may be partial: events they do not list keep the cost of the level below.
 //!
 //! # File format
-//! Exactly what [`CostTable::dump`] (`perfex -t`) prints, so a user dumps the table, edits it
-//! and deletes the lines he does not want to change:
-//!
-//! ```text
-//! # comment (also after any line)
-//! clock 195 MHz
-//! 26 Secondary data cache misses ................   313.00    78.25  1000.00 nsec
-//! 25 1 0.25 25 clks
-//! ```
-//!
-//! An event line is the event number (0-31), an optional name (ignored: the dump's dotted
-//! name), then the typical, minimum and maximum cost and the unit `clks` or `nsec`. Costs are
-//! finite, non-negative and `minimum <= typical <= maximum`. The optional `clock <MHz> MHz`
-//! line (0.001 to 10^6 MHz) sets the clock used to turn cycles into time. A file with no
-//! entry, an event or clock given twice, or any bad line is rejected as a whole
-//! ([`Error::BadFile`] names the file, the line and the reason) and the table in force stays
-//! unchanged.
+//! Exactly what [`CostTable::dump`] (`perfex -t`) prints: see [`crate::costfile`], which
+//! parses it. A file that does not parse leaves the table in force unchanged.
 //!
 //! # Decisions
 //! - "Summary" and redundant events (cycles, issued counts when the graduated ones carry the
@@ -50,42 +35,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+pub use crate::costfile::{host_cache_path, Cost, CostOverlay, Unit, EVENTS, HOST_CACHE_ENV};
 use crate::error::{Error, Result};
-use crate::eventmap::{r10k_event, read_config};
-
-/// Number of events in a cost table (R10000 event numbers 0-31).
-pub const EVENTS: usize = 32;
-
-/// The unit of a cost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
-    /// Machine cycles at the table's clock.
-    Clks,
-    /// Nanoseconds.
-    Nsec,
-}
-
-impl Unit {
-    fn name(self) -> &'static str {
-        match self {
-            Unit::Clks => "clks",
-            Unit::Nsec => "nsec",
-        }
-    }
-}
-
-/// The cost of one occurrence of an event.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Cost {
-    /// Typical cost.
-    pub typical: f64,
-    /// Minimum cost.
-    pub minimum: f64,
-    /// Maximum cost.
-    pub maximum: f64,
-    /// Unit of the three figures.
-    pub unit: Unit,
-}
+use crate::eventmap::r10k_event;
 
 const fn clks(typical: f64, minimum: f64, maximum: f64) -> Cost {
     Cost {
@@ -107,21 +59,6 @@ const fn nsec(typical: f64, minimum: f64, maximum: f64) -> Cost {
 
 /// The cost of a summary or redundant event (and of events we do not cost): it sorts last.
 const SUMMARY: Cost = clks(0.0, 0.0, 1.0);
-
-impl Cost {
-    /// Seconds for `count` occurrences at `clock_mhz`: (typical, minimum, maximum).
-    pub fn seconds(&self, count: f64, clock_mhz: f64) -> (f64, f64, f64) {
-        let per = match self.unit {
-            Unit::Clks => 1e-6 / clock_mhz,
-            Unit::Nsec => 1e-9,
-        };
-        (
-            count * self.typical * per,
-            count * self.minimum * per,
-            count * self.maximum * per,
-        )
-    }
-}
 
 /// Which processor a table describes: it decides the event names and the derived statistics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -424,146 +361,6 @@ impl CostTable {
     }
 }
 
-/// A parsed cost file: the entries it gives, to be laid over a complete table.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CostOverlay {
-    /// The file it came from.
-    pub file: String,
-    /// The clock it sets, if any.
-    pub clock_mhz: Option<f64>,
-    /// The costs it sets, by event number.
-    pub costs: [Option<Cost>; EVENTS],
-}
-
-impl CostOverlay {
-    /// Parse the text of a cost file named `file` (see the module documentation).
-    pub fn parse(text: &str, file: &str) -> Result<CostOverlay> {
-        let bad = |line: usize, reason: String| Error::BadFile {
-            file: file.to_string(),
-            line,
-            reason,
-        };
-        let mut o = CostOverlay {
-            file: file.to_string(),
-            clock_mhz: None,
-            costs: [None; EVENTS],
-        };
-        let mut entries = 0;
-        for (i, raw) in text.lines().enumerate() {
-            let lineno = i + 1;
-            let line = raw.split('#').next().unwrap_or("").trim();
-            if line.is_empty() {
-                continue;
-            }
-            let words: Vec<&str> = line.split_whitespace().collect();
-            if words[0].eq_ignore_ascii_case("clock") {
-                let [_, mhz, unit] = words[..] else {
-                    return Err(bad(lineno, "expected 'clock <number> MHz'".into()));
-                };
-                if !unit.eq_ignore_ascii_case("mhz") {
-                    return Err(bad(lineno, format!("clock unit '{unit}' is not MHz")));
-                }
-                let v = mhz
-                    .parse::<f64>()
-                    .ok()
-                    // At least 0.001 MHz: `dump` writes the clock to 3 decimals, and a smaller
-                    // one was written as 0, which no longer loaded (found by fuzz/cost_file).
-                    .filter(|v| v.is_finite() && *v >= 0.001 && *v <= 1e6)
-                    .ok_or_else(|| {
-                        bad(
-                            lineno,
-                            format!("clock '{mhz}' is not a number of MHz in [0.001, 1e6]"),
-                        )
-                    })?;
-                if o.clock_mhz.replace(v).is_some() {
-                    return Err(bad(lineno, "the clock is given twice".into()));
-                }
-                entries += 1;
-                continue;
-            }
-            let n = words[0]
-                .parse::<usize>()
-                .ok()
-                .filter(|&n| n < EVENTS)
-                .ok_or_else(|| {
-                    bad(
-                        lineno,
-                        format!(
-                            "'{}' is not an event number in 0..31 (nor 'clock')",
-                            words[0]
-                        ),
-                    )
-                })?;
-            if words.len() < 5 {
-                return Err(bad(
-                    lineno,
-                    format!(
-                        "event {n}: expected typical, minimum and maximum cost and a unit \
-                         (clks or nsec) after the event number"
-                    ),
-                ));
-            }
-            let tail = &words[words.len() - 4..];
-            let unit = match tail[3] {
-                u if u.eq_ignore_ascii_case("clks") => Unit::Clks,
-                u if u.eq_ignore_ascii_case("nsec") => Unit::Nsec,
-                u => {
-                    return Err(bad(
-                        lineno,
-                        format!("event {n}: unit '{u}' is neither clks nor nsec"),
-                    ))
-                }
-            };
-            let mut v = [0.0f64; 3];
-            for (k, what) in ["typical", "minimum", "maximum"].iter().enumerate() {
-                v[k] = tail[k]
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|x| x.is_finite() && *x >= 0.0)
-                    .ok_or_else(|| {
-                        bad(
-                            lineno,
-                            format!(
-                                "event {n}: {what} cost '{}' is not a non-negative number",
-                                tail[k]
-                            ),
-                        )
-                    })?;
-            }
-            let [typical, minimum, maximum] = v;
-            if !(minimum <= typical && typical <= maximum) {
-                return Err(bad(
-                    lineno,
-                    format!(
-                        "event {n}: costs must satisfy minimum <= typical <= maximum \
-                         (got {typical} {minimum} {maximum})"
-                    ),
-                ));
-            }
-            let cost = Cost {
-                typical,
-                minimum,
-                maximum,
-                unit,
-            };
-            if o.costs[n].replace(cost).is_some() {
-                return Err(bad(lineno, format!("event {n} is given twice")));
-            }
-            entries += 1;
-        }
-        if entries == 0 {
-            return Err(bad(0, "the file has no cost entry".into()));
-        }
-        Ok(o)
-    }
-
-    /// Read and parse the cost file at `path`.
-    pub fn load(path: &Path) -> Result<CostOverlay> {
-        let text = read_config(path)?;
-        CostOverlay::parse(&text, &path.display().to_string())
-    }
-}
-
 fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
@@ -583,31 +380,12 @@ fn fmt_cost(x: f64) -> String {
 
 /// The environment variable naming the system cost file (default `/etc/perfex.costs`).
 pub const SYSTEM_COSTS_ENV: &str = "PERFCOMPAT_SYSTEM_COSTS";
-/// The environment variable naming the host calibration cache file.
-pub const HOST_CACHE_ENV: &str = "PERFCOMPAT_HOST_COSTS";
 
 /// The system cost file: `$PERFCOMPAT_SYSTEM_COSTS`, else `/etc/perfex.costs`.
 pub fn system_costs_path() -> PathBuf {
     std::env::var_os(SYSTEM_COSTS_ENV)
         .filter(|p| !p.is_empty())
         .map_or_else(|| PathBuf::from("/etc/perfex.costs"), PathBuf::from)
-}
-
-/// Where `perfex --calibrate` caches the host table: `$PERFCOMPAT_HOST_COSTS`, else
-/// `$XDG_CACHE_HOME/perfcompat/<hostname>.costs`, else `~/.cache/perfcompat/<hostname>.costs`.
-pub fn host_cache_path() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os(HOST_CACHE_ENV).filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(p));
-    }
-    let dir = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|p| !p.is_empty())
-                .map(|h| PathBuf::from(h).join(".cache"))
-        })?;
-    Some(dir.join("perfcompat").join(format!("{}.costs", hostname())))
 }
 
 /// Write `table` (a host table) to the calibration cache at [`host_cache_path`], atomically
@@ -634,34 +412,6 @@ pub fn write_host_cache(table: &CostTable) -> Result<PathBuf> {
         os("renaming the host cost cache")(e)
     })?;
     Ok(path)
-}
-
-/// This machine's host name, made safe for a file name (`localhost` when unknown).
-pub(crate) fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let name = if rc == 0 {
-        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-        String::from_utf8_lossy(&buf[..end]).into_owned()
-    } else {
-        String::new()
-    };
-    let clean: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if clean.is_empty() {
-        "localhost".into()
-    } else {
-        clean
-    }
 }
 
 /// The default table for `flavor` with the level-2 files applied: the built-in table (for the

@@ -35,6 +35,7 @@
 
 pub mod backend;
 pub mod calibrate;
+pub mod costfile;
 pub mod costs;
 pub mod cpustat;
 pub mod cputrack;

@@ -63,13 +63,6 @@ pub struct HostCaps {
     pub clock_source: &'static str,
 }
 
-/// The core clock `perfex --calibrate` measured, from the host cost cache, if it exists and
-/// parses.
-fn calibrated_mhz() -> Option<f64> {
-    let path = crate::costs::host_cache_path().filter(|p| p.exists())?;
-    crate::costs::CostOverlay::load(&path).ok()?.clock_mhz
-}
-
 /// The perf backend.
 pub struct PerfBackend {
     kernel: &'static dyn Kernel,
@@ -216,7 +209,7 @@ pub fn probe_with(kernel: &dyn Kernel) -> std::result::Result<HostCaps, Error> {
     h.set_exclude_kernel(1);
     h.set_exclude_hv(1);
     let pmu = open_attr(kernel, &mut h, 0, -1, -1).is_ok();
-    let (mhz, clock_source) = match calibrated_mhz() {
+    let (mhz, clock_source) = match crate::costfile::calibrated_mhz() {
         Some(m) => (m, "the clock perfex --calibrate measured"),
         None => (nominal_mhz(), "the nominal clock"),
     };
