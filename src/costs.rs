@@ -35,6 +35,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+use crate::backend::sim::mips;
+use crate::backend::BackendKind;
 pub use crate::costfile::{host_cache_path, Cost, CostOverlay, Unit, EVENTS, HOST_CACHE_ENV};
 use crate::error::{Error, Result};
 use crate::eventmap::r10k_event;
@@ -72,18 +74,20 @@ pub enum Flavor {
 }
 
 impl Flavor {
-    /// The flavour for a backend name.
-    pub fn for_backend(name: &str) -> Flavor {
-        match name {
-            "sim:r10000" => Flavor::R10000,
-            "sim:r12000" => Flavor::R12000,
-            _ => Flavor::Host,
+    /// The flavour for a backend.
+    pub fn for_backend(kind: BackendKind) -> Flavor {
+        if kind == BackendKind::Sim(&mips::R10000) {
+            Flavor::R10000
+        } else if kind == BackendKind::Sim(&mips::R12000) {
+            Flavor::R12000
+        } else {
+            Flavor::Host
         }
     }
 
     /// The flavour of the process-wide backend (`PERFCOMPAT_BACKEND`).
     pub fn current() -> Flavor {
-        crate::backend::global().map_or(Flavor::Host, |b| Flavor::for_backend(&b.info().name))
+        crate::backend::global().map_or(Flavor::Host, |b| Flavor::for_backend(b.info().kind))
     }
 
     /// What event `n` (0-31) counts on this processor.

@@ -516,8 +516,8 @@ pub enum Subject {
 
 /// Refuse the emulated backends, which cannot count another process.
 fn refuse_emulation(b: &dyn Backend) -> Result<()> {
-    let name = &b.info().name;
-    if name.starts_with("sim:") {
+    let name = b.info().kind;
+    if name.is_emulated() {
         return Err(Error::Unsupported(format!(
             "the emulated {name} backend counts only events its own process injects, so it \
              cannot count another program; run cputrack on the perf backend (unset \

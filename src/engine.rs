@@ -38,7 +38,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::backend::{self, Backend, Group, Times};
+use crate::backend::{self, Backend, BackendKind, Group, Times};
 use crate::error::{Error, Result};
 use crate::sched::{self, Candidate};
 use crate::set::{CounterSet, Request, Target, MAX_REQUESTS};
@@ -170,7 +170,7 @@ pub struct BoundSet {
     names: Vec<String>,
     target: Target,
     owner: i32,
-    backend_name: &'static str,
+    kind: BackendKind,
     group: Box<dyn Group>,
     notify: u64,
     seq: SeqCount,
@@ -929,7 +929,7 @@ pub(crate) fn on_overflow_unknown(pc: usize) {
         for &s in slots.iter().filter(|s| !s.is_null()) {
             // SAFETY: non-null slots are live.
             let b = unsafe { &*s };
-            if b.notify == 0 || b.backend_name != "perf" || b.gone() || b.is_frozen() {
+            if b.notify == 0 || b.kind.is_emulated() || b.gone() || b.is_frozen() {
                 continue;
             }
             let mut raw = [0u64; MAX_REQUESTS];
@@ -976,7 +976,7 @@ pub fn plan(backend: &dyn Backend, set: &CounterSet) -> Result<Vec<crate::sched:
         }
         if r.flags.notify_overflow && !info.overflow_interrupt {
             return Err(Error::OverflowUnsupported {
-                backend: info.name.clone(),
+                backend: info.kind.to_string(),
             });
         }
         cands.push(backend.candidate(r)?);
@@ -1005,7 +1005,7 @@ pub fn check_request(backend: &dyn Backend, request: &Request) -> Result<()> {
     {
         return Err(Error::InvalidAttribute {
             name: a.name.clone(),
-            backend: info.name.clone(),
+            backend: info.kind.to_string(),
         });
     }
     if let Some(c) = request.counter {
@@ -1074,11 +1074,7 @@ pub fn bind_tagged(
         names: reqs.iter().map(|r| r.event.clone()).collect(),
         target,
         owner: gettid(),
-        backend_name: if backend.info().name.starts_with("sim:") {
-            "sim"
-        } else {
-            "perf"
-        },
+        kind: backend.info().kind,
         group,
         notify,
         seq: SeqCount::new(),
@@ -1117,9 +1113,9 @@ pub fn bind_tagged(
 }
 
 impl BoundSet {
-    /// Name of the backend family (`perf` or `sim`).
-    pub fn backend_family(&self) -> &'static str {
-        self.backend_name
+    /// The backend that counts it.
+    pub fn backend_kind(&self) -> BackendKind {
+        self.kind
     }
 }
 

@@ -45,8 +45,8 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::backend::sim::{alpha, model::Model, SimBackend};
-use crate::backend::{self, Backend};
+use crate::backend::sim::{alpha, model::Model};
+use crate::backend::{self, Backend, BackendKind};
 use crate::engine::{self, Binding, OverflowEvent};
 use crate::error::Error;
 use crate::set::{CounterSet, Request, RequestFlags, Target};
@@ -365,12 +365,11 @@ pub fn open(flags: i32, make_fd: impl FnOnce() -> Result<i32, Errno>) -> Result<
         _ => return Err(libc::EINVAL),
     };
     let backend = backend::global().map_err(|e| errno_of(&e))?;
-    let sim = backend.as_any().downcast_ref::<SimBackend>();
-    let chip = match sim.map(|s| s.model().name) {
-        None => None,
-        Some("ev4") => Some(Chip::Ev4),
-        Some("ev5") => Some(Chip::Ev5),
-        Some(_) => return Err(libc::ENODEV),
+    let chip = match backend.info().kind {
+        BackendKind::Sim(m) if std::ptr::eq(m, &alpha::EV4) => Some(Chip::Ev4),
+        BackendKind::Sim(m) if std::ptr::eq(m, &alpha::EV5) => Some(Chip::Ev5),
+        BackendKind::Sim(_) => return Err(libc::ENODEV),
+        BackendKind::Perf | BackendKind::Other(_) => None,
     };
     // SAFETY: sysconf is a plain libc call.
     let ncpu = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as usize;

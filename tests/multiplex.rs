@@ -8,7 +8,9 @@
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use perfcompat::backend::{Backend, BackendInfo, CounterInfo, EventInfo, Group, Times};
+use perfcompat::backend::{
+    Backend, BackendInfo, BackendKind, CounterInfo, EventInfo, Group, Times,
+};
 use perfcompat::engine::bind_with;
 use perfcompat::sched::{Candidate, Slot};
 use perfcompat::set::{CounterSet, Request, Target};
@@ -69,7 +71,7 @@ impl Backend for TimeShared {
 fn backend() -> &'static TimeShared {
     Box::leak(Box::new(TimeShared {
         info: BackendInfo {
-            name: "time-shared".into(),
+            kind: BackendKind::Other("time-shared"),
             description: "a backend whose counters the kernel time-shares".into(),
             reference: String::new(),
             counters: vec![CounterInfo { width: 64 }],

@@ -70,7 +70,7 @@ fn main() -> ExitCode {
         }
     };
     let info = be.info();
-    let is_sim = info.name.starts_with("sim:");
+    let is_sim = info.kind.is_emulated();
     if events.is_empty() {
         events = if is_sim {
             vec!["PAPI_tot_cyc".into(), "PAPI_tot_ins".into()]
@@ -112,7 +112,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!("backend:  {} ({})", info.name, info.description);
+    println!("backend:  {} ({})", info.kind, info.description);
     for n in &info.notes {
         println!("note:     {n}");
     }

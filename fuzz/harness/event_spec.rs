@@ -80,7 +80,8 @@ fn backend_names(bytes: &[u8]) {
     match perfcompat::backend::from_name(name) {
         Ok(b) => {
             assert!(valid, "{name:?} accepted");
-            assert!(b.info().name == "perf" || b.info().name == name);
+            let shown = b.info().kind.to_string();
+            assert!(shown == "perf" || shown == name);
         }
         Err(e) => assert!(!valid || !name.starts_with("sim:"), "{name:?}: {e}"),
     }
@@ -208,7 +209,7 @@ fn requests(r: &mut Reader) {
     install_sigemt();
     let all = backends();
     let backend = all[usize::from(r.u8()) % all.len()];
-    let is_sim = backend.info().name.starts_with("sim:");
+    let is_sim = backend.info().kind.is_emulated();
     let cpc = cpc_open_on(backend);
     assert!(!cpc.is_null());
     quiet(cpc);

@@ -155,7 +155,7 @@ pub fn use_backend(backend: &str) {
     });
     let b = perfcompat::backend::global().expect("the backend");
     assert_eq!(
-        b.info().name,
+        b.info().kind.to_string(),
         backend,
         "the fuzz bodies run with PERFCOMPAT_BACKEND={backend}"
     );

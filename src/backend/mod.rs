@@ -13,6 +13,7 @@
 //! `auto` (the default) is `perf`: emulated counts are never chosen silently.
 
 use std::any::Any;
+use std::fmt;
 use std::sync::{OnceLock, Weak};
 
 use crate::error::{Error, Result};
@@ -29,11 +30,69 @@ pub struct CounterInfo {
     pub width: u32,
 }
 
+/// Which backend a process counts with: its identity as a value. [`Display`](fmt::Display)
+/// gives the name users see and give in `PERFCOMPAT_BACKEND` (`perf`, `sim:<model>`).
+#[derive(Debug, Clone, Copy)]
+pub enum BackendKind {
+    /// Linux `perf_event_open` ([`perf`]).
+    Perf,
+    /// An emulated PMU ([`sim`]): one of [`sim::MODELS`].
+    Sim(&'static sim::model::Model),
+    /// Another implementation of [`Backend`] (a test double), by its name.
+    Other(&'static str),
+}
+
+impl BackendKind {
+    /// The backend `PERFCOMPAT_BACKEND` names: `""`, `auto` and `perf` are the perf backend,
+    /// `sim:<model>` an emulated PMU; anything else is an error that lists the choices.
+    pub fn parse(name: &str) -> Result<BackendKind> {
+        match name {
+            "" | "auto" | "perf" => Ok(BackendKind::Perf),
+            _ => match name.strip_prefix("sim:") {
+                Some(model) => sim::model_named(model).map(BackendKind::Sim),
+                None => Err(Error::InvalidArgument(format!(
+                    "unknown backend '{name}': use auto, perf, or sim:<model> with model one of {}",
+                    sim::MODEL_NAMES.join(", ")
+                ))),
+            },
+        }
+    }
+
+    /// Whether this is an emulated PMU, which counts only what its own process injects.
+    pub fn is_emulated(self) -> bool {
+        matches!(self, BackendKind::Sim(_))
+    }
+}
+
+/// Emulated models are statics: the same model is the same address.
+impl PartialEq for BackendKind {
+    fn eq(&self, other: &BackendKind) -> bool {
+        match (self, other) {
+            (BackendKind::Perf, BackendKind::Perf) => true,
+            (BackendKind::Sim(a), BackendKind::Sim(b)) => std::ptr::eq(*a, *b),
+            (BackendKind::Other(a), BackendKind::Other(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for BackendKind {}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BackendKind::Perf => f.write_str("perf"),
+            BackendKind::Sim(m) => write!(f, "sim:{}", m.name),
+            BackendKind::Other(name) => f.write_str(name),
+        }
+    }
+}
+
 /// What a backend is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendInfo {
-    /// `perf` or `sim:<model>`.
-    pub name: String,
+    /// Which backend (its name is this value's `Display`: `perf`, `sim:<model>`).
+    pub kind: BackendKind,
     /// The implementation name (libcpc's `cpc_cciname`).
     pub description: String,
     /// Where the events are documented (libcpc's `cpc_cpuref`).
@@ -163,17 +222,17 @@ pub fn nominal_mhz() -> f64 {
 
 /// Build the backend named `name` (`auto`, `perf`, `sim:<model>`).
 pub fn from_name(name: &str) -> Result<Box<dyn Backend>> {
-    match name {
-        "" | "auto" | "perf" => Ok(Box::new(perf::PerfBackend::new()?)),
-        _ => {
-            if let Some(model) = name.strip_prefix("sim:") {
-                return Ok(Box::new(sim::SimBackend::new(model)?));
-            }
-            Err(Error::InvalidArgument(format!(
-                "unknown backend '{name}': use auto, perf, or sim:<model> with model one of {}",
-                sim::MODEL_NAMES.join(", ")
-            )))
-        }
+    from_kind(BackendKind::parse(name)?)
+}
+
+/// Build a backend of kind `kind`.
+pub fn from_kind(kind: BackendKind) -> Result<Box<dyn Backend>> {
+    match kind {
+        BackendKind::Perf => Ok(Box::new(perf::PerfBackend::new()?)),
+        BackendKind::Sim(model) => Ok(Box::new(sim::SimBackend::of(model))),
+        BackendKind::Other(name) => Err(Error::InvalidArgument(format!(
+            "backend '{name}' is not one perfcompat builds"
+        ))),
     }
 }
 
@@ -198,11 +257,24 @@ mod tests {
     #[test]
     fn auto_is_perf_never_an_emulation() {
         for n in ["", "auto", "perf"] {
-            assert_eq!(from_name(n).unwrap().info().name, "perf", "{n:?}");
+            assert_eq!(
+                from_name(n).unwrap().info().kind,
+                BackendKind::Perf,
+                "{n:?}"
+            );
+            assert_eq!(from_name(n).unwrap().info().kind.to_string(), "perf");
         }
-        assert_eq!(
-            from_name("sim:pentium4").unwrap().info().name,
-            "sim:pentium4"
+        let p4 = from_name("sim:pentium4").unwrap();
+        assert_eq!(p4.info().kind, BackendKind::Sim(&sim::p4::PENTIUM4));
+        assert_eq!(p4.info().kind.to_string(), "sim:pentium4");
+        for m in sim::MODELS {
+            let kind = BackendKind::parse(&format!("sim:{}", m.name)).unwrap();
+            assert_eq!(kind, BackendKind::Sim(m));
+            assert_eq!(BackendKind::parse(&kind.to_string()).unwrap(), kind);
+        }
+        assert_ne!(
+            BackendKind::Sim(&sim::mips::R10000),
+            BackendKind::Sim(&sim::mips::R12000)
         );
         let e = from_name("sim:z80").err().unwrap().to_string();
         assert!(e.contains("z80") && e.contains("r10000"), "{e}");

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use perf_event_open_sys as sys;
 use sys::bindings::{self as b, perf_event_attr};
 
-use crate::backend::{Backend, BackendInfo, CounterInfo, EventInfo, Group, Times};
+use crate::backend::{Backend, BackendInfo, BackendKind, CounterInfo, EventInfo, Group, Times};
 use crate::error::{Error, Result};
 use crate::eventmap::EventMap;
 use crate::sched::{Candidate, Slot};
@@ -269,7 +269,7 @@ impl PerfBackend {
             ));
         }
         let info = BackendInfo {
-            name: "perf".into(),
+            kind: BackendKind::Perf,
             description,
             reference: "See perf_event_open(2) and perf-list(1): events are perf's generic names \
                         (cycles, instructions, L1-dcache-load-misses, task-clock, page-faults, \
@@ -700,7 +700,7 @@ impl Backend for PerfBackend {
         if let Some(a) = req.attrs.first() {
             return Err(Error::InvalidAttribute {
                 name: a.name.clone(),
-                backend: "perf".into(),
+                backend: BackendKind::Perf.to_string(),
             });
         }
         let slots = (0..VIRTUAL_COUNTERS as u32)

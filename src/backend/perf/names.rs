@@ -50,6 +50,7 @@ use std::path::{Path, PathBuf};
 
 use perf_event_open_sys::bindings as sys;
 
+use crate::backend::BackendKind;
 use crate::error::{Error, Result};
 
 /// Where the kernel lists its PMUs (event sources).
@@ -459,7 +460,7 @@ pub fn parse(spec: &str, sysfs: &Path) -> Result<PerfEvent> {
     }
     Err(Error::UnknownEvent {
         event: spec.to_string(),
-        backend: "perf".into(),
+        backend: BackendKind::Perf.to_string(),
     })
 }
 

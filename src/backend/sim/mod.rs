@@ -27,7 +27,9 @@ use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::backend::{Backend, BackendInfo, Bound, CounterInfo, EventInfo, Group, Times};
+use crate::backend::{
+    Backend, BackendInfo, BackendKind, Bound, CounterInfo, EventInfo, Group, Times,
+};
 use crate::error::{Conflict, ConflictReason, Error, Result};
 use crate::eventmap::EventMap;
 use crate::sched::{Candidate, Slot};
@@ -73,6 +75,16 @@ pub fn model(name: &str) -> Option<&'static Model> {
     MODELS.iter().copied().find(|m| m.name == name)
 }
 
+/// The model called `name`, or an error that lists the models.
+pub fn model_named(name: &str) -> Result<&'static Model> {
+    model(name).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "unknown emulated PMU '{name}': models are {}",
+            MODEL_NAMES.join(", ")
+        ))
+    })
+}
+
 /// An emulated PMU.
 pub struct SimBackend {
     model: &'static Model,
@@ -94,14 +106,13 @@ struct Resolved {
 impl SimBackend {
     /// The emulation of model `name` (one of [`MODEL_NAMES`]).
     pub fn new(name: &str) -> Result<SimBackend> {
-        let m = model(name).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "unknown emulated PMU '{name}': models are {}",
-                MODEL_NAMES.join(", ")
-            ))
-        })?;
+        model_named(name).map(SimBackend::of)
+    }
+
+    /// The emulation of model `m`.
+    pub fn of(m: &'static Model) -> SimBackend {
         let info = BackendInfo {
-            name: format!("sim:{}", m.name),
+            kind: BackendKind::Sim(m),
             description: m.cciname.to_string(),
             reference: m.cpuref.to_string(),
             counters: (0..m.ncounters)
@@ -118,11 +129,11 @@ impl SimBackend {
                 m.cciname
             )],
         };
-        Ok(SimBackend {
+        SimBackend {
             model: m,
             info,
             live: Mutex::new(Vec::new()),
-        })
+        }
     }
 
     /// The emulated model.
@@ -249,7 +260,7 @@ impl SimBackend {
             .resolve_alias(event)
             .ok_or_else(|| Error::UnknownEvent {
                 event: event.to_string(),
-                backend: self.info.name.clone(),
+                backend: self.info.kind.to_string(),
             })?;
         let tid = crate::sys::gettid();
         // SAFETY: plain libc calls.
@@ -355,7 +366,7 @@ impl Backend for SimBackend {
             .resolve_alias(&req.event)
             .ok_or_else(|| Error::UnknownEvent {
                 event: req.event.clone(),
-                backend: self.info.name.clone(),
+                backend: self.info.kind.to_string(),
             })?;
         let e = &self.model.events[r.event];
         for a in &req.attrs {
@@ -366,7 +377,7 @@ impl Backend for SimBackend {
                 .find(|s| s.name == a.name)
                 .ok_or_else(|| Error::InvalidAttribute {
                     name: a.name.clone(),
-                    backend: self.info.name.clone(),
+                    backend: self.info.kind.to_string(),
                 })?;
             if a.value > spec.max {
                 return Err(Error::AttributeOutOfRange {
@@ -753,7 +764,7 @@ pub fn advance(event: &str, n: u64) -> Result<usize> {
         Error::Unsupported(format!(
             "perfcompat_sim_advance needs an emulated backend (PERFCOMPAT_BACKEND=sim:<model>), \
              this process uses {}",
-            b.info().name
+            b.info().kind
         ))
     })?;
     sim.advance(event, n)
