@@ -4,7 +4,7 @@
 //! set, and each has its own control register (so the user/system mode can differ per counter).
 //! Events are numbered 0-31: number `n` is event-select code `n % 16` on counter `n / 16`.
 //!
-//! Each distinct event is one [`SimEvent`](super::model::SimEvent) whose routes are the event numbers that count it: on
+//! Each distinct event is one [`SimEvent`] whose routes are the event numbers that count it: on
 //! the R10000, `cycles` is both event 0 (counter 0, code 0) and event 16 (counter 1, code 0),
 //! and `graduated_instructions` both 15 and 17. On the R12000 every number is a different event;
 //! cycles and graduated instructions exist only on counter 0.
@@ -16,8 +16,13 @@
 //! name follows the revision 2.x title and the description gives both. The man page spells events
 //! 30 and 31 "store/fetch" in the R10000 list and "store/prefetch" in the R12000 list; the names
 //! use "store/prefetch" (the wording of the R10000 user's manual and of perfex(1)).
+//!
+//! The 14 events the two chips count alike (same number, name and description) are each stated
+//! once and listed in both tables.
 
-use super::model::{plain_event as event, plain_generic as generic, IrqRule, Model, Route};
+use super::model::{
+    plain_event as event, plain_generic as generic, IrqRule, Model, Route, SimEvent,
+};
 
 /// The route for R10000/R12000 event number `n`: code `n % 16` on counter `n / 16`.
 const fn num(n: u32) -> Route {
@@ -27,6 +32,95 @@ const fn num(n: u32) -> Route {
         resource: None,
     }
 }
+
+// Events the R10000 and R12000 count alike: the same number, name and description on both.
+// Each is stated once here and listed in both models' tables, in event-number order.
+const FAILED_STORE_CONDITIONALS: SimEvent = event(
+    "failed_store_conditionals",
+    "Failed store conditionals",
+    &[num(5)],
+);
+const QUADWORDS_WRITTEN_BACK_FROM_SECONDARY_CACHE: SimEvent = event(
+    "quadwords_written_back_from_secondary_cache",
+    "Quadwords written back from secondary cache to the system interface",
+    &[num(7)],
+);
+const CORRECTABLE_SECONDARY_CACHE_DATA_ARRAY_ECC_ERRORS: SimEvent = event(
+    "correctable_secondary_cache_data_array_ecc_errors",
+    "Correctable secondary cache data array ECC errors (single-bit)",
+    &[num(8)],
+);
+const PRIMARY_INSTRUCTION_CACHE_MISSES: SimEvent = event(
+    "primary_instruction_cache_misses",
+    "Primary instruction cache misses",
+    &[num(9)],
+);
+const SECONDARY_INSTRUCTION_CACHE_MISSES: SimEvent = event(
+    "secondary_instruction_cache_misses",
+    "Secondary instruction cache misses",
+    &[num(10)],
+);
+const INSTRUCTION_MISPREDICTION_FROM_SECONDARY_CACHE_WAY_PREDICTION_TABLE: SimEvent = event(
+    "instruction_misprediction_from_secondary_cache_way_prediction_table",
+    "Instruction misprediction from secondary cache way prediction table",
+    &[num(11)],
+);
+const EXTERNAL_INTERVENTIONS: SimEvent = event(
+    "external_interventions",
+    "External interventions entered into the Miss Handling Table",
+    &[num(12)],
+);
+const EXTERNAL_INVALIDATIONS: SimEvent = event(
+    "external_invalidations",
+    "External invalidations entered into the Miss Handling Table",
+    &[num(13)],
+);
+const GRADUATED_STORE_CONDITIONALS: SimEvent = event(
+    "graduated_store_conditionals",
+    "Graduated store conditionals",
+    &[num(20)],
+);
+const GRADUATED_FP_INSTRUCTIONS: SimEvent = event(
+    "graduated_fp_instructions",
+    "Graduated floating-point instructions",
+    &[num(21)],
+);
+const QUADWORDS_WRITTEN_BACK_FROM_PRIMARY_DATA_CACHE: SimEvent = event(
+    "quadwords_written_back_from_primary_data_cache",
+    "Quadwords written back from primary data cache to secondary cache",
+    &[num(22)],
+);
+const MISPREDICTED_BRANCHES: SimEvent =
+    event("mispredicted_branches", "Mispredicted branches", &[num(24)]);
+const DATA_MISPREDICTION_FROM_SECONDARY_CACHE_WAY_PREDICTION_TABLE: SimEvent = event(
+    "data_misprediction_from_secondary_cache_way_prediction_table",
+    "Data misprediction from secondary cache way prediction table",
+    &[num(27)],
+);
+const STORE_PREFETCH_EXCLUSIVE_TO_SHARED_BLOCK_IN_SECONDARY_CACHE: SimEvent = event(
+    "store_prefetch_exclusive_to_shared_block_in_secondary_cache",
+    "Store/prefetch exclusive to shared block in secondary cache (L2)",
+    &[num(31)],
+);
+
+/// Every event both models share (for the parent module's test that no event is copied).
+#[cfg(test)]
+pub(super) const COMMON: [SimEvent; 14] = [
+    FAILED_STORE_CONDITIONALS,
+    QUADWORDS_WRITTEN_BACK_FROM_SECONDARY_CACHE,
+    CORRECTABLE_SECONDARY_CACHE_DATA_ARRAY_ECC_ERRORS,
+    PRIMARY_INSTRUCTION_CACHE_MISSES,
+    SECONDARY_INSTRUCTION_CACHE_MISSES,
+    INSTRUCTION_MISPREDICTION_FROM_SECONDARY_CACHE_WAY_PREDICTION_TABLE,
+    EXTERNAL_INTERVENTIONS,
+    EXTERNAL_INVALIDATIONS,
+    GRADUATED_STORE_CONDITIONALS,
+    GRADUATED_FP_INSTRUCTIONS,
+    QUADWORDS_WRITTEN_BACK_FROM_PRIMARY_DATA_CACHE,
+    MISPREDICTED_BRANCHES,
+    DATA_MISPREDICTION_FROM_SECONDARY_CACHE_WAY_PREDICTION_TABLE,
+    STORE_PREFETCH_EXCLUSIVE_TO_SHARED_BLOCK_IN_SECONDARY_CACHE,
+];
 
 /// The MIPS R10000: 30 distinct events, cycles and graduated instructions on both counters.
 pub static R10000: Model = Model {
@@ -60,51 +154,19 @@ pub static R10000: Model = Model {
             "Issued store conditionals",
             &[num(4)],
         ),
-        event(
-            "failed_store_conditionals",
-            "Failed store conditionals",
-            &[num(5)],
-        ),
+        FAILED_STORE_CONDITIONALS,
         event(
             "decoded_branches",
             "Decoded branches (resolved branches on revision 3.x)",
             &[num(6)],
         ),
-        event(
-            "quadwords_written_back_from_secondary_cache",
-            "Quadwords written back from secondary cache to the system interface",
-            &[num(7)],
-        ),
-        event(
-            "correctable_secondary_cache_data_array_ecc_errors",
-            "Correctable secondary cache data array ECC errors (single-bit)",
-            &[num(8)],
-        ),
-        event(
-            "primary_instruction_cache_misses",
-            "Primary instruction cache misses",
-            &[num(9)],
-        ),
-        event(
-            "secondary_instruction_cache_misses",
-            "Secondary instruction cache misses",
-            &[num(10)],
-        ),
-        event(
-            "instruction_misprediction_from_secondary_cache_way_prediction_table",
-            "Instruction misprediction from secondary cache way prediction table",
-            &[num(11)],
-        ),
-        event(
-            "external_interventions",
-            "External interventions entered into the Miss Handling Table",
-            &[num(12)],
-        ),
-        event(
-            "external_invalidations",
-            "External invalidations entered into the Miss Handling Table",
-            &[num(13)],
-        ),
+        QUADWORDS_WRITTEN_BACK_FROM_SECONDARY_CACHE,
+        CORRECTABLE_SECONDARY_CACHE_DATA_ARRAY_ECC_ERRORS,
+        PRIMARY_INSTRUCTION_CACHE_MISSES,
+        SECONDARY_INSTRUCTION_CACHE_MISSES,
+        INSTRUCTION_MISPREDICTION_FROM_SECONDARY_CACHE_WAY_PREDICTION_TABLE,
+        EXTERNAL_INTERVENTIONS,
+        EXTERNAL_INVALIDATIONS,
         event(
             "virtual_coherency_conditions",
             "Virtual coherency conditions (ALU/FPU completion cycles on revision 3.x)",
@@ -121,27 +183,15 @@ pub static R10000: Model = Model {
             &[num(18)],
         ),
         event("graduated_stores", "Graduated stores", &[num(19)]),
-        event(
-            "graduated_store_conditionals",
-            "Graduated store conditionals",
-            &[num(20)],
-        ),
-        event(
-            "graduated_fp_instructions",
-            "Graduated floating-point instructions",
-            &[num(21)],
-        ),
-        event(
-            "quadwords_written_back_from_primary_data_cache",
-            "Quadwords written back from primary data cache to secondary cache",
-            &[num(22)],
-        ),
+        GRADUATED_STORE_CONDITIONALS,
+        GRADUATED_FP_INSTRUCTIONS,
+        QUADWORDS_WRITTEN_BACK_FROM_PRIMARY_DATA_CACHE,
         event(
             "tlb_misses",
             "TLB misses (TLB refill exceptions)",
             &[num(23)],
         ),
-        event("mispredicted_branches", "Mispredicted branches", &[num(24)]),
+        MISPREDICTED_BRANCHES,
         event(
             "primary_data_cache_misses",
             "Primary data cache misses (L1)",
@@ -152,11 +202,7 @@ pub static R10000: Model = Model {
             "Secondary data cache misses (L2)",
             &[num(26)],
         ),
-        event(
-            "data_misprediction_from_secondary_cache_way_prediction_table",
-            "Data misprediction from secondary cache way prediction table",
-            &[num(27)],
-        ),
+        DATA_MISPREDICTION_FROM_SECONDARY_CACHE_WAY_PREDICTION_TABLE,
         event(
             "external_intervention_hits_in_secondary_cache",
             "External intervention hits in secondary cache (L2)",
@@ -172,11 +218,7 @@ pub static R10000: Model = Model {
             "Store/prefetch exclusive to clean block in secondary cache (L2)",
             &[num(30)],
         ),
-        event(
-            "store_prefetch_exclusive_to_shared_block_in_secondary_cache",
-            "Store/prefetch exclusive to shared block in secondary cache (L2)",
-            &[num(31)],
-        ),
+        STORE_PREFETCH_EXCLUSIVE_TO_SHARED_BLOCK_IN_SECONDARY_CACHE,
     ],
     generics: &[
         generic("PAPI_tot_cyc", "cycles"),
@@ -245,51 +287,19 @@ pub static R12000: Model = Model {
             "Miss Handling Table occupancy (valid entries per cycle)",
             &[num(4)],
         ),
-        event(
-            "failed_store_conditionals",
-            "Failed store conditionals",
-            &[num(5)],
-        ),
+        FAILED_STORE_CONDITIONALS,
         event(
             "resolved_conditional_branches",
             "Resolved conditional branches",
             &[num(6)],
         ),
-        event(
-            "quadwords_written_back_from_secondary_cache",
-            "Quadwords written back from secondary cache to the system interface",
-            &[num(7)],
-        ),
-        event(
-            "correctable_secondary_cache_data_array_ecc_errors",
-            "Correctable secondary cache data array ECC errors (single-bit)",
-            &[num(8)],
-        ),
-        event(
-            "primary_instruction_cache_misses",
-            "Primary instruction cache misses",
-            &[num(9)],
-        ),
-        event(
-            "secondary_instruction_cache_misses",
-            "Secondary instruction cache misses",
-            &[num(10)],
-        ),
-        event(
-            "instruction_misprediction_from_secondary_cache_way_prediction_table",
-            "Instruction misprediction from secondary cache way prediction table",
-            &[num(11)],
-        ),
-        event(
-            "external_interventions",
-            "External interventions entered into the Miss Handling Table",
-            &[num(12)],
-        ),
-        event(
-            "external_invalidations",
-            "External invalidations entered into the Miss Handling Table",
-            &[num(13)],
-        ),
+        QUADWORDS_WRITTEN_BACK_FROM_SECONDARY_CACHE,
+        CORRECTABLE_SECONDARY_CACHE_DATA_ARRAY_ECC_ERRORS,
+        PRIMARY_INSTRUCTION_CACHE_MISSES,
+        SECONDARY_INSTRUCTION_CACHE_MISSES,
+        INSTRUCTION_MISPREDICTION_FROM_SECONDARY_CACHE_WAY_PREDICTION_TABLE,
+        EXTERNAL_INTERVENTIONS,
+        EXTERNAL_INVALIDATIONS,
         event(
             "alu_fpu_progress_cycles",
             "ALU/FPU progress cycles",
@@ -320,23 +330,11 @@ pub static R12000: Model = Model {
             "Graduated stores (including store conditionals)",
             &[num(19)],
         ),
-        event(
-            "graduated_store_conditionals",
-            "Graduated store conditionals",
-            &[num(20)],
-        ),
-        event(
-            "graduated_fp_instructions",
-            "Graduated floating-point instructions",
-            &[num(21)],
-        ),
-        event(
-            "quadwords_written_back_from_primary_data_cache",
-            "Quadwords written back from primary data cache to secondary cache",
-            &[num(22)],
-        ),
+        GRADUATED_STORE_CONDITIONALS,
+        GRADUATED_FP_INSTRUCTIONS,
+        QUADWORDS_WRITTEN_BACK_FROM_PRIMARY_DATA_CACHE,
         event("tlb_misses", "TLB misses", &[num(23)]),
-        event("mispredicted_branches", "Mispredicted branches", &[num(24)]),
+        MISPREDICTED_BRANCHES,
         event(
             "primary_data_cache_misses",
             "Primary data cache misses",
@@ -347,11 +345,7 @@ pub static R12000: Model = Model {
             "Secondary data cache misses",
             &[num(26)],
         ),
-        event(
-            "data_misprediction_from_secondary_cache_way_prediction_table",
-            "Data misprediction from secondary cache way prediction table",
-            &[num(27)],
-        ),
+        DATA_MISPREDICTION_FROM_SECONDARY_CACHE_WAY_PREDICTION_TABLE,
         event(
             "state_of_external_intervention_hits_in_secondary_cache",
             "State of external intervention hits in secondary cache",
@@ -367,11 +361,7 @@ pub static R12000: Model = Model {
             "Miss Handling Table entries accessing memory",
             &[num(30)],
         ),
-        event(
-            "store_prefetch_exclusive_to_shared_block_in_secondary_cache",
-            "Store/prefetch exclusive to shared block in secondary cache (L2)",
-            &[num(31)],
-        ),
+        STORE_PREFETCH_EXCLUSIVE_TO_SHARED_BLOCK_IN_SECONDARY_CACHE,
     ],
     generics: &[
         generic("PAPI_tot_cyc", "cycles"),

@@ -769,3 +769,34 @@ pub fn advance(event: &str, n: u64) -> Result<usize> {
     })?;
     sim.advance(event, n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::model::SimEvent;
+    use super::*;
+
+    /// The events more than one model is built from.
+    const SHARED: &[&[SimEvent]] = &[
+        &mips::COMMON,
+        &sparc::COMMON_HEAD,
+        &sparc::COMMON_PIC1,
+        &ppc::REFERENCE,
+    ];
+
+    /// An event two models count the same way (name, description, routes, event masks) is one
+    /// of the shared ones, stated once and listed by both, not a copy in each.
+    #[test]
+    fn no_model_copies_another_models_event() {
+        let mut copies = Vec::new();
+        for (i, a) in MODELS.iter().enumerate() {
+            for b in &MODELS[i + 1..] {
+                for e in a.events.iter().filter(|e| b.events.contains(e)) {
+                    if !SHARED.iter().any(|s| s.contains(e)) {
+                        copies.push(format!("{} in {} and {}", e.name, a.name, b.name));
+                    }
+                }
+            }
+        }
+        assert!(copies.is_empty(), "copied events: {copies:#?}");
+    }
+}

@@ -162,22 +162,32 @@ pub const fn plain_generic(name: &'static str, event: &'static str) -> Generic {
     }
 }
 
-/// `a` followed by `b`, in a constant: for models that share part of their event table with
-/// another model, so that the shared part is written once.
-pub const fn concat<T: Copy, const A: usize, const B: usize, const N: usize>(
-    a: [T; A],
-    b: [T; B],
-) -> [T; N] {
-    assert!(A + B == N, "concat: wrong length");
-    let mut out = [a[0]; N];
-    let mut i = 0;
-    while i < A {
-        out[i] = a[i];
-        i += 1;
+/// The tables `parts` one after the other, in a constant: for models that share parts of their
+/// event tables with another model, so that each shared part is written once. `N` must be the
+/// total length (checked at compile time).
+pub const fn join<T: Copy, const N: usize>(parts: &[&[T]]) -> [T; N] {
+    let mut total = 0;
+    let mut p = 0;
+    while p < parts.len() {
+        total += parts[p].len();
+        p += 1;
     }
-    while i < N {
-        out[i] = b[i - A];
-        i += 1;
+    assert!(total == N && N > 0, "join: wrong length");
+    let mut first = 0;
+    while parts[first].is_empty() {
+        first += 1;
+    }
+    let mut out = [parts[first][0]; N];
+    let mut i = 0;
+    p = 0;
+    while p < parts.len() {
+        let mut k = 0;
+        while k < parts[p].len() {
+            out[i] = parts[p][k];
+            i += 1;
+            k += 1;
+        }
+        p += 1;
     }
     out
 }

@@ -25,7 +25,7 @@
 //! Names are the documents' event descriptions, lower-cased with `_` for spaces.
 
 use super::model::{
-    concat, plain_event as ev, plain_generic as g, route as on, span, Generic, IrqRule, Model,
+    join, plain_event as ev, plain_generic as g, route as on, span, Generic, IrqRule, Model,
     SimEvent,
 };
 
@@ -33,7 +33,7 @@ use super::model::{
 const PMC1_4: u64 = span(0, 3);
 
 /// The reference events both models count on PMC1-PMC4 (cycles differ: see the models).
-const REFERENCE: [SimEvent; 3] = [
+pub(super) const REFERENCE: [SimEvent; 3] = [
     ev(
         "instructions_completed",
         "Instructions completed (folded branches excluded)",
@@ -153,12 +153,12 @@ const PPC750_OWN: [SimEvent; 21] = [
 ];
 
 /// All events of the 750.
-static PPC750_EVENTS: [SimEvent; 24] = concat(REFERENCE, PPC750_OWN);
+static PPC750_EVENTS: [SimEvent; 24] = join(&[&REFERENCE, &PPC750_OWN]);
 
 /// Generic names of the 750.
-static PPC750_GENERICS: [Generic; 12] = concat(
-    REFERENCE_GENERICS,
-    [
+static PPC750_GENERICS: [Generic; 12] = join(&[
+    &REFERENCE_GENERICS,
+    &[
         g("PAPI_l1_icm", "l1_instruction_cache_misses"),
         g("PAPI_l1_dcm", "l1_data_cache_misses"),
         g("PAPI_l2_icm", "l2_instruction_misses"),
@@ -170,7 +170,7 @@ static PPC750_GENERICS: [Generic; 12] = concat(
         g("PAPI_fp_ins", "fpu_instructions_completed"),
         g("PAPI_csr_tot", "store_conditionals_completed"),
     ],
-);
+]);
 
 /// The 7450's own events: cycles on all six counters, then Apple's list.
 const PPC7450_OWN: [SimEvent; 11] = [
@@ -228,7 +228,7 @@ const PPC7450_OWN: [SimEvent; 11] = [
 ];
 
 /// All events of the 7450.
-static PPC7450_EVENTS: [SimEvent; 14] = concat(REFERENCE, PPC7450_OWN);
+static PPC7450_EVENTS: [SimEvent; 14] = join(&[&REFERENCE, &PPC7450_OWN]);
 
 /// The PowerPC 750 (and 740, 750CX/FX/GX): four 32-bit PMCs.
 pub static PPC750: Model = Model {
