@@ -42,7 +42,7 @@ use crate::backend::{self, Backend, BackendKind, Group, Times};
 use crate::error::{Error, Result};
 use crate::sched::{self, Candidate};
 use crate::set::{CounterSet, Request, Target, MAX_REQUESTS};
-use crate::signal::{Blocked, SeqCount};
+use crate::sigsafe::{Blocked, SeqCount};
 use crate::virt;
 
 /// What an overflow hook is told.

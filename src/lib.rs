@@ -49,6 +49,7 @@ pub mod pfm;
 pub mod sched;
 pub mod set;
 pub mod signal;
+pub mod sigsafe;
 pub mod sys;
 pub mod virt;
 

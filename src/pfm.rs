@@ -50,7 +50,7 @@ use crate::backend::{self, Backend, BackendKind};
 use crate::engine::{self, Binding, OverflowEvent};
 use crate::error::Error;
 use crate::set::{CounterSet, Request, RequestFlags, Target};
-use crate::signal::Blocked;
+use crate::sigsafe::Blocked;
 
 /// The one path the device is served at.
 pub const PATH: &str = "/dev/pfcntr";

@@ -1,80 +1,13 @@
-//! Signal plumbing: blocking signals around state changes, and the handler for the perf
-//! backend's overflow signal.
-//!
-//! Every change to a bound set's state is made with all signals blocked on the changing thread
-//! ([`Blocked`]). A signal handler therefore never sees a half-made change on its own thread,
-//! and lock-free readers only ever wait (briefly) for another thread, never for the thread they
-//! interrupted. That is what makes sample, restart and the overflow path async-signal-safe.
+//! The perf backend's overflow signal: the handler the engine installs, and its fallback when
+//! the kernel cannot queue the signal. The handler reaches the engine through the entry points
+//! the engine passes in ([`Dispatch`]); the backends do not import this module (they take the
+//! signal's number from [`crate::sys`] and block signals with [`crate::sigsafe`]).
 
-use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-thread_local! {
-    /// How many [`Blocked`] scopes (and overflow handlers, which run with every signal
-    /// blocked) are active on this thread: inside one, blocking again is a no-op, which saves
-    /// two system calls per state change on the overflow path.
-    static ALL_BLOCKED: Cell<u32> = const { Cell::new(0) };
-}
-
-/// All signals blocked on this thread until dropped (then the previous mask is restored).
-pub struct Blocked {
-    old: Option<libc::sigset_t>,
-}
-
-impl Blocked {
-    /// Block every signal that can be blocked (nothing to do when they already are, inside
-    /// another `Blocked` or the overflow handler).
-    #[inline]
-    pub fn all() -> Blocked {
-        let depth = ALL_BLOCKED.with(|d| d.get());
-        if depth > 0 {
-            ALL_BLOCKED.with(|d| d.set(depth + 1));
-            return Blocked { old: None };
-        }
-        // SAFETY: sigfillset/pthread_sigmask only write to the local sets.
-        let old = unsafe {
-            let mut full: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigfillset(&mut full);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &full, &mut old);
-            old
-        };
-        ALL_BLOCKED.with(|d| d.set(1));
-        Blocked { old: Some(old) }
-    }
-}
-
-impl Drop for Blocked {
-    #[inline]
-    fn drop(&mut self) {
-        ALL_BLOCKED.with(|d| d.set(d.get().saturating_sub(1)));
-        if let Some(old) = &self.old {
-            // SAFETY: restores the mask saved in `all`.
-            unsafe {
-                libc::pthread_sigmask(libc::SIG_SETMASK, old, std::ptr::null_mut());
-            }
-        }
-    }
-}
-
-/// The signal the perf backend asks the kernel to send on counter overflow. A real-time
-/// signal, so that overflows queue instead of coalescing; `PERFCOMPAT_OVERFLOW_SIGNAL` can
-/// name another one (a number) when the program uses this one itself.
-pub fn overflow_signal() -> i32 {
-    static SIG: AtomicI32 = AtomicI32::new(0);
-    let s = SIG.load(Ordering::Relaxed);
-    if s != 0 {
-        return s;
-    }
-    let default = libc::SIGRTMAX() - 2;
-    let s = std::env::var("PERFCOMPAT_OVERFLOW_SIGNAL")
-        .ok()
-        .and_then(|v| v.trim().parse::<i32>().ok())
-        .filter(|&n| n >= libc::SIGRTMIN() && n <= libc::SIGRTMAX())
-        .unwrap_or(default);
-    SIG.store(s, Ordering::Relaxed);
-    s
-}
+use crate::sigsafe::while_all_blocked;
+pub use crate::sigsafe::{Blocked, SeqCount};
+pub use crate::sys::overflow_signal;
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 
@@ -138,14 +71,14 @@ extern "C" fn on_sigio(_sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut l
     // SAFETY: installed with SA_SIGINFO: `info` and `uc` are the kernel's.
     let (code, pc) = unsafe { ((*info).si_code, interrupted_pc(uc)) };
     if code == libc::SI_KERNEL {
-        ALL_BLOCKED.with(|d| d.set(d.get() + 1));
-        let f = ON_UNKNOWN.load(Ordering::Acquire);
-        if f != 0 {
-            // SAFETY: stored from a `fn(usize)` by `install_overflow_handler`.
-            let f: fn(usize) = unsafe { std::mem::transmute(f) };
-            f(pc);
-        }
-        ALL_BLOCKED.with(|d| d.set(d.get().saturating_sub(1)));
+        while_all_blocked(|| {
+            let f = ON_UNKNOWN.load(Ordering::Acquire);
+            if f != 0 {
+                // SAFETY: stored from a `fn(usize)` by `install_overflow_handler`.
+                let f: fn(usize) = unsafe { std::mem::transmute(f) };
+                f(pc);
+            }
+        });
     }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved };
@@ -205,71 +138,14 @@ extern "C" fn on_overflow_signal(
     // SAFETY: installed with SA_SIGINFO for an F_SETSIG signal.
     let (fd, pc) = unsafe { (si_fd(info), interrupted_pc(uc)) };
     // Installed with a full sa_mask: every signal is blocked until the handler returns.
-    ALL_BLOCKED.with(|d| d.set(d.get() + 1));
-    let f = ON_FD.load(Ordering::Acquire);
-    if f != 0 {
-        // SAFETY: stored from a `fn(i32, usize)` by `install_overflow_handler`.
-        let f: fn(i32, usize) = unsafe { std::mem::transmute(f) };
-        f(fd, pc);
-    }
-    ALL_BLOCKED.with(|d| d.set(d.get().saturating_sub(1)));
+    while_all_blocked(|| {
+        let f = ON_FD.load(Ordering::Acquire);
+        if f != 0 {
+            // SAFETY: stored from a `fn(i32, usize)` by `install_overflow_handler`.
+            let f: fn(i32, usize) = unsafe { std::mem::transmute(f) };
+            f(fd, pc);
+        }
+    });
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved };
-}
-
-/// A sequence counter guarding state that signal handlers read and change.
-///
-/// Writers claim it with a compare-and-swap (even to odd) and make their change with every
-/// signal blocked on their thread; readers retry while it is odd or when it moved. So a handler
-/// never observes a half-made change on its own thread, two threads never write at once, and a
-/// reader only ever waits for a writer on another thread, which always finishes.
-#[derive(Debug, Default)]
-pub struct SeqCount(std::sync::atomic::AtomicU64);
-
-impl SeqCount {
-    /// A counter with no write in progress.
-    pub const fn new() -> SeqCount {
-        SeqCount(std::sync::atomic::AtomicU64::new(0))
-    }
-
-    /// Run `f` as the only writer, with every signal blocked on this thread.
-    #[inline]
-    pub fn write<R>(&self, f: impl FnOnce() -> R) -> R {
-        let _blocked = Blocked::all();
-        loop {
-            let s = self.0.load(Ordering::Relaxed);
-            if s & 1 == 0
-                && self
-                    .0
-                    .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                break;
-            }
-            std::hint::spin_loop();
-        }
-        let r = f();
-        self.0.fetch_add(1, Ordering::Release);
-        r
-    }
-
-    /// Start a read: the value to hand to [`SeqCount::valid`] (waits out a write in progress on
-    /// another thread).
-    #[inline]
-    pub fn begin(&self) -> u64 {
-        loop {
-            let s = self.0.load(Ordering::Acquire);
-            if s & 1 == 0 {
-                return s;
-            }
-            std::hint::spin_loop();
-        }
-    }
-
-    /// Whether nothing was written since `begin` returned `s`.
-    #[inline]
-    pub fn valid(&self, s: u64) -> bool {
-        std::sync::atomic::fence(Ordering::Acquire);
-        self.0.load(Ordering::Acquire) == s
-    }
 }

@@ -7,7 +7,7 @@
 //! page with `rdpmc` instead, with no system call (x86-64).
 //!
 //! Overflow: a request that notifies is opened as a sampling event whose period is the distance
-//! from its virtual value to the wrap; the kernel sends [`crate::signal::overflow_signal`] to the
+//! from its virtual value to the wrap; the kernel sends [`crate::sys::overflow_signal`] to the
 //! owning thread (`F_SETSIG`, `F_SETOWN_EX` with `F_OWNER_TID`), the engine's handler freezes
 //! the group (disabling the leader stops every member) and restart re-arms with
 //! `PERF_EVENT_IOC_PERIOD` while the group is disabled, which makes the next overflow come
@@ -740,7 +740,7 @@ impl Backend for PerfBackend {
             .enumerate()
             .filter(|(_, r)| r.flags.notify_overflow)
             .fold(0u64, |m, (i, _)| m | 1 << i);
-        let sig = crate::signal::overflow_signal();
+        let sig = crate::sys::overflow_signal();
         // A lone request is read without the group format (cheaper), unless it notifies: its
         // overflow record must hold the group.
         let single = reqs.len() == 1 && notify == 0;

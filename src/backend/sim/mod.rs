@@ -34,7 +34,7 @@ use crate::error::{Conflict, ConflictReason, Error, Result};
 use crate::eventmap::EventMap;
 use crate::sched::{Candidate, Slot};
 use crate::set::{Request, Target};
-use crate::signal::SeqCount;
+use crate::sigsafe::SeqCount;
 use crate::virt;
 
 pub mod alpha;
