@@ -748,6 +748,26 @@ mod tests {
     }
 
     #[test]
+    fn the_flavour_follows_the_backend_kind() {
+        use crate::backend::sim::sparc;
+        assert_eq!(
+            Flavor::for_backend(BackendKind::Sim(&mips::R10000)),
+            Flavor::R10000
+        );
+        assert_eq!(
+            Flavor::for_backend(BackendKind::Sim(&mips::R12000)),
+            Flavor::R12000
+        );
+        for kind in [
+            BackendKind::Perf,
+            BackendKind::Sim(&sparc::ULTRASPARC),
+            BackendKind::Other("time-shared"),
+        ] {
+            assert_eq!(Flavor::for_backend(kind), Flavor::Host, "{kind}");
+        }
+    }
+
+    #[test]
     fn seconds_in_both_units() {
         let c = clks(2.0, 1.0, 4.0);
         assert_eq!(c.seconds(100.0, 200.0), (1e-6, 0.5e-6, 2e-6));
