@@ -278,6 +278,14 @@ mod tests {
         );
         let e = from_name("sim:z80").err().unwrap().to_string();
         assert!(e.contains("z80") && e.contains("r10000"), "{e}");
+        let e = from_kind(BackendKind::Other("time-shared"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("'time-shared' is not one perfcompat builds"),
+            "{e}"
+        );
         let e = from_name("papi").err().unwrap().to_string();
         assert!(e.contains("unknown backend 'papi'"), "{e}");
     }
