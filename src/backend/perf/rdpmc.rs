@@ -161,8 +161,9 @@ impl Drop for Pages {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::perf::host::user_task_clock;
     use crate::backend::perf::kernel::{Kernel, LINUX};
-    use crate::backend::perf::{open_attr, user_task_clock};
+    use crate::backend::perf::open_attr;
 
     /// `n` disabled user-mode task-clock counters of the calling thread.
     fn software_counters(n: usize) -> std::result::Result<Vec<OwnedFd>, i32> {

@@ -1,0 +1,158 @@
+//! What the host offers the perf backend: whether a hardware PMU answers, what
+//! `perf_event_paranoid` allows, the CPU's model name, and the clock the `cycles` fallback uses
+//! (the one `perfex --calibrate` measured, read from [`crate::costfile`], else the nominal one).
+
+use perf_event_open_sys::bindings::{self as b, perf_event_attr};
+
+use super::kernel::{self, Kernel};
+use super::names::PerfCode;
+use super::{attr_for, open_attr};
+use crate::error::Error;
+
+/// What the host offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostCaps {
+    /// A hardware PMU answers (hardware events open).
+    pub pmu: bool,
+    /// `/proc/sys/kernel/perf_event_paranoid`.
+    pub paranoid: i32,
+    /// Running as root.
+    pub root: bool,
+    /// Clock in MHz for the `cycles` fallback: the one `perfex --calibrate` measured when its
+    /// host cost cache exists, else the nominal clock.
+    pub mhz: f64,
+    /// Where `mhz` comes from, for the notes.
+    pub clock_source: &'static str,
+}
+
+/// `/proc/cpuinfo`, read once: reading it costs about 60 µs here, and first use (`cpc_open` and
+/// the first bind) needed it three times.
+fn cpuinfo() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        // Only the first processor's entry is needed: reading the first 4 KiB makes the kernel
+        // format just that, where the whole file costs one entry per CPU.
+        use std::io::Read;
+        let mut buf = Vec::with_capacity(4096);
+        if let Ok(f) = std::fs::File::open("/proc/cpuinfo") {
+            let _ = f.take(4096).read_to_end(&mut buf);
+        }
+        String::from_utf8_lossy(&buf).into_owned()
+    })
+}
+
+/// The value of the first `/proc/cpuinfo` line starting with `key`.
+fn cpuinfo_field(key: &str) -> Option<&'static str> {
+    cpuinfo()
+        .lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split(':').nth(1))
+        .map(str::trim)
+}
+
+/// This machine's nominal core clock in MHz (cpufreq base or maximum frequency, else
+/// `/proc/cpuinfo`, else 1000).
+pub(crate) fn nominal_mhz() -> f64 {
+    static MHZ: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *MHZ.get_or_init(|| {
+        for p in [
+            "/sys/devices/system/cpu/cpu0/cpufreq/base_frequency",
+            "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",
+        ] {
+            if let Some(khz) = std::fs::read_to_string(p)
+                .ok()
+                .and_then(|s| s.trim().parse::<f64>().ok())
+            {
+                return khz / 1000.0;
+            }
+        }
+        cpuinfo_field("cpu MHz")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1000.0)
+    })
+}
+
+pub(super) fn cpu_model() -> String {
+    cpuinfo_field("model name")
+        .map(str::to_string)
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+/// A disabled, user-mode-only `task-clock` of the calling thread: the event every kernel with
+/// perf_event_open has.
+pub(super) fn user_task_clock() -> perf_event_attr {
+    let mut a = attr_for(PerfCode::new(
+        b::PERF_TYPE_SOFTWARE,
+        b::PERF_COUNT_SW_TASK_CLOCK as u64,
+    ));
+    a.set_disabled(1);
+    a.set_exclude_kernel(1);
+    a.set_exclude_hv(1);
+    a
+}
+
+/// Whether the calling thread can count `code` in user mode (libcpc's default, and all that
+/// unprivileged users get at `perf_event_paranoid` 2). PMUs that count only CPU-wide, or only
+/// without mode filtering (`msr`, which rejects `exclude_kernel`), are refused.
+pub(super) fn thread_countable(kernel: &dyn Kernel, code: PerfCode) -> bool {
+    let mut a = attr_for(code);
+    a.set_disabled(1);
+    a.set_exclude_kernel(1);
+    a.set_exclude_hv(1);
+    open_attr(kernel, &mut a, 0, -1, -1).is_ok()
+}
+
+/// Probe the host: is there a PMU, what does the kernel allow.
+pub fn probe() -> std::result::Result<HostCaps, Error> {
+    probe_with(&kernel::LINUX)
+}
+
+/// [`probe`] through a given kernel interface.
+pub fn probe_with(kernel: &dyn Kernel) -> std::result::Result<HostCaps, Error> {
+    // Software events always exist where perf_event_open works at all.
+    let mut a = user_task_clock();
+    let paranoid = kernel.perf_event_paranoid();
+    if let Err(e) = open_attr(kernel, &mut a, 0, -1, -1) {
+        return Err(match e {
+            libc::ENOSYS => Error::Unsupported(
+                "this kernel has no perf_event_open (CONFIG_PERF_EVENTS is off, or a seccomp \
+                 filter hides it)"
+                    .into(),
+            ),
+            libc::EACCES | libc::EPERM => Error::PermissionDenied {
+                what: "perf_event_open for the calling thread".into(),
+                fix: format!(
+                    "perf_event_paranoid is {paranoid}; at 3 and above unprivileged use is \
+                     forbidden: lower /proc/sys/kernel/perf_event_paranoid to 2, or grant \
+                     CAP_PERFMON"
+                ),
+            },
+            errno => Error::Os {
+                op: "perf_event_open of task-clock",
+                errno,
+            },
+        });
+    }
+    // Probe the PMU with the event itself, user mode only (a kernel-mode probe would fail with
+    // EACCES for unprivileged users and look like a permission problem).
+    let mut h = attr_for(PerfCode::new(
+        b::PERF_TYPE_HARDWARE,
+        b::PERF_COUNT_HW_CPU_CYCLES as u64,
+    ));
+    h.set_disabled(1);
+    h.set_exclude_kernel(1);
+    h.set_exclude_hv(1);
+    let pmu = open_attr(kernel, &mut h, 0, -1, -1).is_ok();
+    let (mhz, clock_source) = match crate::costfile::calibrated_mhz() {
+        Some(m) => (m, "the clock perfex --calibrate measured"),
+        None => (nominal_mhz(), "the nominal clock"),
+    };
+    Ok(HostCaps {
+        pmu,
+        paranoid,
+        // SAFETY: plain libc call.
+        root: unsafe { libc::geteuid() } == 0,
+        mhz,
+        clock_source,
+    })
+}
