@@ -21,7 +21,7 @@
 //! once and listed in both tables.
 
 use super::model::{
-    plain_event as event, plain_generic as generic, IrqRule, Model, Route, SimEvent,
+    join, plain_event as event, plain_generic as generic, IrqRule, Model, Route, SimEvent,
 };
 
 /// The route for R10000/R12000 event number `n`: code `n % 16` on counter `n / 16`.
@@ -35,60 +35,71 @@ const fn num(n: u32) -> Route {
 
 // Events the R10000 and R12000 count alike: the same number, name and description on both.
 // Each is stated once here and listed in both models' tables, in event-number order.
+
+/// Events 7-13: secondary cache write-backs and errors, instruction cache misses, external
+/// requests.
+const ALIKE_7_13: [SimEvent; 7] = [
+    event(
+        "quadwords_written_back_from_secondary_cache",
+        "Quadwords written back from secondary cache to the system interface",
+        &[num(7)],
+    ),
+    event(
+        "correctable_secondary_cache_data_array_ecc_errors",
+        "Correctable secondary cache data array ECC errors (single-bit)",
+        &[num(8)],
+    ),
+    event(
+        "primary_instruction_cache_misses",
+        "Primary instruction cache misses",
+        &[num(9)],
+    ),
+    event(
+        "secondary_instruction_cache_misses",
+        "Secondary instruction cache misses",
+        &[num(10)],
+    ),
+    event(
+        "instruction_misprediction_from_secondary_cache_way_prediction_table",
+        "Instruction misprediction from secondary cache way prediction table",
+        &[num(11)],
+    ),
+    event(
+        "external_interventions",
+        "External interventions entered into the Miss Handling Table",
+        &[num(12)],
+    ),
+    event(
+        "external_invalidations",
+        "External invalidations entered into the Miss Handling Table",
+        &[num(13)],
+    ),
+];
+
+/// Events 20-22: graduated store conditionals and floating-point instructions, primary data
+/// cache write-backs.
+const ALIKE_20_22: [SimEvent; 3] = [
+    event(
+        "graduated_store_conditionals",
+        "Graduated store conditionals",
+        &[num(20)],
+    ),
+    event(
+        "graduated_fp_instructions",
+        "Graduated floating-point instructions",
+        &[num(21)],
+    ),
+    event(
+        "quadwords_written_back_from_primary_data_cache",
+        "Quadwords written back from primary data cache to secondary cache",
+        &[num(22)],
+    ),
+];
+
 const FAILED_STORE_CONDITIONALS: SimEvent = event(
     "failed_store_conditionals",
     "Failed store conditionals",
     &[num(5)],
-);
-const QUADWORDS_WRITTEN_BACK_FROM_SECONDARY_CACHE: SimEvent = event(
-    "quadwords_written_back_from_secondary_cache",
-    "Quadwords written back from secondary cache to the system interface",
-    &[num(7)],
-);
-const CORRECTABLE_SECONDARY_CACHE_DATA_ARRAY_ECC_ERRORS: SimEvent = event(
-    "correctable_secondary_cache_data_array_ecc_errors",
-    "Correctable secondary cache data array ECC errors (single-bit)",
-    &[num(8)],
-);
-const PRIMARY_INSTRUCTION_CACHE_MISSES: SimEvent = event(
-    "primary_instruction_cache_misses",
-    "Primary instruction cache misses",
-    &[num(9)],
-);
-const SECONDARY_INSTRUCTION_CACHE_MISSES: SimEvent = event(
-    "secondary_instruction_cache_misses",
-    "Secondary instruction cache misses",
-    &[num(10)],
-);
-const INSTRUCTION_MISPREDICTION_FROM_SECONDARY_CACHE_WAY_PREDICTION_TABLE: SimEvent = event(
-    "instruction_misprediction_from_secondary_cache_way_prediction_table",
-    "Instruction misprediction from secondary cache way prediction table",
-    &[num(11)],
-);
-const EXTERNAL_INTERVENTIONS: SimEvent = event(
-    "external_interventions",
-    "External interventions entered into the Miss Handling Table",
-    &[num(12)],
-);
-const EXTERNAL_INVALIDATIONS: SimEvent = event(
-    "external_invalidations",
-    "External invalidations entered into the Miss Handling Table",
-    &[num(13)],
-);
-const GRADUATED_STORE_CONDITIONALS: SimEvent = event(
-    "graduated_store_conditionals",
-    "Graduated store conditionals",
-    &[num(20)],
-);
-const GRADUATED_FP_INSTRUCTIONS: SimEvent = event(
-    "graduated_fp_instructions",
-    "Graduated floating-point instructions",
-    &[num(21)],
-);
-const QUADWORDS_WRITTEN_BACK_FROM_PRIMARY_DATA_CACHE: SimEvent = event(
-    "quadwords_written_back_from_primary_data_cache",
-    "Quadwords written back from primary data cache to secondary cache",
-    &[num(22)],
 );
 const MISPREDICTED_BRANCHES: SimEvent =
     event("mispredicted_branches", "Mispredicted branches", &[num(24)]);
@@ -105,38 +116,20 @@ const STORE_PREFETCH_EXCLUSIVE_TO_SHARED_BLOCK_IN_SECONDARY_CACHE: SimEvent = ev
 
 /// Every event both models share (for the parent module's test that no event is copied).
 #[cfg(test)]
-pub(super) const COMMON: [SimEvent; 14] = [
-    FAILED_STORE_CONDITIONALS,
-    QUADWORDS_WRITTEN_BACK_FROM_SECONDARY_CACHE,
-    CORRECTABLE_SECONDARY_CACHE_DATA_ARRAY_ECC_ERRORS,
-    PRIMARY_INSTRUCTION_CACHE_MISSES,
-    SECONDARY_INSTRUCTION_CACHE_MISSES,
-    INSTRUCTION_MISPREDICTION_FROM_SECONDARY_CACHE_WAY_PREDICTION_TABLE,
-    EXTERNAL_INTERVENTIONS,
-    EXTERNAL_INVALIDATIONS,
-    GRADUATED_STORE_CONDITIONALS,
-    GRADUATED_FP_INSTRUCTIONS,
-    QUADWORDS_WRITTEN_BACK_FROM_PRIMARY_DATA_CACHE,
-    MISPREDICTED_BRANCHES,
-    DATA_MISPREDICTION_FROM_SECONDARY_CACHE_WAY_PREDICTION_TABLE,
-    STORE_PREFETCH_EXCLUSIVE_TO_SHARED_BLOCK_IN_SECONDARY_CACHE,
-];
+pub(super) const COMMON: [SimEvent; 14] = join(&[
+    &ALIKE_7_13,
+    &ALIKE_20_22,
+    &[
+        FAILED_STORE_CONDITIONALS,
+        MISPREDICTED_BRANCHES,
+        DATA_MISPREDICTION_FROM_SECONDARY_CACHE_WAY_PREDICTION_TABLE,
+        STORE_PREFETCH_EXCLUSIVE_TO_SHARED_BLOCK_IN_SECONDARY_CACHE,
+    ],
+]);
 
-/// The MIPS R10000: 30 distinct events, cycles and graduated instructions on both counters.
-pub static R10000: Model = Model {
-    name: "r10000",
-    cciname: "MIPS R10000",
-    cpuref: "See r10k_evcntrs(5) and the MIPS R10000 Microprocessor User's Manual, Version 2.0, \
-             Appendix E",
-    ncounters: 2,
-    width: 32,
-    widths: &[],
-    irq: IrqRule::BitSet(31),
-    overflow_interrupt: true,
-    overflow_precise: true,
-    same_flags: false,
-    numbered: true,
-    events: &[
+/// Every event of the R10000, by event number.
+static R10000_EVENTS: [SimEvent; 30] = join(&[
+    &[
         event("cycles", "Cycles", &[num(0), num(16)]),
         event(
             "issued_instructions",
@@ -160,13 +153,9 @@ pub static R10000: Model = Model {
             "Decoded branches (resolved branches on revision 3.x)",
             &[num(6)],
         ),
-        QUADWORDS_WRITTEN_BACK_FROM_SECONDARY_CACHE,
-        CORRECTABLE_SECONDARY_CACHE_DATA_ARRAY_ECC_ERRORS,
-        PRIMARY_INSTRUCTION_CACHE_MISSES,
-        SECONDARY_INSTRUCTION_CACHE_MISSES,
-        INSTRUCTION_MISPREDICTION_FROM_SECONDARY_CACHE_WAY_PREDICTION_TABLE,
-        EXTERNAL_INTERVENTIONS,
-        EXTERNAL_INVALIDATIONS,
+    ],
+    &ALIKE_7_13,
+    &[
         event(
             "virtual_coherency_conditions",
             "Virtual coherency conditions (ALU/FPU completion cycles on revision 3.x)",
@@ -183,9 +172,9 @@ pub static R10000: Model = Model {
             &[num(18)],
         ),
         event("graduated_stores", "Graduated stores", &[num(19)]),
-        GRADUATED_STORE_CONDITIONALS,
-        GRADUATED_FP_INSTRUCTIONS,
-        QUADWORDS_WRITTEN_BACK_FROM_PRIMARY_DATA_CACHE,
+    ],
+    &ALIKE_20_22,
+    &[
         event(
             "tlb_misses",
             "TLB misses (TLB refill exceptions)",
@@ -220,6 +209,23 @@ pub static R10000: Model = Model {
         ),
         STORE_PREFETCH_EXCLUSIVE_TO_SHARED_BLOCK_IN_SECONDARY_CACHE,
     ],
+]);
+
+/// The MIPS R10000: 30 distinct events, cycles and graduated instructions on both counters.
+pub static R10000: Model = Model {
+    name: "r10000",
+    cciname: "MIPS R10000",
+    cpuref: "See r10k_evcntrs(5) and the MIPS R10000 Microprocessor User's Manual, Version 2.0, \
+             Appendix E",
+    ncounters: 2,
+    width: 32,
+    widths: &[],
+    irq: IrqRule::BitSet(31),
+    overflow_interrupt: true,
+    overflow_precise: true,
+    same_flags: false,
+    numbered: true,
+    events: &R10000_EVENTS,
     generics: &[
         generic("PAPI_tot_cyc", "cycles"),
         generic("PAPI_tot_iis", "issued_instructions"),
@@ -250,22 +256,9 @@ pub static R10000: Model = Model {
     attributes: &[],
 };
 
-/// The MIPS R12000: 32 distinct events, one per number; cycles and graduated instructions only
-/// on counter 0.
-pub static R12000: Model = Model {
-    name: "r12000",
-    cciname: "MIPS R12000",
-    cpuref: "See r10k_evcntrs(5) (R12000 event list) and the MIPS R10000 Microprocessor User's \
-             Manual, Version 2.0, Appendix E",
-    ncounters: 2,
-    width: 32,
-    widths: &[],
-    irq: IrqRule::BitSet(31),
-    overflow_interrupt: true,
-    overflow_precise: true,
-    same_flags: false,
-    numbered: true,
-    events: &[
+/// Every event of the R12000, by event number.
+static R12000_EVENTS: [SimEvent; 32] = join(&[
+    &[
         event("cycles", "Cycles", &[num(0)]),
         event(
             "decoded_instructions",
@@ -293,13 +286,9 @@ pub static R12000: Model = Model {
             "Resolved conditional branches",
             &[num(6)],
         ),
-        QUADWORDS_WRITTEN_BACK_FROM_SECONDARY_CACHE,
-        CORRECTABLE_SECONDARY_CACHE_DATA_ARRAY_ECC_ERRORS,
-        PRIMARY_INSTRUCTION_CACHE_MISSES,
-        SECONDARY_INSTRUCTION_CACHE_MISSES,
-        INSTRUCTION_MISPREDICTION_FROM_SECONDARY_CACHE_WAY_PREDICTION_TABLE,
-        EXTERNAL_INTERVENTIONS,
-        EXTERNAL_INVALIDATIONS,
+    ],
+    &ALIKE_7_13,
+    &[
         event(
             "alu_fpu_progress_cycles",
             "ALU/FPU progress cycles",
@@ -330,9 +319,9 @@ pub static R12000: Model = Model {
             "Graduated stores (including store conditionals)",
             &[num(19)],
         ),
-        GRADUATED_STORE_CONDITIONALS,
-        GRADUATED_FP_INSTRUCTIONS,
-        QUADWORDS_WRITTEN_BACK_FROM_PRIMARY_DATA_CACHE,
+    ],
+    &ALIKE_20_22,
+    &[
         event("tlb_misses", "TLB misses", &[num(23)]),
         MISPREDICTED_BRANCHES,
         event(
@@ -363,6 +352,24 @@ pub static R12000: Model = Model {
         ),
         STORE_PREFETCH_EXCLUSIVE_TO_SHARED_BLOCK_IN_SECONDARY_CACHE,
     ],
+]);
+
+/// The MIPS R12000: 32 distinct events, one per number; cycles and graduated instructions only
+/// on counter 0.
+pub static R12000: Model = Model {
+    name: "r12000",
+    cciname: "MIPS R12000",
+    cpuref: "See r10k_evcntrs(5) (R12000 event list) and the MIPS R10000 Microprocessor User's \
+             Manual, Version 2.0, Appendix E",
+    ncounters: 2,
+    width: 32,
+    widths: &[],
+    irq: IrqRule::BitSet(31),
+    overflow_interrupt: true,
+    overflow_precise: true,
+    same_flags: false,
+    numbered: true,
+    events: &R12000_EVENTS,
     generics: &[
         generic("PAPI_tot_cyc", "cycles"),
         generic("PAPI_tot_iis", "decoded_instructions"),
