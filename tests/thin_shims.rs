@@ -1,0 +1,213 @@
+//! Every C export of `capi/` is a thin shim over the engine (issue 15): the body of an
+//! exported `extern "C" fn` (one marked `#[no_mangle]`) is at most [`MAX_BODY`] lines, unless
+//! a comment just above it, among its attributes and doc comment, says why in one sentence:
+//! `// long-export: <why>`.
+//!
+//! Lines are counted as written (after `cargo fmt`), between the line that opens the body and
+//! the line that closes it. The exports still long are listed in `KNOWN` (issue 15): the list
+//! only shrinks.
+
+use std::path::{Path, PathBuf};
+
+/// The longest body an export may have without a justification.
+const MAX_BODY: usize = 15;
+
+/// The marker of a justified long export.
+const MARK: &str = "// long-export: ";
+
+/// Exports still over [`MAX_BODY`] lines, to be thinned (issue 15). Each must still be long
+/// (remove it here when it is not), and no other export may be.
+const KNOWN: &[&str] = &[
+    "pthread_create",
+    "cpc_open",
+    "cpc_set_destroy",
+    "cpc_set_add_request",
+    "cpc_walk_requests",
+    "cpc_bind_curlwp",
+    "cpc_bind_pctx",
+    "cpc_bind_cpu",
+    "cpc_unbind",
+    "cpc_set_sample",
+    "cpc_walk_attrs",
+    "perfcompat_mpi_finish",
+    "perfcompat_mpi_report",
+    "pctx_create",
+    "perfcompat_pctx_set_event",
+    "pctx_run",
+    "pctx_release",
+    "__read_chk",
+    "ioctl",
+];
+
+/// An exported function: where it is, its name, its body's length and whether it is justified.
+#[derive(Debug)]
+struct Export {
+    file: PathBuf,
+    line: usize,
+    name: String,
+    body: usize,
+    justified: bool,
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+fn indent(l: &str) -> usize {
+    l.len() - l.trim_start().len()
+}
+
+/// The exports of one file's text.
+fn exports(file: &Path, text: &str) -> Vec<Export> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim_start();
+        if t.starts_with("//") {
+            continue;
+        }
+        let Some(at) = t.find("extern \"C\" fn ") else {
+            continue;
+        };
+        // A definition (`fn` after only qualifiers), not a function pointer type.
+        let before = &t[..at];
+        if !before
+            .split_whitespace()
+            .all(|w| matches!(w, "pub" | "pub(crate)" | "unsafe"))
+        {
+            continue;
+        }
+        let name: String = t[at + 14..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '$')
+            .collect();
+        // The attributes and comments above it.
+        let mut exported = false;
+        let mut justified = false;
+        for a in lines[..i].iter().rev() {
+            let a = a.trim_start();
+            if a.starts_with("#[") || a.starts_with("///") || a.starts_with("//") {
+                exported |= a.contains("no_mangle");
+                justified |= a
+                    .strip_prefix(MARK)
+                    .is_some_and(|why| why.trim().len() > 10);
+            } else {
+                break;
+            }
+        }
+        if !exported {
+            continue;
+        }
+        // The body: from the first line at the function's indentation that ends with `{`
+        // to the first line after it that is the function's indentation and `}`.
+        let ind = indent(l);
+        let Some(open) = (i..lines.len()).find(|&j| {
+            let s = lines[j].trim_end();
+            s.ends_with('{') && (j == i || indent(lines[j]) == ind)
+        }) else {
+            continue;
+        };
+        let close = (open + 1..lines.len())
+            .find(|&j| indent(lines[j]) == ind && lines[j].trim() == "}")
+            .unwrap_or_else(|| panic!("{}:{}: no end of {name}", file.display(), i + 1));
+        out.push(Export {
+            file: file.to_path_buf(),
+            line: i + 1,
+            name,
+            body: close - open - 1,
+            justified,
+        });
+    }
+    out
+}
+
+#[test]
+fn every_c_export_is_a_thin_shim_or_says_why_not() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("capi/src");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    files.sort();
+    let all: Vec<Export> = files
+        .iter()
+        .flat_map(|f| exports(f, &std::fs::read_to_string(f).unwrap()))
+        .collect();
+    assert!(
+        all.len() > 60,
+        "the parser finds the exports: only {} found",
+        all.len()
+    );
+    let long: Vec<String> = all
+        .iter()
+        .filter(|e| e.body > MAX_BODY && !e.justified && !KNOWN.contains(&e.name.as_str()))
+        .map(|e| {
+            format!(
+                "{}:{}: {} ({} lines)",
+                e.file.strip_prefix(&root).unwrap().display(),
+                e.line,
+                e.name,
+                e.body
+            )
+        })
+        .collect();
+    let justified: Vec<&str> = all
+        .iter()
+        .filter(|e| e.body > MAX_BODY && e.justified)
+        .map(|e| e.name.as_str())
+        .collect();
+    println!("exports: {}, justified long ones: {justified:?}", all.len());
+    for k in KNOWN {
+        assert!(
+            all.iter().any(|e| e.name == *k && e.body > MAX_BODY),
+            "{k} is no longer over {MAX_BODY} lines (or gone): remove it from KNOWN"
+        );
+    }
+    assert!(
+        long.is_empty(),
+        "{} exports have bodies over {MAX_BODY} lines; move their logic into the engine or \
+         justify each with `{MARK}<why>` above it:\n{}",
+        long.len(),
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_counter_reads_bodies_and_marks() {
+    let text = "\
+/// Doc.
+#[no_mangle]
+pub unsafe extern \"C\" fn short(
+    a: i32,
+) -> i32 {
+    a
+}
+
+// long-export: the C va_list trampoline must stay in one piece.
+#[no_mangle]
+pub extern \"C\" fn long() {
+    1;
+    2;
+}
+
+type F = unsafe extern \"C\" fn(i32) -> i32;
+extern \"C\" fn not_exported() {
+    x;
+}
+";
+    let e = exports(Path::new("x.rs"), text);
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert_eq!(
+        (e[0].name.as_str(), e[0].body, e[0].justified),
+        ("short", 1, false)
+    );
+    assert_eq!(
+        (e[1].name.as_str(), e[1].body, e[1].justified),
+        ("long", 2, true)
+    );
+}
