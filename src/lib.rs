@@ -15,6 +15,7 @@
 //!   UltraSPARC, Pentium 4), chosen at run time by `PERFCOMPAT_BACKEND`;
 //! - [`perfex`]: IRIX libperfex semantics (per-thread start/read pairs, generations, report);
 //! - [`cpustat`], [`cputrack`]: the engines of the Solaris commands `cpustat` and `cputrack`;
+//! - [`cpc`]: Solaris libcpc semantics that are not C: a set's requests as added, binding to a CPU;
 //! - [`pctx`]: process control under ptrace (thread create/exit callbacks) for `perfex -mp`
 //!   and libpctx;
 //! - [`costs`]: perfex cost tables (built-in, system, loaded), time estimates and statistics;
@@ -36,6 +37,7 @@
 pub mod backend;
 pub mod calibrate;
 pub mod costs;
+pub mod cpc;
 pub mod cpustat;
 pub mod cputrack;
 pub mod engine;

@@ -19,18 +19,6 @@ const MARK: &str = "// long-export: ";
 /// (remove it here when it is not), and no other export may be.
 const KNOWN: &[&str] = &[
     "pthread_create",
-    "cpc_open",
-    "cpc_set_destroy",
-    "cpc_set_add_request",
-    "cpc_walk_requests",
-    "cpc_bind_curlwp",
-    "cpc_bind_pctx",
-    "cpc_bind_cpu",
-    "cpc_unbind",
-    "cpc_set_sample",
-    "cpc_walk_attrs",
-    "perfcompat_mpi_finish",
-    "perfcompat_mpi_report",
     "pctx_create",
     "perfcompat_pctx_set_event",
     "pctx_run",

@@ -35,9 +35,10 @@ use std::time::Duration;
 use perfcompat::pctx::{Follow, Observer, Pctx, Status};
 use perfcompat::Error;
 
-use crate::cpc::registry::{self, Kind};
-use crate::cpc::report::{report, set_errno};
-use crate::cpc::uint_t;
+use std::ffi::c_uint as uint_t;
+
+use crate::edge::registry::{self, Kind};
+use crate::edge::{set_errno, Tell};
 use crate::ffi_boundary;
 
 /// A process context (opaque): made by `pctx_create` or `pctx_capture`.
@@ -113,7 +114,7 @@ fn ctx<'a>(p: *mut pctx_t) -> Option<&'a mut Ctx> {
 }
 
 fn fail(func: &CStr, e: &Error) {
-    report(None, func, -1, e.errno(), Some(e));
+    crate::edge::fail(Tell::Pctx, func, e);
 }
 
 fn register(pctx: Pctx, arg: *mut c_void) -> *mut pctx_t {

@@ -28,7 +28,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use perfcompat::pfm::{self, req, Device, Errno, Ev5Op, NIPL};
 
-use crate::{ffi_boundary, set_errno};
+use crate::edge::set_errno;
+use crate::ffi_boundary;
 
 /// EV4 `PCNTSETMUX` argument (ours: pfm(7) names the fields' meaning, not the layout).
 #[repr(C)]

@@ -1,17 +1,51 @@
 //! What the libcpc handles point to: a `cpc_t` ([`Cpc`]) owns its sets ([`Set`]) and buffers
 //! ([`Buf`]); a bound set holds the engine's [`Binding`] ([`Bound`]). Handles are checked
-//! against the [`registry`] before they are dereferenced.
+//! against the registry before they are dereferenced (the `edge` module's [`Handle`] lookup).
 
-use std::ffi::{c_int, CString};
+use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use perfcompat::backend::Backend;
+use perfcompat::cpc::cpu::CpuPin;
+use perfcompat::cpc::Requests;
 use perfcompat::signal::Blocked;
-use perfcompat::Binding;
+use perfcompat::{Binding, Error, Result};
 
-use super::registry::{self, Kind};
-use super::report::Handler;
+use super::{cpc_buf_t, cpc_set_t, cpc_t};
+use crate::edge::registry;
+use crate::edge::{Handle, Handler, Kind, Tell, Tells};
+
+/// What a `cpc_t` that is not a live one is told.
+pub(crate) const NO_CPC: &str = "not a cpc_t returned by cpc_open (or already closed)";
+
+// SAFETY: only `new_cpc` registers Kind::Cpc pointers, boxes of Cpc.
+unsafe impl Handle for cpc_t {
+    const KIND: Kind = Kind::Cpc;
+    type Target = Cpc;
+    const BAD: &'static str = NO_CPC;
+}
+
+// SAFETY: only `new_set` registers Kind::Set pointers, boxes of Set.
+unsafe impl Handle for cpc_set_t {
+    const KIND: Kind = Kind::Set;
+    type Target = Set;
+    const BAD: &'static str = super::NO_SET;
+}
+
+// SAFETY: only `new_buf` registers Kind::Buf pointers, boxes of Buf.
+unsafe impl Handle for cpc_buf_t {
+    const KIND: Kind = Kind::Buf;
+    type Target = Buf;
+    const BAD: &'static str = super::NO_BUF;
+}
+
+impl Tells for Cpc {
+    #[inline]
+    fn tell(&self) -> Tell {
+        Tell::Cpc(self.handler())
+    }
+}
 
 /// A `cpc_t`: the backend's description, cached at `cpc_open`, the error handler, and the
 /// sets and buffers made from it (freed by `cpc_close`).
@@ -33,23 +67,23 @@ pub(crate) struct Cpc {
     children: Mutex<Vec<(usize, Kind)>>,
 }
 
-/// One request as the program added it (what `cpc_walk_requests` shows).
-#[derive(Clone)]
-pub(crate) struct CReq {
-    pub event: CString,
-    pub preset: u64,
-    pub flags: u32,
-    pub attrs: Vec<(CString, u64)>,
-}
-
 /// A `cpc_set_t`.
 pub(crate) struct Set {
     /// The `cpc_t` it was made from.
     pub cpc: usize,
-    pub reqs: Mutex<Vec<CReq>>,
-    /// `reqs.len()`, readable from signal handlers.
-    pub nreqs: AtomicUsize,
+    /// The requests as added.
+    pub reqs: Requests,
     pub bound: BindSlot,
+}
+
+impl Set {
+    /// [`Error::SetBound`] when bound (requests are added to unbound sets only).
+    pub fn check_unbound(&self) -> Result<()> {
+        match self.bound.is_bound() {
+            true => Err(Error::SetBound),
+            false => Ok(()),
+        }
+    }
 }
 
 /// A `cpc_buf_t`: one value per request of its set at creation, the sample time and ticks.
@@ -67,35 +101,14 @@ pub(crate) enum How {
     Lwp { tid: i32 },
     /// `cpc_bind_pctx` to thread `tid`.
     Pctx,
-    /// `cpc_bind_cpu`: thread `tid` was moved to `cpu`; `old` is its affinity before.
-    Cpu {
-        cpu: u32,
-        tid: i32,
-        old: Box<libc::cpu_set_t>,
-    },
+    /// `cpc_bind_cpu`: the binding thread moved to the CPU (back when the pin is dropped).
+    Cpu(#[allow(dead_code)] CpuPin),
 }
 
 /// A bound set's engine state.
 pub(crate) struct Bound {
     pub binding: Binding,
     pub how: How,
-}
-
-/// CPUs that a set of this process is bound to (one set per CPU).
-pub(crate) static BOUND_CPUS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
-
-impl Drop for Bound {
-    fn drop(&mut self) {
-        if let How::Cpu { cpu, tid, old } = &self.how {
-            // Give the thread its processor binding back (cpc_unbind's documented effect).
-            // SAFETY: a cpu_set_t saved by sched_getaffinity.
-            unsafe {
-                libc::sched_setaffinity(*tid, std::mem::size_of::<libc::cpu_set_t>(), &**old)
-            };
-            let mut cpus = BOUND_CPUS.lock().unwrap_or_else(|p| p.into_inner());
-            cpus.retain(|c| c != cpu);
-        }
-    }
 }
 
 /// The binding of a set: a pointer that signal handlers read without locks, and a count of
@@ -295,8 +308,7 @@ fn free_child(p: usize, kind: Kind) {
 pub(crate) fn new_set(cpc: &Cpc) -> *mut Set {
     let p = Box::into_raw(Box::new(Set {
         cpc: cpc as *const Cpc as usize,
-        reqs: Mutex::new(Vec::new()),
-        nreqs: AtomicUsize::new(0),
+        reqs: Requests::new(),
         bound: BindSlot::new(),
     }));
     if !cpc.adopt(p as usize, Kind::Set) {
@@ -309,7 +321,7 @@ pub(crate) fn new_set(cpc: &Cpc) -> *mut Set {
 
 /// A zeroed buffer for `set`'s current requests; NULL when the registry is full.
 pub(crate) fn new_buf(cpc: &Cpc, set: &Set) -> *mut Buf {
-    let n = set.nreqs.load(Ordering::Acquire);
+    let n = set.reqs.len();
     let p = Box::into_raw(Box::new(Buf {
         cpc: cpc as *const Cpc as usize,
         vals: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -340,17 +352,3 @@ pub(crate) fn destroy_child(cpc: &Cpc, p: usize, kind: Kind) -> bool {
     free_child(p, kind);
     true
 }
-
-/// Look up a live handle of `kind` (async-signal-safe).
-///
-/// # Safety
-/// The handle must not be freed while the returned reference is used (libcpc's rule: a handle
-/// is not destroyed while another thread uses it).
-pub(crate) unsafe fn get<'a, T>(p: *const T, kind: Kind) -> Option<&'a T> {
-    // SAFETY: registered pointers of `kind` are live boxes of T (the caller picks T by kind).
-    registry::contains(p as usize, kind).then(|| unsafe { &*p })
-}
-
-/// The error code the set and buffer functions use for a handle that is not a live one, or not
-/// of this `cpc_t`.
-pub(crate) const BAD_HANDLE: c_int = libc::EINVAL;

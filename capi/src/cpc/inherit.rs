@@ -52,7 +52,7 @@ use perfcompat::signal::Blocked;
 use perfcompat::Binding;
 
 use super::emt;
-use super::registry::{self, Kind};
+use crate::edge::registry::{self, Kind};
 
 /// Threads that hold an inheritable set: `pthread_create` does nothing more while it is 0.
 static ACTIVE: AtomicUsize = AtomicUsize::new(0);

@@ -19,24 +19,27 @@ use std::fmt::{self, Write};
 use perfcompat::error::ErrorKind;
 use perfcompat::Error;
 
-/// The libcpc error subcodes (`CPC_INVALID_EVENT`...), by engine error family; -1: none.
+/// The libcpc error subcodes (`CPC_INVALID_EVENT` = 1 ... `CPC_HV_NO_ACCESS` = 11, the index
+/// of their message in [`MESSAGES`]), by engine error family; -1: none. `libcpc.h`'s constants
+/// are checked against these numbers in the `cpc` module.
 pub(crate) fn subcode(e: &Error) -> c_int {
     match e.kind() {
-        ErrorKind::InvalidEvent => super::CPC_INVALID_EVENT,
-        ErrorKind::InvalidPicnum => super::CPC_INVALID_PICNUM,
-        ErrorKind::InvalidAttribute => super::CPC_INVALID_ATTRIBUTE,
-        ErrorKind::AttributeOutOfRange => super::CPC_ATTRIBUTE_OUT_OF_RANGE,
-        ErrorKind::ResourceUnavailable => super::CPC_RESOURCE_UNAVAIL,
-        ErrorKind::PicNotCapable => super::CPC_PIC_NOT_CAPABLE,
-        ErrorKind::InvalidFlags => super::CPC_REQ_INVALID_FLAGS,
-        ErrorKind::ConflictingRequests => super::CPC_CONFLICTING_REQS,
-        ErrorKind::RequiresPrivilege => super::CPC_ATTR_REQUIRES_PRIVILEGE,
+        ErrorKind::InvalidEvent => 1,
+        ErrorKind::InvalidPicnum => 2,
+        ErrorKind::InvalidAttribute => 3,
+        ErrorKind::AttributeOutOfRange => 4,
+        ErrorKind::ResourceUnavailable => 5,
+        ErrorKind::PicNotCapable => 6,
+        ErrorKind::InvalidFlags => 7,
+        ErrorKind::ConflictingRequests => 8,
+        ErrorKind::RequiresPrivilege => 9,
+        ErrorKind::PbindFailed => 10,
         ErrorKind::Other => -1,
     }
 }
 
 /// libcpc's message for each subcode (index 0 fills the slot; none has a conversion).
-const MESSAGES: [&CStr; 12] = [
+pub(crate) const MESSAGES: [&CStr; 12] = [
     c"",
     c"Unknown event\n",
     c"Invalid counter number\n",
@@ -169,11 +172,6 @@ pub(crate) fn report(
     }
     set_errno(saved);
     set_errno(errno);
-}
-
-/// [`report`] for an engine error: its subcode, errno and explanation.
-pub(crate) fn report_error(handler: Option<Handler>, func: &CStr, e: &Error) {
-    report(handler, func, subcode(e), e.errno(), Some(e));
 }
 
 #[cfg(test)]

@@ -1,0 +1,210 @@
+//! Binding: cpc_bind_curlwp(3CPC) (`cpc_bind_curlwp`, `cpc_bind_pctx`, `cpc_bind_cpu`,
+//! `cpc_unbind`). A thread's current set and its inherited copies are the `inherit` module's;
+//! a CPU binding's processor checks, table and affinity are the engine's
+//! ([`perfcompat::cpc::cpu`]).
+
+use std::ffi::c_int;
+
+use perfcompat::cpc::cpu::{self, CpuPin};
+use perfcompat::engine;
+use perfcompat::set::Target;
+use perfcompat::signal::Blocked;
+use perfcompat::{Error, Result};
+
+use super::handles::{Bound, Cpc, How, Set};
+use super::CPC_BIND_LWP_INHERIT;
+use super::{cpc_set_t, cpc_t, emt, inherit, processorid_t, set_of, uint_t, BAD};
+use crate::edge::{self, call};
+use crate::pctx::pctx_t;
+
+/// Bind `s` to `target`; on success it holds the binding, described by `how`.
+fn bind_set(c: &Cpc, s: &Set, target: Target, how: How) -> Result<()> {
+    let set = s.reqs.counter_set()?;
+    let notify = set.requests().iter().any(|r| r.flags.notify_overflow);
+    // Tagged before counting starts: an overflow during the bind must reach the hook.
+    let tag = if notify { emt::EMT_TAG } else { 0 };
+    let binding = engine::bind_tagged(c.backend, &set, target, tag)?;
+    s.bound.replace(Some(Box::new(Bound { binding, how })));
+    Ok(())
+}
+
+/// Unbind the set this thread bound before, if it is still a live set bound by this thread,
+/// and this thread's inherited copy, if any.
+/// libcpc: "an LWP holds at most one set; binding another silently unbinds the first". We also
+/// mark the old set unbound (libcpc left it looking bound; sampling it then read the new set's
+/// counters): sampling it is `EINVAL` until it is bound again.
+fn unbind_previous() {
+    let prev = inherit::current_set();
+    inherit::set_current(0, 0);
+    inherit::forget_all();
+    if let Some(s) = edge::get(prev as *mut cpc_set_t) {
+        let s: &Set = s;
+        let mine = s
+            .bound
+            .with(|b| matches!(b.how, How::Lwp { tid } if tid == engine::gettid()))
+            .unwrap_or(false);
+        if mine {
+            s.bound.replace(None);
+        }
+    }
+}
+
+/// Bind `s` (the `cpc_set_t` `set`) to the calling thread, as `cpc_bind_curlwp` documents.
+fn bind_curlwp(c: &Cpc, s: &Set, set: usize, inherit: bool) -> Result<()> {
+    // No signal handler of this thread may run between the unbinding of its old set and
+    // the new one being recorded as its set (`set_current` below): a SIGEMT handler's
+    // `cpc_set_sample`, `cpc_request_preset` and `cpc_set_restart` there would find no set
+    // (EINVAL), for an overflow of the new binding that comes while it is being bound
+    // (`tests/signal_stress.rs`). Overflows during the bind are handled once it is made.
+    let blocked = Blocked::all();
+    unbind_previous();
+    s.bound.replace(None);
+    // With a notifying request, each thread created later gets its own copy of the set
+    // (see the `inherit` module); without, their counts are summed into this binding.
+    let emt = inherit && s.reqs.notifies();
+    let target = if inherit && !emt {
+        Target::CurrentThreadInherit
+    } else {
+        Target::CurrentThread
+    };
+    let tid = engine::gettid();
+    bind_set(c, s, target, How::Lwp { tid })?;
+    let id = s.bound.with(|b| b.binding.id()).unwrap_or(0);
+    inherit::set_current(set, id);
+    drop(blocked);
+    if emt {
+        if let Ok(reqs) = s.reqs.counter_set() {
+            inherit::enable(c.backend, set, reqs, id);
+        }
+    }
+    Ok(())
+}
+
+/// Bind `set` to the calling thread and start counting from the presets; see
+/// cpc_bind_curlwp(3CPC). With `CPC_BIND_LWP_INHERIT`, threads it creates later are counted
+/// too: into this set (their counts are included in this thread's samples) when no request
+/// has `CPC_OVF_NOTIFY_EMT`; otherwise each new thread (`pthread_create`, also from a thread
+/// holding a copy) gets its own copy of the set and, before its start routine runs, a
+/// `SIGEMT` in which `cpc_set_sample` reads `UINT64_MAX` for the notifying requests; there
+/// `cpc_request_preset` and `cpc_set_restart` act on the copy, whose overflows are signalled
+/// to that thread; it is unbound when the thread exits. A thread holds at most one set:
+/// binding another unbinds the first.
+///
+/// # Returns
+/// 0, or -1 with `errno`: `EINVAL` for a bad handle, a set of another handle (libcpc skipped
+/// that check, its man page documents it), flags other than 0 and `CPC_BIND_LWP_INHERIT`, an
+/// empty set, bad request flags (`CPC_REQ_INVALID_FLAGS`), attribute values out of range
+/// (`CPC_ATTRIBUTE_OUT_OF_RANGE`), requests that cannot be counted together
+/// (`CPC_RESOURCE_UNAVAIL` or `CPC_CONFLICTING_REQS`, with the engine's reason on standard
+/// error), more requests than counters; `ENOTSUP` for `CPC_OVF_NOTIFY_EMT` without overflow
+/// interrupts; `EACCES` when the kernel refuses (a line says what and how to allow it).
+#[no_mangle]
+pub extern "C" fn cpc_bind_curlwp(cpc: *mut cpc_t, set: *mut cpc_set_t, flags: uint_t) -> c_int {
+    call(c"cpc_bind_curlwp", cpc, BAD, -1, |c: &Cpc| {
+        let s = set_of(c, set)?;
+        if flags & !CPC_BIND_LWP_INHERIT != 0 {
+            return Err(Error::BindFlags {
+                flags,
+                inherit_allowed: true,
+            });
+        }
+        let inherit = flags & CPC_BIND_LWP_INHERIT != 0;
+        bind_curlwp(c, s, set as usize, inherit).map(|()| 0)
+    })
+}
+
+/// Refuse bind flags where only 0 is allowed.
+fn no_flags(flags: uint_t) -> Result<()> {
+    match flags {
+        0 => Ok(()),
+        flags => Err(Error::BindFlags {
+            flags,
+            inherit_allowed: false,
+        }),
+    }
+}
+
+/// Bind `set` to thread `id` (a Linux thread id, as the libpctx callbacks pass it) of the
+/// process `pctx` controls; see cpc_bind_curlwp(3CPC). Counting starts from the presets; the
+/// thread's children do not inherit it.
+///
+/// # Returns
+/// 0, or -1 with `errno`: `EINVAL` for a bad handle, `flags` not 0 and the errors of
+/// `cpc_bind_curlwp`; `ESRCH` when thread `id` is not a thread of that process.
+///
+/// # Safety
+/// `pctx` is NULL or a handle from `pctx_create`/`pctx_capture`.
+#[no_mangle]
+pub unsafe extern "C" fn cpc_bind_pctx(
+    cpc: *mut cpc_t,
+    pctx: *mut pctx_t,
+    id: libc::id_t,
+    set: *mut cpc_set_t,
+    flags: uint_t,
+) -> c_int {
+    call(c"cpc_bind_pctx", cpc, BAD, -1, |c: &Cpc| {
+        let s = set_of(c, set)?;
+        let pid = crate::pctx::pid_of(pctx).ok_or(Error::BadArgument(
+            "not a pctx_t returned by pctx_create or pctx_capture",
+        ))?;
+        no_flags(flags)?;
+        perfcompat::pctx::check_thread(pid, id as i32)?;
+        s.bound.replace(None);
+        bind_set(c, s, Target::Thread(id as i32), How::Pctx).map(|()| 0)
+    })
+}
+
+/// Count everything that runs on CPU `id` with `set`, and bind the calling thread to that CPU
+/// until `cpc_unbind` (which restores its previous affinity); see cpc_bind_curlwp(3CPC). The
+/// thread must not change its affinity meanwhile.
+///
+/// On Linux, CPU-wide counting needs `perf_event_paranoid` at 0 or below, `CAP_PERFMON` or
+/// root; per-thread counting goes on beside it (libcpc invalidated every per-thread set
+/// instead). Only one set of this process may be bound to a CPU; other processes are not
+/// known.
+///
+/// # Returns
+/// 0, or -1 with `errno`: `EINVAL` for a bad handle, `flags` not 0, a CPU that does not exist,
+/// and the errors of `cpc_bind_curlwp`; `ENOSYS` for an offline CPU; `EAGAIN` when a set of
+/// this process is already bound to it; `EACCES` without the privilege (a line says how to get
+/// it); the `sched_setaffinity` errno with `CPC_PBIND_FAILED` when the thread cannot be moved.
+#[no_mangle]
+pub extern "C" fn cpc_bind_cpu(
+    cpc: *mut cpc_t,
+    id: processorid_t,
+    set: *mut cpc_set_t,
+    flags: uint_t,
+) -> c_int {
+    call(c"cpc_bind_cpu", cpc, BAD, -1, |c: &Cpc| {
+        let s = set_of(c, set)?;
+        no_flags(flags)?;
+        let cpu = cpu::processor(id)?;
+        s.bound.replace(None);
+        // On failure the pin is dropped: the thread's affinity is given back.
+        let pin = CpuPin::take(cpu)?;
+        bind_set(c, s, Target::Cpu(cpu), How::Cpu(pin)).map(|()| 0)
+    })
+}
+
+/// Unbind a set: its counters are freed, a CPU-bound thread gets its previous affinity back;
+/// the set can be bound again and its buffers stay; see cpc_bind_curlwp(3CPC).
+///
+/// # Returns
+/// 0, or -1 with `errno` `EINVAL` when `set` is not a live set of `cpc` or is not bound.
+#[no_mangle]
+pub extern "C" fn cpc_unbind(cpc: *mut cpc_t, set: *mut cpc_set_t) -> c_int {
+    call(c"cpc_unbind", cpc, BAD, -1, |c: &Cpc| {
+        let s = set_of(c, set)?;
+        // As in cpc_bind_curlwp: a handler of this thread sees the set bound or unbound, never
+        // forgotten as the thread's set but still bound.
+        let _blocked = Blocked::all();
+        // A thread holding an inherited copy unbinds its copy only (contexts are per LWP).
+        if !inherit::forget(set as usize) {
+            if !s.bound.is_bound() {
+                return Err(Error::NotBound);
+            }
+            s.bound.replace(None);
+        }
+        Ok(0)
+    })
+}
