@@ -239,6 +239,14 @@ pub enum Error {
         /// The one implemented.
         implemented: i32,
     },
+    /// A program's callback returned non-zero, which ends the process-control run it was
+    /// called from (libpctx's rule).
+    CallbackRefused {
+        /// Which callback.
+        what: &'static str,
+        /// What it returned.
+        rc: i32,
+    },
     /// An empty file name where a file is to be read (`ENOENT`).
     NoFileName,
     /// An MPI rank that is not counting (`ESRCH`).
@@ -441,6 +449,10 @@ impl fmt::Display for Error {
             ),
             Error::OutOfHandles => write!(f, "too many live handles"),
             Error::NoFileName => write!(f, "empty cost file name"),
+            Error::CallbackRefused { what, rc } => write!(
+                f,
+                "invalid argument: a callback refused: the {what} callback returned {rc}"
+            ),
             Error::NotCounting => write!(
                 f,
                 "this rank is not counting (perfcompat_mpi_start failed or was not called)"

@@ -375,26 +375,10 @@ pub unsafe extern "C" fn pthread_create(
     let Some(real) = real() else {
         return libc::ENOSYS;
     };
-    let perfex = perfcompat::perfex::handed_over();
-    if ACTIVE.load(Ordering::Relaxed) == 0 && !perfex {
+    let Some(p) = start.and_then(|routine| starter(routine, arg)) else {
         // SAFETY: the caller's arguments, unchanged.
         return unsafe { real(thread, attr, start, arg) };
-    }
-    let spec = if ACTIVE.load(Ordering::Relaxed) == 0 {
-        None
-    } else {
-        snapshot()
     };
-    let Some(routine) = start.filter(|_| perfex || spec.is_some()) else {
-        // SAFETY: as above.
-        return unsafe { real(thread, attr, start, arg) };
-    };
-    let p = Box::into_raw(Box::new(Start {
-        routine,
-        arg,
-        spec,
-        perfex,
-    }));
     // SAFETY: the trampoline takes ownership of `p` in the new thread.
     let r = unsafe { real(thread, attr, Some(trampoline), p.cast()) };
     if r != 0 {
@@ -402,4 +386,27 @@ pub unsafe extern "C" fn pthread_create(
         drop(unsafe { Box::from_raw(p) });
     }
     r
+}
+
+/// What a new thread starting at `routine(arg)` must do first, if anything: start libperfex's
+/// counters under a `perfex` hand-over, take its copy of an inheritable libcpc set. Two relaxed
+/// loads when there is nothing to do.
+fn starter(routine: StartRoutine, arg: *mut c_void) -> Option<*mut Start> {
+    let perfex = perfcompat::perfex::handed_over();
+    if ACTIVE.load(Ordering::Relaxed) == 0 && !perfex {
+        return None;
+    }
+    let spec = if ACTIVE.load(Ordering::Relaxed) == 0 {
+        None
+    } else {
+        snapshot()
+    };
+    (perfex || spec.is_some()).then(|| {
+        Box::into_raw(Box::new(Start {
+            routine,
+            arg,
+            spec,
+            perfex,
+        }))
+    })
 }
