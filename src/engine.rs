@@ -539,6 +539,19 @@ impl BoundSet {
         self.generation.store(next_generation(), Ordering::Release);
     }
 
+    /// Run the process's overflow hooks for this binding's overflowed requests, as if their
+    /// overflow had just been signalled at program counter `pc`: what a thread that inherits a
+    /// libcpc set is told after [`BoundSet::freeze_as_overflowed`]. Async-signal-safe.
+    pub fn notify_overflowed(&self, pc: usize) {
+        run_hook(&OverflowEvent {
+            binding: self.id,
+            user_data: self.user_data(),
+            overflowed: self.overflowed(),
+            pc,
+            tid: self.owner,
+        });
+    }
+
     /// Freeze a freshly bound set as if every notifying request had just overflowed: those
     /// read `u64::MAX` and are reported overflowed, the others read their presets. What a
     /// thread inheriting a libcpc set with `CPC_OVF_NOTIFY_EMT` requests sees before its

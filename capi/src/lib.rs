@@ -16,6 +16,7 @@ pub mod pctx;
 pub mod perfex;
 pub mod pfm;
 pub mod preload;
+pub mod pthread;
 pub mod sim;
 
 pub use edge::ffi_boundary;

@@ -1,19 +1,20 @@
 //! Binding: cpc_bind_curlwp(3CPC) (`cpc_bind_curlwp`, `cpc_bind_pctx`, `cpc_bind_cpu`,
-//! `cpc_unbind`). A thread's current set and its inherited copies are the `inherit` module's;
-//! a CPU binding's processor checks, table and affinity are the engine's
+//! `cpc_unbind`). A thread's current set and its inherited copies are the engine's
+//! ([`perfcompat::cpc::thread`]); a CPU binding's processor checks, table and affinity are the engine's
 //! ([`perfcompat::cpc::cpu`]).
 
 use std::ffi::c_int;
 
 use perfcompat::cpc::cpu::{self, CpuPin};
+use perfcompat::cpc::thread as lwp;
 use perfcompat::engine;
 use perfcompat::set::Target;
 use perfcompat::signal::Blocked;
 use perfcompat::{Error, Result};
 
-use super::handles::{Bound, Cpc, How, Set};
+use super::handles::{self, Bound, Cpc, How, Set};
 use super::CPC_BIND_LWP_INHERIT;
-use super::{cpc_set_t, cpc_t, emt, inherit, processorid_t, set_of, uint_t, BAD};
+use super::{cpc_set_t, cpc_t, emt, processorid_t, set_of, uint_t, BAD};
 use crate::edge::{self, call};
 use crate::pctx::pctx_t;
 
@@ -34,9 +35,9 @@ fn bind_set(c: &Cpc, s: &Set, target: Target, how: How) -> Result<()> {
 /// mark the old set unbound (libcpc left it looking bound; sampling it then read the new set's
 /// counters): sampling it is `EINVAL` until it is bound again.
 fn unbind_previous() {
-    let prev = inherit::current_set();
-    inherit::set_current(0, 0);
-    inherit::forget_all();
+    let prev = lwp::current_set();
+    lwp::set_current(0, 0);
+    lwp::forget_all();
     if let Some(s) = edge::get(prev as *mut cpc_set_t) {
         let s: &Set = s;
         let mine = s
@@ -60,7 +61,7 @@ fn bind_curlwp(c: &Cpc, s: &Set, set: usize, inherit: bool) -> Result<()> {
     unbind_previous();
     s.bound.replace(None);
     // With a notifying request, each thread created later gets its own copy of the set
-    // (see the `inherit` module); without, their counts are summed into this binding.
+    // (see `perfcompat::cpc::thread`); without, their counts are summed into this binding.
     let emt = inherit && s.reqs.notifies();
     let target = if inherit && !emt {
         Target::CurrentThreadInherit
@@ -70,11 +71,11 @@ fn bind_curlwp(c: &Cpc, s: &Set, set: usize, inherit: bool) -> Result<()> {
     let tid = engine::gettid();
     bind_set(c, s, target, How::Lwp { tid })?;
     let id = s.bound.with(|b| b.binding.id()).unwrap_or(0);
-    inherit::set_current(set, id);
+    lwp::set_current(set, id);
     drop(blocked);
     if emt {
         if let Ok(reqs) = s.reqs.counter_set() {
-            inherit::enable(c.backend, set, reqs, id);
+            lwp::enable(c.backend, set, reqs, id, emt::EMT_TAG, handles::set_is_live);
         }
     }
     Ok(())
@@ -199,7 +200,7 @@ pub extern "C" fn cpc_unbind(cpc: *mut cpc_t, set: *mut cpc_set_t) -> c_int {
         // forgotten as the thread's set but still bound.
         let _blocked = Blocked::all();
         // A thread holding an inherited copy unbinds its copy only (contexts are per LWP).
-        if !inherit::forget(set as usize) {
+        if !lwp::forget(set as usize) {
             if !s.bound.is_bound() {
                 return Err(Error::NotBound);
             }

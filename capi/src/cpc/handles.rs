@@ -247,6 +247,11 @@ impl Cpc {
     }
 }
 
+/// Whether `p` is a live `cpc_set_t` (what inherited copies check before they are made).
+pub(crate) fn set_is_live(p: usize) -> bool {
+    registry::contains(p, Kind::Set)
+}
+
 /// `mhz` as cycles per nanosecond in 32.32 fixed point (see [`Cpc::tick_mult`]).
 fn tick_mult(mhz: f64) -> u64 {
     let m = mhz / 1000.0 * (1u64 << 32) as f64;

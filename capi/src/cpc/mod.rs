@@ -20,7 +20,6 @@ use crate::edge::{self, Tell};
 
 pub(crate) mod emt;
 pub(crate) mod handles;
-pub(crate) mod inherit;
 
 mod binding;
 mod buffers;

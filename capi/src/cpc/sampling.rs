@@ -7,10 +7,11 @@
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;
 
+use perfcompat::cpc::thread as lwp;
 use perfcompat::{BoundSet, Error, Result};
 
 use super::handles::{self, Buf, Cpc, Set};
-use super::{buf_of, cpc_buf_t, cpc_set_t, cpc_t, inherit, set_of, BAD};
+use super::{buf_of, cpc_buf_t, cpc_set_t, cpc_t, set_of, BAD};
 use crate::edge::call;
 
 /// Sample `n` requests of `binding` into `buf` (values, time, ticks); on failure `false`, with
@@ -67,11 +68,10 @@ fn sample(c: &Cpc, s: &Set, set: usize, b: &Buf) -> Result<c_int> {
     // return a bool and leave an error aside: moving a `Result<_, Error>` out of them
     // through the lookups showed in the profile.
     let mut err = None;
-    let r =
-        inherit::with_mine(set, |bs| sample_into(bs, b, n, c.tick_mult, &mut err)).or_else(|| {
-            s.bound
-                .with(|bd| sample_into(&bd.binding, b, n, c.tick_mult, &mut err))
-        });
+    let r = lwp::with_mine(set, |bs| sample_into(bs, b, n, c.tick_mult, &mut err)).or_else(|| {
+        s.bound
+            .with(|bd| sample_into(&bd.binding, b, n, c.tick_mult, &mut err))
+    });
     match (r, err) {
         (Some(true), _) => Ok(0),
         (Some(false), Some(e)) => Err(e),
@@ -108,7 +108,7 @@ fn on_current(
     f: impl FnOnce(&BoundSet) -> Result<()>,
 ) -> c_int {
     call(func, cpc, BAD, -1, |_: &Cpc| {
-        inherit::with_curlwp(f)
+        lwp::with_curlwp(f)
             .unwrap_or(Err(Error::NoCurrentSet))
             .map(|()| 0)
     })

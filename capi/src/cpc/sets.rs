@@ -4,11 +4,12 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
+use perfcompat::cpc::thread as lwp;
 use perfcompat::cpc::AddedRequest;
 use perfcompat::{Error, Result};
 
 use super::handles::{self, Cpc};
-use super::{cpc_attr_t, cpc_set_t, cpc_t, inherit, set_of, uint_t, BAD};
+use super::{cpc_attr_t, cpc_set_t, cpc_t, set_of, uint_t, BAD};
 use super::{CPC_MAX_ATTR_LEN, NO_SET};
 use crate::edge::{call, Kind};
 
@@ -45,7 +46,7 @@ pub unsafe extern "C" fn cpc_set_destroy(cpc: *mut cpc_t, set: *mut cpc_set_t) -
         // Only a set of this cpc_t is forgotten and destroyed: a refused call changes nothing
         // (it used to unbind the thread's set first; found by fuzz/state_machine).
         set_of(c, set)?;
-        inherit::forget(set as usize);
+        lwp::forget(set as usize);
         handles::destroy_child(c, set as usize, Kind::Set)
             .then_some(0)
             .ok_or(Error::BadArgument(NO_SET))

@@ -6,22 +6,13 @@
 //! `cpc_set_sample` in that LWP then reads `UINT64_MAX` for those requests. Each copy is the new
 //! thread's own: its handler presets and restarts it, its overflows are signalled to it.
 //!
-//! # How thread creation is seen
-//! The library defines `pthread_create` and forwards to the next definition
-//! (`dlsym(RTLD_NEXT, "pthread_create")`, normally glibc's). Programs that link `-lcpc` (or
-//! `-lperfex`, the same library) or preload it reach ours first: the dynamic linker searches
-//! the executable's libraries in link order and libc comes last. C++ `std::thread` and Rust
-//! threads go through `pthread_create` too. We chose this over the alternatives because it is
-//! synchronous (the copy exists and the SIGEMT is handled before the thread's start routine
-//! runs, as in Solaris where the kernel did it in `lwp_create`): perf's own inheritance
-//! (`inherit=1`) gives no handle on the child's counters and no signal, and ptrace (the
-//! engine's `pctx`, used by `perfex -mp`) cannot trace its own process. What it does not see:
-//! threads made with a raw `clone` system call, and programs that link libc statically.
-//!
-//! The cost for everything else: two relaxed atomic loads per `pthread_create` ([`ACTIVE`],
-//! the number of threads that hold an inheritable set, and whether the program runs under a
-//! `perfex` hand-over, whose threads start libperfex counters here too; the address of the
-//! real function is resolved at the first call and cached).
+//! The per-thread state of libcpc lives here: the set each thread bound with
+//! `cpc_bind_curlwp` (or holds an inherited copy of) and the engine binding that counts it there,
+//! read by the sampling paths from signal handlers, and what the threads it creates inherit.
+//! Sets are named by an opaque key (the C layer's `cpc_set_t` address) and checked alive
+//! through the function the C layer passes to [`enable`]. Thread creation reaches
+//! [`crate::threads::on_create`] from the C layer's `pthread_create`; the copy's SIGEMT is the
+//! process's overflow hook ([`crate::BoundSet::notify_overflowed`]).
 //!
 //! # Lifetimes
 //! - A binding made with `CPC_BIND_LWP_INHERIT` on a set with a notifying request binds the
@@ -31,7 +22,7 @@
 //!   a copy, so copies are inherited again) runs, before its start routine: bind a copy of the
 //!   set to itself (the requests as added, presets as given at add time), make it its current
 //!   set, freeze it with the notifying requests at `UINT64_MAX` and overflowed
-//!   ([`perfcompat::BoundSet::freeze_as_overflowed`]), and send itself SIGEMT (`EMT_CPCOVF`,
+//!   ([`BoundSet::freeze_as_overflowed`]), and send itself SIGEMT (`EMT_CPCOVF`,
 //!   `si_addr` = the start routine). Frozen rather than counting: Solaris's `kcpc_lwp_create`
 //!   marks the counters overflowed, so the value stays `UINT64_MAX` until the handler restarts.
 //! - The copy is unbound when its thread exits (a thread-local destructor), calls `cpc_unbind`
@@ -41,27 +32,25 @@
 //! - After `fork` the child inherits nothing: its only thread's inheritable set is forgotten.
 
 use std::cell::{Cell, RefCell};
-use std::ffi::{c_int, c_void};
 use std::sync::atomic::{compiler_fence, AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
 
-use perfcompat::backend::Backend;
-use perfcompat::engine;
-use perfcompat::set::{CounterSet, Target};
-use perfcompat::signal::Blocked;
-use perfcompat::Binding;
-
-use super::emt;
-use crate::edge::registry::{self, Kind};
+use crate::backend::Backend;
+use crate::engine::{self, Binding, BoundSet};
+use crate::set::{CounterSet, Target};
+use crate::signal::Blocked;
 
 /// Threads that hold an inheritable set: `pthread_create` does nothing more while it is 0.
-static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static ACTIVE: AtomicUsize = AtomicUsize::new(0);
 
 /// What a new thread inherits.
 pub(crate) struct Spec {
     backend: &'static dyn Backend,
-    /// The `cpc_set_t` (checked against the registry before each use).
+    /// The set's key (checked alive with `live` before each use).
     set: usize,
+    live: fn(usize) -> bool,
+    /// The binding's tag ([`engine::bind_tagged`]): the overflow hook's way to know it.
+    tag: usize,
     reqs: CounterSet,
 }
 
@@ -113,12 +102,12 @@ thread_local! {
 }
 
 /// The set this thread bound with `cpc_bind_curlwp` or inherited (0: none).
-pub(crate) fn current_set() -> usize {
+pub fn current_set() -> usize {
     CURLWP.try_with(Cell::get).unwrap_or(0)
 }
 
 /// Record `set`, counted here by binding `id`, as this thread's set (0: none).
-pub(crate) fn set_current(set: usize, id: u64) {
+pub fn set_current(set: usize, id: u64) {
     // A signal handler of this thread reads the pair: it sees 0 or a consistent pair.
     let _ = CURLWP.try_with(|c| c.set(0));
     compiler_fence(Ordering::SeqCst);
@@ -131,7 +120,7 @@ pub(crate) fn set_current(set: usize, id: u64) {
 /// has them: `cpc_set_sample`'s path for the calling thread's set, through thread-local state
 /// only. Async-signal-safe and allocation-free.
 #[inline]
-pub(crate) fn with_mine<R>(set: usize, f: impl FnOnce(&perfcompat::BoundSet) -> R) -> Option<R> {
+pub fn with_mine<R>(set: usize, f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
     if set == 0 || CURLWP.try_with(Cell::get).ok()? != set {
         return None;
     }
@@ -147,7 +136,7 @@ pub(crate) fn with_mine<R>(set: usize, f: impl FnOnce(&perfcompat::BoundSet) -> 
 /// them and left the libcpc set frozen: no overflow ever again; `tests/signal_stress.rs`).
 /// Async-signal-safe and allocation-free.
 #[inline]
-pub(crate) fn with_curlwp<R>(f: impl FnOnce(&perfcompat::BoundSet) -> R) -> Option<R> {
+pub fn with_curlwp<R>(f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
     if CURLWP.try_with(Cell::get).ok()? == 0 {
         return None;
     }
@@ -158,7 +147,7 @@ pub(crate) fn with_curlwp<R>(f: impl FnOnce(&perfcompat::BoundSet) -> R) -> Opti
 /// This thread no longer uses `set` (unbound or destroyed): forget it, drop this thread's copy
 /// of it and stop passing it on. Returns whether this thread held a copy of it (then the set
 /// itself, bound by another thread, is left alone).
-pub(crate) fn forget(set: usize) -> bool {
+pub fn forget(set: usize) -> bool {
     if current_set() == set {
         set_current(0, 0);
     }
@@ -178,7 +167,7 @@ pub(crate) fn forget(set: usize) -> bool {
 
 /// Drop this thread's inherited copy and what it passes on, whatever the set: before it binds
 /// another set (a thread holds one set).
-pub(crate) fn forget_all() {
+pub fn forget_all() {
     let old = STATE
         .try_with(|s| std::mem::take(&mut *s.borrow_mut()))
         .ok();
@@ -186,14 +175,28 @@ pub(crate) fn forget_all() {
 }
 
 /// The calling thread just bound `set` (made from `reqs`) with `CPC_BIND_LWP_INHERIT` and a
-/// notifying request, as binding `id`: the threads it creates from now on get a copy.
-pub(crate) fn enable(backend: &'static dyn Backend, set: usize, reqs: CounterSet, id: u64) {
+/// notifying request, as binding `id` tagged `tag`: the threads it creates from now on get a
+/// copy, tagged the same, as long as `live(set)` says the set still exists.
+pub fn enable(
+    backend: &'static dyn Backend,
+    set: usize,
+    reqs: CounterSet,
+    id: u64,
+    tag: usize,
+    live: fn(usize) -> bool,
+) {
     static ATFORK: Once = Once::new();
     ATFORK.call_once(|| {
         // SAFETY: registers a plain function.
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
     });
-    let spec = Arc::new(Spec { backend, set, reqs });
+    let spec = Arc::new(Spec {
+        backend,
+        set,
+        live,
+        tag,
+        reqs,
+    });
     let _ = STATE.try_with(|s| s.borrow_mut().inherit = Some((Holder::new(spec), id)));
 }
 
@@ -216,13 +219,12 @@ extern "C" fn after_fork_in_child() {
 }
 
 /// What the creating thread passes on, if it holds a live inheritable set.
-fn snapshot() -> Option<Arc<Spec>> {
+pub(crate) fn snapshot() -> Option<Arc<Spec>> {
     STATE
         .try_with(|s| {
             let s = s.try_borrow().ok()?;
             let (h, id) = s.inherit.as_ref()?;
-            let live = registry::contains(h.0.set, Kind::Set)
-                && engine::with_thread_binding(*id, |_| ()).is_some();
+            let live = (h.0.live)(h.0.set) && engine::with_thread_binding(*id, |_| ()).is_some();
             live.then(|| h.0.clone())
         })
         .ok()
@@ -230,32 +232,28 @@ fn snapshot() -> Option<Arc<Spec>> {
 }
 
 /// Called in the new thread before its start routine: bind the copy, make it current, freeze
-/// it overflowed and send SIGEMT to this thread. `start` is reported as `si_addr`.
-fn adopt(spec: Arc<Spec>, start: usize) {
-    if !registry::contains(spec.set, Kind::Set) {
+/// it overflowed and notify the overflow (SIGEMT to this thread). `start` is reported as the
+/// overflow's program counter.
+pub(crate) fn adopt(spec: Arc<Spec>, start: usize) {
+    if !(spec.live)(spec.set) {
         return;
     }
-    let binding = match engine::bind_tagged(
-        spec.backend,
-        &spec.reqs,
-        Target::CurrentThread,
-        emt::EMT_TAG,
-    ) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!(
-                "libcpc: a new thread could not inherit the counters of its creator \
+    let binding =
+        match engine::bind_tagged(spec.backend, &spec.reqs, Target::CurrentThread, spec.tag) {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!(
+                    "libcpc: a new thread could not inherit the counters of its creator \
                  (CPC_BIND_LWP_INHERIT): {e}"
-            );
-            return;
-        }
-    };
+                );
+                return;
+            }
+        };
     if let Err(e) = binding.freeze_as_overflowed() {
         eprintln!("libcpc: a new thread's inherited counters: {e}");
         return;
     }
     let id = binding.id();
-    let mask = binding.overflowed();
     {
         let _blocked = Blocked::all();
         let _ = STATE.try_with(|s| {
@@ -268,145 +266,5 @@ fn adopt(spec: Arc<Spec>, start: usize) {
         });
         set_current(spec.set, id);
     }
-    emt::send(engine::gettid(), start, mask);
-}
-
-// ---------------------------------------------------------------------------------------------
-// pthread_create.
-
-type StartRoutine = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
-type CreateFn = unsafe extern "C" fn(
-    *mut libc::pthread_t,
-    *const libc::pthread_attr_t,
-    Option<StartRoutine>,
-    *mut c_void,
-) -> c_int;
-
-static REAL: AtomicUsize = AtomicUsize::new(0);
-
-// Under ThreadSanitizer (`.ci/tsan` builds with `--cfg perfcompat_tsan`) the sanitizer's
-// runtime, linked into the program, defines `pthread_create` as a weak interceptor that this
-// strong definition overrides, and `RTLD_NEXT` then finds glibc's: threads created behind the
-// sanitizer's back crash it. Forward to its interceptor instead, which records the thread and
-// calls glibc's.
-#[cfg(perfcompat_tsan)]
-extern "C" {
-    fn __interceptor_pthread_create(
-        thread: *mut libc::pthread_t,
-        attr: *const libc::pthread_attr_t,
-        start: Option<StartRoutine>,
-        arg: *mut c_void,
-    ) -> c_int;
-}
-
-/// The `pthread_create` after ours in the search order (glibc's; the sanitizer's under
-/// ThreadSanitizer).
-fn real() -> Option<CreateFn> {
-    #[cfg(perfcompat_tsan)]
-    return Some(__interceptor_pthread_create);
-    #[cfg(not(perfcompat_tsan))]
-    real_next()
-}
-
-/// `dlsym(RTLD_NEXT, "pthread_create")`, cached.
-#[cfg_attr(perfcompat_tsan, allow(dead_code))]
-fn real_next() -> Option<CreateFn> {
-    let mut p = REAL.load(Ordering::Relaxed);
-    if p == 0 {
-        // SAFETY: dlsym with a NUL-terminated name.
-        p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"pthread_create".as_ptr()) } as usize;
-        if p == 0 || p == pthread_create as *const () as usize {
-            return None;
-        }
-        REAL.store(p, Ordering::Relaxed);
-    }
-    // SAFETY: the address of a function of pthread_create's type.
-    Some(unsafe { std::mem::transmute::<usize, CreateFn>(p) })
-}
-
-/// What the trampoline receives.
-struct Start {
-    routine: StartRoutine,
-    arg: *mut c_void,
-    spec: Option<Arc<Spec>>,
-    /// Under a `perfex` hand-over: start libperfex's counters first.
-    perfex: bool,
-}
-
-unsafe extern "C" fn trampoline(p: *mut c_void) -> *mut c_void {
-    // SAFETY: made by Box::into_raw in pthread_create, handed to this thread only.
-    let s = unsafe { Box::from_raw(p as *mut Start) };
-    let Start {
-        routine,
-        arg,
-        spec,
-        perfex,
-    } = *s;
-    if perfex {
-        crate::ffi_boundary(
-            "pthread_create (perfex hand-over)",
-            perfcompat::perfex::thread_started,
-        );
-    }
-    if let Some(spec) = spec {
-        crate::ffi_boundary("pthread_create (libcpc inheritance)", || {
-            adopt(spec, routine as usize)
-        });
-    }
-    // SAFETY: the program's start routine with its argument.
-    unsafe { routine(arg) }
-}
-
-/// `pthread_create(3)`, as the C library does it; a thread created by a thread that holds a
-/// libcpc set bound with `CPC_BIND_LWP_INHERIT` and a `CPC_OVF_NOTIFY_EMT` request starts with
-/// its own copy of the set and a SIGEMT (see the libcpc documentation of inheritance); in a
-/// program the `perfex` command runs, every new thread starts with libperfex counters of the
-/// events perfex counts (see `perfcompat::perfex::adopt_handoff`).
-///
-/// # Safety
-/// As `pthread_create(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn pthread_create(
-    thread: *mut libc::pthread_t,
-    attr: *const libc::pthread_attr_t,
-    start: Option<StartRoutine>,
-    arg: *mut c_void,
-) -> c_int {
-    let Some(real) = real() else {
-        return libc::ENOSYS;
-    };
-    let Some(p) = start.and_then(|routine| starter(routine, arg)) else {
-        // SAFETY: the caller's arguments, unchanged.
-        return unsafe { real(thread, attr, start, arg) };
-    };
-    // SAFETY: the trampoline takes ownership of `p` in the new thread.
-    let r = unsafe { real(thread, attr, Some(trampoline), p.cast()) };
-    if r != 0 {
-        // SAFETY: no thread was created: still ours.
-        drop(unsafe { Box::from_raw(p) });
-    }
-    r
-}
-
-/// What a new thread starting at `routine(arg)` must do first, if anything: start libperfex's
-/// counters under a `perfex` hand-over, take its copy of an inheritable libcpc set. Two relaxed
-/// loads when there is nothing to do.
-fn starter(routine: StartRoutine, arg: *mut c_void) -> Option<*mut Start> {
-    let perfex = perfcompat::perfex::handed_over();
-    if ACTIVE.load(Ordering::Relaxed) == 0 && !perfex {
-        return None;
-    }
-    let spec = if ACTIVE.load(Ordering::Relaxed) == 0 {
-        None
-    } else {
-        snapshot()
-    };
-    (perfex || spec.is_some()).then(|| {
-        Box::into_raw(Box::new(Start {
-            routine,
-            arg,
-            spec,
-            perfex,
-        }))
-    })
+    with_curlwp(|b| b.notify_overflowed(start));
 }
