@@ -1,8 +1,8 @@
 //! Solaris libcpc v2 semantics that are not C: what a set's requests are as the program added
 //! them ([`Requests`]: checked at add, turned into a [`CounterSet`] at bind), binding a set
 //! to a CPU ([`cpu`]: the processor checks, one set per CPU in this process, the binding
-//! thread's affinity saved and given back), and each thread's current set and inherited copies
-//! ([`thread`]). The C ABI (`perfcompat-capi`'s `cpc` module)
+//! thread's affinity saved and given back), a set with its binding and the binds and unbind
+//! ([`set`]), and each thread's current set and inherited copies ([`thread`]). The C ABI (`perfcompat-capi`'s `cpc` module)
 //! converts C types and calls these.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::set::{Attr, CounterSet, Request, RequestFlags, MAX_REQUESTS};
 
 pub mod cpu;
+pub mod set;
 pub mod thread;
 
 /// Request flag: freeze the set and notify when this request's counter overflows

@@ -10,7 +10,7 @@
 //! `cpc_bind_curlwp` (or holds an inherited copy of) and the engine binding that counts it there,
 //! read by the sampling paths from signal handlers, and what the threads it creates inherit.
 //! Sets are named by an opaque key (the C layer's `cpc_set_t` address) and checked alive
-//! through the function the C layer passes to [`enable`]. Thread creation reaches
+//! through the lookup the C layer passes to [`enable`]. Thread creation reaches
 //! [`crate::threads::on_create`] from the C layer's `pthread_create`; the copy's SIGEMT is the
 //! process's overflow hook ([`crate::BoundSet::notify_overflowed`]).
 //!
@@ -48,7 +48,7 @@ pub(crate) struct Spec {
     backend: &'static dyn Backend,
     /// The set's key (checked alive with `live` before each use).
     set: usize,
-    live: fn(usize) -> bool,
+    live: super::set::Lookup,
     /// The binding's tag ([`engine::bind_tagged`]): the overflow hook's way to know it.
     tag: usize,
     reqs: CounterSet,
@@ -176,14 +176,14 @@ pub fn forget_all() {
 
 /// The calling thread just bound `set` (made from `reqs`) with `CPC_BIND_LWP_INHERIT` and a
 /// notifying request, as binding `id` tagged `tag`: the threads it creates from now on get a
-/// copy, tagged the same, as long as `live(set)` says the set still exists.
+/// copy, tagged the same, as long as `live` finds the set.
 pub fn enable(
     backend: &'static dyn Backend,
     set: usize,
     reqs: CounterSet,
     id: u64,
     tag: usize,
-    live: fn(usize) -> bool,
+    live: super::set::Lookup,
 ) {
     static ATFORK: Once = Once::new();
     ATFORK.call_once(|| {
@@ -224,7 +224,8 @@ pub(crate) fn snapshot() -> Option<Arc<Spec>> {
         .try_with(|s| {
             let s = s.try_borrow().ok()?;
             let (h, id) = s.inherit.as_ref()?;
-            let live = (h.0.live)(h.0.set) && engine::with_thread_binding(*id, |_| ()).is_some();
+            let live =
+                (h.0.live)(h.0.set).is_some() && engine::with_thread_binding(*id, |_| ()).is_some();
             live.then(|| h.0.clone())
         })
         .ok()
@@ -235,7 +236,7 @@ pub(crate) fn snapshot() -> Option<Arc<Spec>> {
 /// it overflowed and notify the overflow (SIGEMT to this thread). `start` is reported as the
 /// overflow's program counter.
 pub(crate) fn adopt(spec: Arc<Spec>, start: usize) {
-    if !(spec.live)(spec.set) {
+    if (spec.live)(spec.set).is_none() {
         return;
     }
     let binding =

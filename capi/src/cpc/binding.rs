@@ -1,85 +1,17 @@
 //! Binding: cpc_bind_curlwp(3CPC) (`cpc_bind_curlwp`, `cpc_bind_pctx`, `cpc_bind_cpu`,
-//! `cpc_unbind`). A thread's current set and its inherited copies are the engine's
-//! ([`perfcompat::cpc::thread`]); a CPU binding's processor checks, table and affinity are the engine's
-//! ([`perfcompat::cpc::cpu`]).
+//! `cpc_unbind`). What a bind does (a thread's one set, inheritance, the CPU checks, table and
+//! affinity) is the engine's ([`perfcompat::cpc::set::Set`]); this file checks the handles and
+//! flags.
 
 use std::ffi::c_int;
 
-use perfcompat::cpc::cpu::{self, CpuPin};
-use perfcompat::cpc::thread as lwp;
-use perfcompat::engine;
-use perfcompat::set::Target;
-use perfcompat::signal::Blocked;
 use perfcompat::{Error, Result};
 
-use super::handles::{self, Bound, Cpc, How, Set};
+use super::handles::{set_by_key, Cpc};
 use super::CPC_BIND_LWP_INHERIT;
 use super::{cpc_set_t, cpc_t, emt, processorid_t, set_of, uint_t, BAD};
-use crate::edge::{self, call};
+use crate::edge::call;
 use crate::pctx::pctx_t;
-
-/// Bind `s` to `target`; on success it holds the binding, described by `how`.
-fn bind_set(c: &Cpc, s: &Set, target: Target, how: How) -> Result<()> {
-    let set = s.reqs.counter_set()?;
-    let notify = set.requests().iter().any(|r| r.flags.notify_overflow);
-    // Tagged before counting starts: an overflow during the bind must reach the hook.
-    let tag = if notify { emt::EMT_TAG } else { 0 };
-    let binding = engine::bind_tagged(c.backend, &set, target, tag)?;
-    s.bound.replace(Some(Box::new(Bound { binding, how })));
-    Ok(())
-}
-
-/// Unbind the set this thread bound before, if it is still a live set bound by this thread,
-/// and this thread's inherited copy, if any.
-/// libcpc: "an LWP holds at most one set; binding another silently unbinds the first". We also
-/// mark the old set unbound (libcpc left it looking bound; sampling it then read the new set's
-/// counters): sampling it is `EINVAL` until it is bound again.
-fn unbind_previous() {
-    let prev = lwp::current_set();
-    lwp::set_current(0, 0);
-    lwp::forget_all();
-    if let Some(s) = edge::get(prev as *mut cpc_set_t) {
-        let s: &Set = s;
-        let mine = s
-            .bound
-            .with(|b| matches!(b.how, How::Lwp { tid } if tid == engine::gettid()))
-            .unwrap_or(false);
-        if mine {
-            s.bound.replace(None);
-        }
-    }
-}
-
-/// Bind `s` (the `cpc_set_t` `set`) to the calling thread, as `cpc_bind_curlwp` documents.
-fn bind_curlwp(c: &Cpc, s: &Set, set: usize, inherit: bool) -> Result<()> {
-    // No signal handler of this thread may run between the unbinding of its old set and
-    // the new one being recorded as its set (`set_current` below): a SIGEMT handler's
-    // `cpc_set_sample`, `cpc_request_preset` and `cpc_set_restart` there would find no set
-    // (EINVAL), for an overflow of the new binding that comes while it is being bound
-    // (`tests/signal_stress.rs`). Overflows during the bind are handled once it is made.
-    let blocked = Blocked::all();
-    unbind_previous();
-    s.bound.replace(None);
-    // With a notifying request, each thread created later gets its own copy of the set
-    // (see `perfcompat::cpc::thread`); without, their counts are summed into this binding.
-    let emt = inherit && s.reqs.notifies();
-    let target = if inherit && !emt {
-        Target::CurrentThreadInherit
-    } else {
-        Target::CurrentThread
-    };
-    let tid = engine::gettid();
-    bind_set(c, s, target, How::Lwp { tid })?;
-    let id = s.bound.with(|b| b.binding.id()).unwrap_or(0);
-    lwp::set_current(set, id);
-    drop(blocked);
-    if emt {
-        if let Ok(reqs) = s.reqs.counter_set() {
-            lwp::enable(c.backend, set, reqs, id, emt::EMT_TAG, handles::set_is_live);
-        }
-    }
-    Ok(())
-}
 
 /// Bind `set` to the calling thread and start counting from the presets; see
 /// cpc_bind_curlwp(3CPC). With `CPC_BIND_LWP_INHERIT`, threads it creates later are counted
@@ -110,7 +42,8 @@ pub extern "C" fn cpc_bind_curlwp(cpc: *mut cpc_t, set: *mut cpc_set_t, flags: u
             });
         }
         let inherit = flags & CPC_BIND_LWP_INHERIT != 0;
-        bind_curlwp(c, s, set as usize, inherit).map(|()| 0)
+        s.bind_curlwp(c.backend, set as usize, inherit, emt::EMT_TAG, set_by_key)?;
+        Ok(0)
     })
 }
 
@@ -149,9 +82,8 @@ pub unsafe extern "C" fn cpc_bind_pctx(
             "not a pctx_t returned by pctx_create or pctx_capture",
         ))?;
         no_flags(flags)?;
-        perfcompat::pctx::check_thread(pid, id as i32)?;
-        s.bound.replace(None);
-        bind_set(c, s, Target::Thread(id as i32), How::Pctx).map(|()| 0)
+        s.bind_thread(c.backend, pid, id as i32, emt::EMT_TAG)?;
+        Ok(0)
     })
 }
 
@@ -179,11 +111,8 @@ pub extern "C" fn cpc_bind_cpu(
     call(c"cpc_bind_cpu", cpc, BAD, -1, |c: &Cpc| {
         let s = set_of(c, set)?;
         no_flags(flags)?;
-        let cpu = cpu::processor(id)?;
-        s.bound.replace(None);
-        // On failure the pin is dropped: the thread's affinity is given back.
-        let pin = CpuPin::take(cpu)?;
-        bind_set(c, s, Target::Cpu(cpu), How::Cpu(pin)).map(|()| 0)
+        s.bind_cpu(c.backend, id, emt::EMT_TAG)?;
+        Ok(0)
     })
 }
 
@@ -195,17 +124,7 @@ pub extern "C" fn cpc_bind_cpu(
 #[no_mangle]
 pub extern "C" fn cpc_unbind(cpc: *mut cpc_t, set: *mut cpc_set_t) -> c_int {
     call(c"cpc_unbind", cpc, BAD, -1, |c: &Cpc| {
-        let s = set_of(c, set)?;
-        // As in cpc_bind_curlwp: a handler of this thread sees the set bound or unbound, never
-        // forgotten as the thread's set but still bound.
-        let _blocked = Blocked::all();
-        // A thread holding an inherited copy unbinds its copy only (contexts are per LWP).
-        if !lwp::forget(set as usize) {
-            if !s.bound.is_bound() {
-                return Err(Error::NotBound);
-            }
-            s.bound.replace(None);
-        }
+        set_of(c, set)?.unbind(set as usize)?;
         Ok(0)
     })
 }

@@ -1,19 +1,16 @@
 //! What the libcpc handles point to: a `cpc_t` ([`Cpc`]) owns its sets ([`Set`]) and buffers
-//! ([`Buf`]); a bound set holds the engine's [`Binding`] ([`Bound`]). Handles are checked
+//! ([`Buf`]); a set is the engine's libcpc set (its requests and binding). Handles are checked
 //! against the registry before they are dereferenced (the `edge` module's [`Handle`] lookup).
 
 use std::ffi::CString;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use perfcompat::backend::Backend;
-use perfcompat::cpc::cpu::CpuPin;
-use perfcompat::cpc::Requests;
 use perfcompat::signal::Blocked;
-use perfcompat::{Binding, Error, Result};
 
 use super::{cpc_buf_t, cpc_set_t, cpc_t};
-use crate::edge::registry;
+use crate::edge::{self, registry};
 use crate::edge::{Handle, Handler, Kind, Tell, Tells};
 
 /// What a `cpc_t` that is not a live one is told.
@@ -67,23 +64,25 @@ pub(crate) struct Cpc {
     children: Mutex<Vec<(usize, Kind)>>,
 }
 
-/// A `cpc_set_t`.
+/// A `cpc_set_t`: the engine's set ([`perfcompat::cpc::set::Set`]: requests and binding) and
+/// the `cpc_t` it was made from.
 pub(crate) struct Set {
     /// The `cpc_t` it was made from.
     pub cpc: usize,
-    /// The requests as added.
-    pub reqs: Requests,
-    pub bound: BindSlot,
+    set: perfcompat::cpc::set::Set,
 }
 
-impl Set {
-    /// [`Error::SetBound`] when bound (requests are added to unbound sets only).
-    pub fn check_unbound(&self) -> Result<()> {
-        match self.bound.is_bound() {
-            true => Err(Error::SetBound),
-            false => Ok(()),
-        }
+impl std::ops::Deref for Set {
+    type Target = perfcompat::cpc::set::Set;
+    fn deref(&self) -> &perfcompat::cpc::set::Set {
+        &self.set
     }
+}
+
+/// The engine's set of a live `cpc_set_t` at address `key` (how the engine finds a thread's
+/// previous set and checks an inheritable one alive).
+pub(crate) fn set_by_key(key: usize) -> Option<&'static perfcompat::cpc::set::Set> {
+    edge::get(key as *mut cpc_set_t).map(|s: &Set| &s.set)
 }
 
 /// A `cpc_buf_t`: one value per request of its set at creation, the sample time and ticks.
@@ -93,75 +92,6 @@ pub(crate) struct Buf {
     pub vals: Box<[AtomicU64]>,
     pub hrtime: AtomicI64,
     pub tick: AtomicU64,
-}
-
-/// How a set is bound.
-pub(crate) enum How {
-    /// `cpc_bind_curlwp` by thread `tid`.
-    Lwp { tid: i32 },
-    /// `cpc_bind_pctx` to thread `tid`.
-    Pctx,
-    /// `cpc_bind_cpu`: the binding thread moved to the CPU (back when the pin is dropped).
-    Cpu(#[allow(dead_code)] CpuPin),
-}
-
-/// A bound set's engine state.
-pub(crate) struct Bound {
-    pub binding: Binding,
-    pub how: How,
-}
-
-/// The binding of a set: a pointer that signal handlers read without locks, and a count of
-/// readers so that unbinding never frees a binding a reader on another thread still uses.
-pub(crate) struct BindSlot {
-    ptr: AtomicPtr<Bound>,
-    readers: AtomicUsize,
-}
-
-impl BindSlot {
-    const fn new() -> BindSlot {
-        BindSlot {
-            ptr: AtomicPtr::new(std::ptr::null_mut()),
-            readers: AtomicUsize::new(0),
-        }
-    }
-
-    /// Run `f` on the binding, if bound. Async-signal-safe.
-    pub fn with<R>(&self, f: impl FnOnce(&Bound) -> R) -> Option<R> {
-        self.readers.fetch_add(1, Ordering::SeqCst);
-        let p = self.ptr.load(Ordering::SeqCst);
-        // SAFETY: `replace` frees a binding only after taking it out of `ptr` and seeing no
-        // reader that could have loaded it.
-        let r = (!p.is_null()).then(|| f(unsafe { &*p }));
-        self.readers.fetch_sub(1, Ordering::SeqCst);
-        r
-    }
-
-    /// Whether bound.
-    pub fn is_bound(&self) -> bool {
-        !self.ptr.load(Ordering::SeqCst).is_null()
-    }
-
-    /// Put `new` in place (or unbind with `None`); the old binding is unbound and freed. Not
-    /// for signal handlers: it waits for readers on other threads.
-    pub fn replace(&self, new: Option<Box<Bound>>) {
-        let _blocked = Blocked::all();
-        let new = new.map_or(std::ptr::null_mut(), Box::into_raw);
-        let old = self.ptr.swap(new, Ordering::SeqCst);
-        if !old.is_null() {
-            while self.readers.load(Ordering::SeqCst) != 0 {
-                std::hint::spin_loop();
-            }
-            // SAFETY: made by Box::into_raw here, and no reader holds it any more.
-            drop(unsafe { Box::from_raw(old) });
-        }
-    }
-}
-
-impl Drop for BindSlot {
-    fn drop(&mut self) {
-        self.replace(None);
-    }
 }
 
 impl Cpc {
@@ -247,11 +177,6 @@ impl Cpc {
     }
 }
 
-/// Whether `p` is a live `cpc_set_t` (what inherited copies check before they are made).
-pub(crate) fn set_is_live(p: usize) -> bool {
-    registry::contains(p, Kind::Set)
-}
-
 /// `mhz` as cycles per nanosecond in 32.32 fixed point (see [`Cpc::tick_mult`]).
 fn tick_mult(mhz: f64) -> u64 {
     let m = mhz / 1000.0 * (1u64 << 32) as f64;
@@ -313,8 +238,7 @@ fn free_child(p: usize, kind: Kind) {
 pub(crate) fn new_set(cpc: &Cpc) -> *mut Set {
     let p = Box::into_raw(Box::new(Set {
         cpc: cpc as *const Cpc as usize,
-        reqs: Requests::new(),
-        bound: BindSlot::new(),
+        set: perfcompat::cpc::set::Set::new(),
     }));
     if !cpc.adopt(p as usize, Kind::Set) {
         // SAFETY: just made, never shared.

@@ -63,15 +63,11 @@ fn sample(c: &Cpc, s: &Set, set: usize, b: &Buf) -> Result<c_int> {
             need: n,
         });
     }
-    // This thread's own counters for the set (its binding, or its inherited copy): found
-    // through thread-local state, without the shared slot's reader count. The closures
-    // return a bool and leave an error aside: moving a `Result<_, Error>` out of them
+    // This thread's own counters for the set (its binding, or its inherited copy). The
+    // closure returns a bool and leaves an error aside: moving a `Result<_, Error>` out of it
     // through the lookups showed in the profile.
     let mut err = None;
-    let r = lwp::with_mine(set, |bs| sample_into(bs, b, n, c.tick_mult, &mut err)).or_else(|| {
-        s.bound
-            .with(|bd| sample_into(&bd.binding, b, n, c.tick_mult, &mut err))
-    });
+    let r = s.with_counters(set, |bs| sample_into(bs, b, n, c.tick_mult, &mut err));
     match (r, err) {
         (Some(true), _) => Ok(0),
         (Some(false), Some(e)) => Err(e),
