@@ -5,7 +5,8 @@
 //!
 //! Lines are counted as written (after `cargo fmt`), between the line that opens the body and
 //! the line that closes it. The exports still long are listed in `KNOWN` (issue 15): the list
-//! only shrinks.
+//! only shrinks. And the C crate makes no thread, affinity or signal call (`libc::sched_*`,
+//! `libc::pthread_*`, `sigaction`...): deciding those is the engine's.
 
 use std::path::{Path, PathBuf};
 
@@ -154,6 +155,66 @@ fn every_c_export_is_a_thin_shim_or_says_why_not() {
          justify each with `{MARK}<why>` above it:\n{}",
         long.len(),
         long.join("\n")
+    );
+}
+
+/// The calls that decide about threads, affinity and signals: the engine's, never the C
+/// crate's (its `pthread_create` forwards through a pointer, its `va_list` trampoline is C).
+const ENGINE_ONLY: &[&str] = &["sched_", "pthread_", "sigaction", "sigprocmask", "signal"];
+
+/// The `libc::` calls of `ENGINE_ONLY` in `text` (code only, comments aside): (line, call).
+fn engine_only_calls(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        let code = l.split("//").next().unwrap_or("");
+        for (at, _) in code.match_indices("libc::") {
+            let rest = &code[at + 6..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let called = rest[name.len()..].trim_start().starts_with('(');
+            let engine_only = ENGINE_ONLY
+                .iter()
+                .any(|p| name.starts_with(p) && (p.ends_with('_') || name == *p));
+            if called && engine_only {
+                out.push((i + 1, name));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_c_crate_leaves_threads_affinity_and_signals_to_the_engine() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("capi/src");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            engine_only_calls(&text)
+                .into_iter()
+                .map(move |(l, n)| format!("{}:{l}: libc::{n}", f.display()))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "thread, affinity and signal calls belong in the engine:\n{}",
+        found.join("\n")
+    );
+    assert_eq!(
+        engine_only_calls(
+            "unsafe { libc::sched_setaffinity(0, n, &s) };\n\
+             let t: *mut libc::pthread_t = p; // libc::sigaction(..)\n\
+             libc::pthread_atfork (None, None, None);"
+        ),
+        [
+            (1, "sched_setaffinity".into()),
+            (3, "pthread_atfork".into())
+        ],
+        "the scanner finds calls, not types or comments"
     );
 }
 

@@ -39,6 +39,12 @@ pub(crate) fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
+/// This thread's `errno`.
+pub(crate) fn errno() -> c_int {
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() }
+}
+
 /// How a library tells its callers about a failure.
 #[derive(Clone, Copy)]
 pub(crate) enum Tell {

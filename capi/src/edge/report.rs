@@ -19,6 +19,8 @@ use std::fmt::{self, Write};
 use perfcompat::error::ErrorKind;
 use perfcompat::Error;
 
+use super::set_errno;
+
 /// The libcpc error subcodes (`CPC_INVALID_EVENT` = 1 ... `CPC_HV_NO_ACCESS` = 11, the index
 /// of their message in [`MESSAGES`]), by engine error family; -1: none. `libcpc.h`'s constants
 /// are checked against these numbers in the `cpc` module.
@@ -120,17 +122,6 @@ impl Write for StackText {
     }
 }
 
-fn errno_location() -> *mut c_int {
-    // SAFETY: returns this thread's errno.
-    unsafe { libc::__errno_location() }
-}
-
-/// Set `errno`.
-pub(crate) fn set_errno(e: c_int) {
-    // SAFETY: this thread's errno.
-    unsafe { *errno_location() = e };
-}
-
 /// Report a failure of `func` (a NUL-terminated C name such as `c"cpc_bind_curlwp"`):
 /// through `handler` when the error has a subcode and a handler is set, otherwise on standard
 /// error with `detail` (the engine's explanation, if any); then set `errno` to `errno`.
@@ -142,10 +133,7 @@ pub(crate) fn report(
     errno: c_int,
     detail: Option<&dyn fmt::Display>,
 ) {
-    let saved = {
-        // SAFETY: this thread's errno.
-        unsafe { *errno_location() }
-    };
+    let saved = super::errno();
     let msg = message(subcode);
     match (handler, msg) {
         (Some(h), Some(m)) => {
@@ -293,8 +281,7 @@ mod tests {
             libc::EINVAL,
             Some(&"detail"),
         );
-        // SAFETY: this thread's errno.
-        assert_eq!(unsafe { *errno_location() }, libc::EINVAL);
+        assert_eq!(super::super::errno(), libc::EINVAL);
         // No subcode: the handler is not called.
         report(Some(handler), c"cpc_unbind", -1, libc::EINVAL, None);
         let seen = SEEN.lock().unwrap();
