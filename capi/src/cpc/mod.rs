@@ -152,17 +152,21 @@ const NO_SET: &str = "not a set of this cpc_t (destroyed, never created, or anot
 const NO_BUF: &str = "not a buffer of this cpc_t (destroyed, never created, or another handle's)";
 
 /// A live set of `cpc`.
+#[inline]
 fn set_of<'a>(cpc: &Cpc, set: *mut cpc_set_t) -> Result<&'a Set> {
-    edge::get(set)
-        .filter(|s: &&Set| s.cpc == cpc as *const Cpc as usize)
-        .ok_or(Error::BadArgument(NO_SET))
+    match edge::get(set) {
+        Some(s) if s.cpc == cpc as *const Cpc as usize => Ok(s),
+        _ => Err(Error::BadArgument(NO_SET)),
+    }
 }
 
 /// A live buffer of `cpc`.
+#[inline]
 fn buf_of<'a>(cpc: &Cpc, buf: *mut cpc_buf_t) -> Result<&'a Buf> {
-    edge::get(buf)
-        .filter(|b: &&Buf| b.cpc == cpc as *const Cpc as usize)
-        .ok_or(Error::BadArgument(NO_BUF))
+    match edge::get(buf) {
+        Some(b) if b.cpc == cpc as *const Cpc as usize => Ok(b),
+        _ => Err(Error::BadArgument(NO_BUF)),
+    }
 }
 
 /// A callback the program passed, or the error for a NULL one.

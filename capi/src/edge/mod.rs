@@ -21,16 +21,29 @@ pub(crate) use report::Handler;
 pub fn ffi_boundary<R>(name: &str, f: impl FnOnce() -> R) -> R {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
-        Err(p) => {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            eprintln!("perfcompat: internal error in {name}: {msg}; aborting");
-            std::process::abort();
-        }
+        Err(p) => abort_after_panic(name, p),
     }
+}
+
+/// [`ffi_boundary`] with the C name, turned into text only if `f` panics (the sampling paths
+/// pass here on every call).
+#[inline]
+fn boundary<R>(name: &CStr, f: impl FnOnce() -> R) -> R {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => abort_after_panic(&name.to_string_lossy(), p),
+    }
+}
+
+#[cold]
+fn abort_after_panic(name: &str, p: Box<dyn std::any::Any + Send>) -> ! {
+    let msg = p
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    eprintln!("perfcompat: internal error in {name}: {msg}; aborting");
+    std::process::abort();
 }
 
 /// Set `errno` (the only place that does).
@@ -84,6 +97,7 @@ pub(crate) fn get<'a, H: Handle>(p: *mut H) -> Option<&'a H::Target> {
 }
 
 /// Tell the caller of `func` about `e` the way `tell` says, and set `errno`.
+#[cold]
 pub(crate) fn fail(tell: Tell, func: &CStr, e: &Error) {
     match tell {
         Tell::Cpc(h) => report::report(h, func, report::subcode(e), e.errno(), Some(e)),
@@ -128,7 +142,7 @@ pub(crate) fn call<H: Handle, T>(
 where
     H::Target: Tells,
 {
-    ffi_boundary(func.to_str().unwrap_or("?"), || match get(p) {
+    boundary(func, || match get(p) {
         Some(t) => ret(t.tell(), func, failed, f(t)),
         None => {
             fail(tell_bad, func, &Error::BadArgument(H::BAD));
