@@ -3,7 +3,7 @@
 //! process's thread (`cpc_bind_pctx`), to a CPU (`cpc_bind_cpu`).
 //!
 //! A set is named by a key (the C layer's `cpc_set_t` address), which the per-thread state
-//! ([`super::thread`]) records as the thread's current set. The binding sits in a [`BindSlot`]
+//! ([`super::thread`]) records as the thread's current set. The binding sits in a bind slot
 //! that signal handlers read without locks (`cpc_set_sample` in a SIGEMT handler).
 
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
