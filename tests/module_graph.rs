@@ -9,8 +9,12 @@
 //! every library's module uses `edge` (handles, the registry, the error channel), and `cpc`
 //! uses `pctx` (`cpc_bind_pctx` takes a `pctx_t`), never the other way.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+
+use common::rust_files;
 
 /// Edges that close a known cycle, to be removed (issue 15):
 /// - `backend` → `costs`: the perf backend reads the calibrated clock from the host cost cache;
@@ -33,17 +37,6 @@ const ROOT_ITEMS: &[(&str, &str)] = &[
     ("RequestFlags", "set"),
     ("Target", "set"),
 ];
-
-fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// The names a `crate::` path at the start of `rest` refers to at the crate's root:
 /// `crate::a::b` gives `a`, `crate::{a, b::c}` gives `a` and `b`.
@@ -78,8 +71,7 @@ fn root_names(rest: &str) -> Vec<String> {
 
 /// The module graph of the crate rooted at `root`: top-level module → modules it uses.
 fn graph(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let mut files = Vec::new();
-    rust_files(root, &mut files);
+    let files = rust_files(root);
     let modules: BTreeSet<String> = files
         .iter()
         .filter_map(|f| {

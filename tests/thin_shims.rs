@@ -8,6 +8,8 @@
 //! only shrinks. And the C crate makes no thread, affinity or signal call (`libc::sched_*`,
 //! `libc::pthread_*`, `sigaction`...): deciding those is the engine's.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 /// The longest body an export may have without a justification.
@@ -28,17 +30,6 @@ struct Export {
     name: String,
     body: usize,
     justified: bool,
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 fn indent(l: &str) -> usize {
@@ -109,12 +100,16 @@ fn exports(file: &Path, text: &str) -> Vec<Export> {
     out
 }
 
+/// The C crate's source directory and files.
+fn capi_files() -> (PathBuf, Vec<PathBuf>) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("capi/src");
+    let files = common::rust_files(&root);
+    (root, files)
+}
+
 #[test]
 fn every_c_export_is_a_thin_shim_or_says_why_not() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("capi/src");
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
-    files.sort();
+    let (root, files) = capi_files();
     let all: Vec<Export> = files
         .iter()
         .flat_map(|f| exports(f, &std::fs::read_to_string(f).unwrap()))
@@ -187,9 +182,7 @@ fn engine_only_calls(text: &str) -> Vec<(usize, String)> {
 
 #[test]
 fn the_c_crate_leaves_threads_affinity_and_signals_to_the_engine() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("capi/src");
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
+    let (_, files) = capi_files();
     let found: Vec<String> = files
         .iter()
         .flat_map(|f| {

@@ -158,19 +158,15 @@ pub(crate) fn pid_of(p: *mut pctx_t) -> Option<i32> {
 
 /// A new handle for `pctx`, registered.
 fn register(pctx: Pctx, arg: *mut c_void) -> Result<*mut pctx_t> {
-    let p = Box::into_raw(Box::new(Ctx {
+    let ctx = Ctx {
         pid: pctx.pid(),
         arg,
         callbacks: Mutex::new(Callbacks::default()),
         pctx: Mutex::new(Some(pctx)),
         terminate: AtomicBool::new(false),
-    }));
-    if !registry::insert(p as usize, Kind::Pctx) {
-        // SAFETY: just made, never shared; dropping releases the process.
-        drop(unsafe { Box::from_raw(p) });
-        return Err(Error::OutOfHandles);
-    }
-    Ok(p.cast())
+    };
+    // Dropped when it cannot be registered: the process is let go.
+    edge::new_handle(ctx, |p| registry::insert(p, Kind::Pctx))
 }
 
 /// The command `pctx_create` runs: `filename`, then `argv[1..]`.

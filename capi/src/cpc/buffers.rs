@@ -24,12 +24,7 @@ pub extern "C" fn cpc_buf_create(cpc: *mut cpc_t, set: *mut cpc_set_t) -> *mut c
         cpc,
         BAD,
         std::ptr::null_mut(),
-        |c: &Cpc| {
-            let p = handles::new_buf(c, set_of(c, set)?);
-            (!p.is_null())
-                .then_some(p.cast())
-                .ok_or(Error::OutOfHandles)
-        },
+        |c: &Cpc| handles::new_buf(c, set_of(c, set)?),
     )
 }
 

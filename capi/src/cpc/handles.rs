@@ -8,6 +8,7 @@ use std::sync::Mutex;
 
 use perfcompat::backend::Backend;
 use perfcompat::signal::Blocked;
+use perfcompat::Result;
 
 use super::{cpc_buf_t, cpc_set_t, cpc_t};
 use crate::edge::{self, registry};
@@ -193,15 +194,9 @@ pub(crate) fn ticks(ns: u64, mult: u64) -> u64 {
     ((u128::from(ns) * u128::from(mult)) >> 32).min(u128::from(u64::MAX)) as u64
 }
 
-/// A new `cpc_t`, registered; NULL when the registry is full.
-pub(crate) fn new_cpc(backend: &'static dyn Backend) -> *mut Cpc {
-    let p = Box::into_raw(Box::new(Cpc::new(backend)));
-    if !registry::insert(p as usize, Kind::Cpc) {
-        // SAFETY: just made, never shared.
-        drop(unsafe { Box::from_raw(p) });
-        return std::ptr::null_mut();
-    }
-    p
+/// A new `cpc_t`, registered ([`perfcompat::Error::OutOfHandles`] when the registry is full).
+pub(crate) fn new_cpc(backend: &'static dyn Backend) -> Result<*mut cpc_t> {
+    edge::new_handle(Cpc::new(backend), |p| registry::insert(p, Kind::Cpc))
 }
 
 /// Close a `cpc_t`: unbind and free every set and buffer made from it, then it.
@@ -234,35 +229,25 @@ fn free_child(p: usize, kind: Kind) {
     }
 }
 
-/// A new empty set of `cpc`; NULL when the registry is full.
-pub(crate) fn new_set(cpc: &Cpc) -> *mut Set {
-    let p = Box::into_raw(Box::new(Set {
+/// A new empty set of `cpc` ([`perfcompat::Error::OutOfHandles`] when the registry is full).
+pub(crate) fn new_set(cpc: &Cpc) -> Result<*mut cpc_set_t> {
+    let set = Set {
         cpc: cpc as *const Cpc as usize,
         set: perfcompat::cpc::set::Set::new(),
-    }));
-    if !cpc.adopt(p as usize, Kind::Set) {
-        // SAFETY: just made, never shared.
-        drop(unsafe { Box::from_raw(p) });
-        return std::ptr::null_mut();
-    }
-    p
+    };
+    edge::new_handle(set, |p| cpc.adopt(p, Kind::Set))
 }
 
-/// A zeroed buffer for `set`'s current requests; NULL when the registry is full.
-pub(crate) fn new_buf(cpc: &Cpc, set: &Set) -> *mut Buf {
-    let n = set.reqs.len();
-    let p = Box::into_raw(Box::new(Buf {
+/// A zeroed buffer for `set`'s current requests ([`perfcompat::Error::OutOfHandles`] when the
+/// registry is full).
+pub(crate) fn new_buf(cpc: &Cpc, set: &Set) -> Result<*mut cpc_buf_t> {
+    let buf = Buf {
         cpc: cpc as *const Cpc as usize,
-        vals: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        vals: (0..set.reqs.len()).map(|_| AtomicU64::new(0)).collect(),
         hrtime: AtomicI64::new(0),
         tick: AtomicU64::new(0),
-    }));
-    if !cpc.adopt(p as usize, Kind::Buf) {
-        // SAFETY: just made, never shared.
-        drop(unsafe { Box::from_raw(p) });
-        return std::ptr::null_mut();
-    }
-    p
+    };
+    edge::new_handle(buf, |p| cpc.adopt(p, Kind::Buf))
 }
 
 /// Destroy a set or buffer of `cpc` (unbinding a bound set). `false` if `p` is not a live

@@ -11,11 +11,7 @@ use crate::edge::{call, run, Tell};
 /// A new `cpc_t` over `backend`, the overflow notification installed.
 fn open_on(backend: &'static dyn perfcompat::backend::Backend) -> Result<*mut cpc_t> {
     emt::install();
-    let p = handles::new_cpc(backend);
-    if p.is_null() {
-        return Err(Error::OutOfHandles);
-    }
-    Ok(p.cast())
+    handles::new_cpc(backend)
 }
 
 /// Open the library for version `ver` of the interface (`CPC_VER_CURRENT`); see

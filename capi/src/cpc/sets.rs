@@ -24,12 +24,7 @@ pub extern "C" fn cpc_set_create(cpc: *mut cpc_t) -> *mut cpc_set_t {
         cpc,
         BAD,
         std::ptr::null_mut(),
-        |c: &Cpc| {
-            let p = handles::new_set(c);
-            (!p.is_null())
-                .then_some(p.cast())
-                .ok_or(Error::OutOfHandles)
-        },
+        |c: &Cpc| handles::new_set(c),
     )
 }
 

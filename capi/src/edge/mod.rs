@@ -96,6 +96,21 @@ pub(crate) fn get<'a, H: Handle>(p: *mut H) -> Option<&'a H::Target> {
     registry::contains(p as usize, H::KIND).then(|| unsafe { &*(p as *const H::Target) })
 }
 
+/// A new handle of type `H` for `value`, recorded by `record` (the registry's insert, or the
+/// parent handle's adoption); [`Error::OutOfHandles`] (and `value` dropped) when it cannot be.
+pub(crate) fn new_handle<H: Handle>(
+    value: H::Target,
+    record: impl FnOnce(usize) -> bool,
+) -> Result<*mut H> {
+    let p = Box::into_raw(Box::new(value));
+    if !record(p as usize) {
+        // SAFETY: just made, never shared.
+        drop(unsafe { Box::from_raw(p) });
+        return Err(Error::OutOfHandles);
+    }
+    Ok(p.cast())
+}
+
 /// Tell the caller of `func` about `e` the way `tell` says, and set `errno`.
 #[cold]
 pub(crate) fn fail(tell: Tell, func: &CStr, e: &Error) {
