@@ -1,8 +1,9 @@
-//! The C ABI of perfcompat: `libperfex`, `libcpc` (later issues) and the `perfcompat_*`
-//! extensions, as thin shims over the engine: check pointers, convert, call the engine, map the
-//! result to the C convention.
+//! The C ABI of perfcompat: `libperfex`, `libcpc`, `libpctx`, Tru64's pfm device and the
+//! `perfcompat_*` extensions, as thin shims over the engine: check pointers and handles,
+//! convert, call one engine function, map the result to the C convention. Every export goes
+//! through the `edge` module (handle lookup, the one error path).
 //!
-//! A panic never unwinds into C: every export runs inside [`ffi_boundary`] (in the `edge` module, which every export goes through), which prints the
+//! A panic never unwinds into C: every export runs inside [`ffi_boundary`], which prints the
 //! panic message on stderr and aborts the process.
 
 #![allow(non_camel_case_types)]

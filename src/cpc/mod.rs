@@ -2,8 +2,8 @@
 //! them ([`Requests`]: checked at add, turned into a [`CounterSet`] at bind), binding a set
 //! to a CPU ([`cpu`]: the processor checks, one set per CPU in this process, the binding
 //! thread's affinity saved and given back), a set with its binding and the binds and unbind
-//! ([`set`]), and each thread's current set and inherited copies ([`thread`]). The C ABI (`perfcompat-capi`'s `cpc` module)
-//! converts C types and calls these.
+//! ([`set`]), and each thread's current set and inherited copies ([`thread`]). The C ABI
+//! (`perfcompat-capi`'s `cpc` module) converts C types and calls these.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

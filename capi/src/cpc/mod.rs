@@ -3,8 +3,9 @@
 //!
 //! Each function checks its handles against the registry of live handles (a stale, foreign
 //! or mistyped handle is `EINVAL`, never dereferenced), converts, calls the engine and reports
-//! failures the libcpc way through the crate's `edge` module: -1 (or NULL) with `errno`, through the error
-//! handler with a subcode where libcpc had one, else on standard error. `cpc_set_sample`,
+//! failures the libcpc way through the crate's `edge` module: -1 (or NULL) with `errno`,
+//! through the error handler with a subcode where libcpc had one, else on standard error. What
+//! a call does is the engine's (`perfcompat::cpc`). `cpc_set_sample`,
 //! `cpc_buf_get`, `cpc_buf_set`, `cpc_request_preset`, `cpc_set_restart`, `cpc_enable` and
 //! `cpc_disable` are async-signal-safe (no allocation, no locks, no stdio), so a SIGEMT handler
 //! may call them. Overflow notification is described in the `emt` module.
