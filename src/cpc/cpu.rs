@@ -125,28 +125,29 @@ mod tests {
         ));
     }
 
+    fn affinity() -> libc::cpu_set_t {
+        // SAFETY: plain data and valid pointers.
+        unsafe {
+            let mut s: libc::cpu_set_t = std::mem::zeroed();
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut s);
+            s
+        }
+    }
+
     #[test]
     fn one_pin_per_cpu_and_the_affinity_comes_back() {
-        let size = std::mem::size_of::<libc::cpu_set_t>();
-        // SAFETY: plain data and valid pointers.
-        let before = unsafe {
-            let mut s: libc::cpu_set_t = std::mem::zeroed();
-            libc::sched_getaffinity(0, size, &mut s);
-            s
-        };
-        let pin = CpuPin::take(0).expect("this thread may move to CPU 0");
-        assert_eq!(pin.cpu(), 0);
-        assert!(matches!(CpuPin::take(0), Err(Error::ProcessorTaken(0))));
+        let before = affinity();
+        // A CPU this thread may run on (CPU 0 may be outside a container's set).
+        let cpu = (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: reading plain data.
+            .find(|&c| unsafe { libc::CPU_ISSET(c, &before) })
+            .unwrap() as u32;
+        let pin = CpuPin::take(cpu).expect("this thread may move to a CPU of its own set");
+        assert_eq!(pin.cpu(), cpu);
+        assert_eq!(CpuPin::take(cpu).unwrap_err(), Error::ProcessorTaken(cpu));
         drop(pin);
-        // SAFETY: as above.
-        let after = unsafe {
-            let mut s: libc::cpu_set_t = std::mem::zeroed();
-            libc::sched_getaffinity(0, size, &mut s);
-            s
-        };
         // SAFETY: comparing plain data.
-        assert!(unsafe { libc::CPU_EQUAL(&before, &after) });
-        let again = CpuPin::take(0).expect("free again");
-        drop(again);
+        assert!(unsafe { libc::CPU_EQUAL(&before, &affinity()) });
+        drop(CpuPin::take(cpu).expect("free again"));
     }
 }
