@@ -167,15 +167,11 @@ pub extern "C" fn cpc_disable(cpc: *mut cpc_t) -> c_int {
 /// returns. libcpc's private interface; async-signal-safe (a SIGINT handler calls it).
 #[no_mangle]
 pub extern "C" fn cpc_terminate(cpc: *mut cpc_t) {
-    call(
-        c"cpc_terminate",
-        cpc,
-        crate::edge::Tell::Errno,
-        (),
-        |c: &Cpc| {
+    // A bad handle does nothing, errno included: a signal handler must not change it.
+    crate::ffi_boundary("cpc_terminate", || {
+        if let Some(c) = crate::edge::get::<cpc_t>(cpc) {
             c.terminate.store(true, Ordering::Release);
             crate::pctx::terminate_all();
-            Ok(())
-        },
-    )
+        }
+    })
 }
