@@ -491,11 +491,9 @@ fn put_back(pctx: *mut pctx_t, p: Pctx) {
 #[no_mangle]
 pub unsafe extern "C" fn pctx_release(pctx: *mut pctx_t) {
     run(Tell::Pctx, c"pctx_release", (), || {
-        if !registry::remove(pctx as usize, Kind::Pctx) {
+        let Some(c) = edge::take(pctx) else {
             return Err(Error::BadArgument("invalid argument: not a live pctx_t"));
-        }
-        // SAFETY: registered, and we won its removal.
-        let c = unsafe { Box::from_raw(pctx as *mut Ctx) };
+        };
         let calls = Calls::new(pctx, &c, None);
         match c.pctx.into_inner().unwrap_or_else(|p| p.into_inner()) {
             Some(p) => p.release(&mut { calls }),

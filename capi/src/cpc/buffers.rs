@@ -9,7 +9,7 @@ use perfcompat::{Error, Result};
 
 use super::handles::{self, Buf, Cpc};
 use super::{buf_of, cpc_buf_t, cpc_set_t, cpc_t, hrtime_t, set_of, BAD, NO_BUF};
-use crate::edge::{self, call, ffi_boundary, Kind, Tell};
+use crate::edge::{self, call, ffi_boundary, Tell};
 
 /// Make a zeroed buffer for `set`'s current requests; see cpc_buf_create(3CPC). A buffer made
 /// before requests were added no longer fits the set (`cpc_set_sample` refuses it).
@@ -38,7 +38,7 @@ pub extern "C" fn cpc_buf_create(cpc: *mut cpc_t, set: *mut cpc_set_t) -> *mut c
 #[no_mangle]
 pub unsafe extern "C" fn cpc_buf_destroy(cpc: *mut cpc_t, buf: *mut cpc_buf_t) -> c_int {
     call(c"cpc_buf_destroy", cpc, BAD, -1, |c: &Cpc| {
-        handles::destroy_child(c, buf as usize, Kind::Buf)
+        handles::destroy_child(c, buf)
             .then_some(0)
             .ok_or(Error::BadArgument(NO_BUF))
     })

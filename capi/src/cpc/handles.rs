@@ -140,6 +140,11 @@ impl Cpc {
         }
     }
 
+    /// Its address, which its sets and buffers record.
+    pub fn addr(&self) -> usize {
+        self as *const Cpc as usize
+    }
+
     /// The error handler, if one is set.
     pub fn handler(&self) -> Option<Handler> {
         let h = self.handler.load(Ordering::Acquire);
@@ -201,38 +206,29 @@ pub(crate) fn new_cpc(backend: &'static dyn Backend) -> Result<*mut cpc_t> {
 
 /// Close a `cpc_t`: unbind and free every set and buffer made from it, then it.
 /// `false` if `p` is not a live handle.
-pub(crate) fn close_cpc(p: usize) -> bool {
-    if !registry::remove(p, Kind::Cpc) {
+pub(crate) fn close_cpc(p: *mut cpc_t) -> bool {
+    let Some(cpc) = edge::take(p) else {
         return false;
-    }
-    // SAFETY: it was registered, so it is a live Box<Cpc>, and we won the removal.
-    let cpc = unsafe { Box::from_raw(p as *mut Cpc) };
+    };
     let children = std::mem::take(&mut *cpc.children.lock().unwrap_or_else(|e| e.into_inner()));
     for (c, kind) in children {
         if registry::remove(c, kind) {
-            free_child(c, kind);
+            let _blocked = Blocked::all();
+            // SAFETY: a registered child of its kind, whose removal this call won.
+            match kind {
+                Kind::Set => drop(unsafe { edge::reclaim(c as *mut cpc_set_t) }),
+                Kind::Buf => drop(unsafe { edge::reclaim(c as *mut cpc_buf_t) }),
+                _ => {}
+            }
         }
     }
     true
 }
 
-fn free_child(p: usize, kind: Kind) {
-    let _blocked = Blocked::all();
-    // SAFETY: registered children are live boxes of their kind; the caller removed `p` from
-    // the registry, so nobody else frees it.
-    unsafe {
-        match kind {
-            Kind::Set => drop(Box::from_raw(p as *mut Set)),
-            Kind::Buf => drop(Box::from_raw(p as *mut Buf)),
-            _ => {}
-        }
-    }
-}
-
 /// A new empty set of `cpc` ([`perfcompat::Error::OutOfHandles`] when the registry is full).
 pub(crate) fn new_set(cpc: &Cpc) -> Result<*mut cpc_set_t> {
     let set = Set {
-        cpc: cpc as *const Cpc as usize,
+        cpc: cpc.addr(),
         set: perfcompat::cpc::set::Set::new(),
     };
     edge::new_handle(set, |p| cpc.adopt(p, Kind::Set))
@@ -242,7 +238,7 @@ pub(crate) fn new_set(cpc: &Cpc) -> Result<*mut cpc_set_t> {
 /// registry is full).
 pub(crate) fn new_buf(cpc: &Cpc, set: &Set) -> Result<*mut cpc_buf_t> {
     let buf = Buf {
-        cpc: cpc as *const Cpc as usize,
+        cpc: cpc.addr(),
         vals: (0..set.reqs.len()).map(|_| AtomicU64::new(0)).collect(),
         hrtime: AtomicI64::new(0),
         tick: AtomicU64::new(0),
@@ -250,19 +246,36 @@ pub(crate) fn new_buf(cpc: &Cpc, set: &Set) -> Result<*mut cpc_buf_t> {
     edge::new_handle(buf, |p| cpc.adopt(p, Kind::Buf))
 }
 
+/// What a `cpc_t` makes: sets and buffers, each knowing its `cpc_t`.
+pub(crate) trait Child {
+    /// The address of the `cpc_t` it was made from.
+    fn owner(&self) -> usize;
+}
+
+impl Child for Set {
+    fn owner(&self) -> usize {
+        self.cpc
+    }
+}
+
+impl Child for Buf {
+    fn owner(&self) -> usize {
+        self.cpc
+    }
+}
+
 /// Destroy a set or buffer of `cpc` (unbinding a bound set). `false` if `p` is not a live
-/// child of `cpc` of that kind.
-pub(crate) fn destroy_child(cpc: &Cpc, p: usize, kind: Kind) -> bool {
-    let owner = match kind {
-        // SAFETY: checked live before reading its owner.
-        Kind::Set if registry::contains(p, kind) => unsafe { (*(p as *const Set)).cpc },
-        // SAFETY: as above.
-        Kind::Buf if registry::contains(p, kind) => unsafe { (*(p as *const Buf)).cpc },
-        _ => return false,
-    };
-    if owner != cpc as *const Cpc as usize || !cpc.disown(p, kind) {
+/// child of `cpc` of that type.
+pub(crate) fn destroy_child<H: Handle>(cpc: &Cpc, p: *mut H) -> bool
+where
+    H::Target: Child,
+{
+    let mine = edge::get(p).is_some_and(|c| c.owner() == cpc.addr());
+    if !mine || !cpc.disown(p as usize, H::KIND) {
         return false;
     }
-    free_child(p, kind);
+    let _blocked = Blocked::all();
+    // SAFETY: a live child of its type, whose removal from the registry `disown` just won.
+    drop(unsafe { edge::reclaim(p) });
     true
 }

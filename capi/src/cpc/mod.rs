@@ -156,7 +156,7 @@ const NO_BUF: &str = "not a buffer of this cpc_t (destroyed, never created, or a
 #[inline]
 fn set_of<'a>(cpc: &Cpc, set: *mut cpc_set_t) -> Result<&'a Set> {
     match edge::get(set) {
-        Some(s) if s.cpc == cpc as *const Cpc as usize => Ok(s),
+        Some(s) if s.cpc == cpc.addr() => Ok(s),
         _ => Err(Error::BadArgument(NO_SET)),
     }
 }
@@ -165,7 +165,7 @@ fn set_of<'a>(cpc: &Cpc, set: *mut cpc_set_t) -> Result<&'a Set> {
 #[inline]
 fn buf_of<'a>(cpc: &Cpc, buf: *mut cpc_buf_t) -> Result<&'a Buf> {
     match edge::get(buf) {
-        Some(b) if b.cpc == cpc as *const Cpc as usize => Ok(b),
+        Some(b) if b.cpc == cpc.addr() => Ok(b),
         _ => Err(Error::BadArgument(NO_BUF)),
     }
 }

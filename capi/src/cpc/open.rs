@@ -58,7 +58,7 @@ pub fn cpc_open_on(backend: &'static dyn perfcompat::backend::Backend) -> *mut c
 #[no_mangle]
 pub unsafe extern "C" fn cpc_close(cpc: *mut cpc_t) -> c_int {
     run(BAD, c"cpc_close", -1, || {
-        handles::close_cpc(cpc as usize)
+        handles::close_cpc(cpc)
             .then_some(0)
             .ok_or(Error::BadArgument(handles::NO_CPC))
     })

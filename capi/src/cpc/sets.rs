@@ -11,7 +11,7 @@ use perfcompat::{Error, Result};
 use super::handles::{self, Cpc};
 use super::{cpc_attr_t, cpc_set_t, cpc_t, set_of, uint_t, BAD};
 use super::{CPC_MAX_ATTR_LEN, NO_SET};
-use crate::edge::{call, Kind};
+use crate::edge::call;
 
 /// Make an empty set; see cpc_set_create(3CPC).
 ///
@@ -42,7 +42,7 @@ pub unsafe extern "C" fn cpc_set_destroy(cpc: *mut cpc_t, set: *mut cpc_set_t) -
         // (it used to unbind the thread's set first; found by fuzz/state_machine).
         set_of(c, set)?;
         lwp::forget(set as usize);
-        handles::destroy_child(c, set as usize, Kind::Set)
+        handles::destroy_child(c, set)
             .then_some(0)
             .ok_or(Error::BadArgument(NO_SET))
     })

@@ -96,6 +96,24 @@ pub(crate) fn get<'a, H: Handle>(p: *mut H) -> Option<&'a H::Target> {
     registry::contains(p as usize, H::KIND).then(|| unsafe { &*(p as *const H::Target) })
 }
 
+/// Take back the value of the live handle `p`, which is no longer one (`None` if it is not a
+/// live handle of its type, or another caller took it first: only one frees it).
+pub(crate) fn take<H: Handle>(p: *mut H) -> Option<Box<H::Target>> {
+    // SAFETY: registered pointers of H::KIND are live boxes of H::Target (the Handle contract),
+    // and only the caller that wins the removal gets here.
+    registry::remove(p as usize, H::KIND).then(|| unsafe { Box::from_raw(p as *mut H::Target) })
+}
+
+/// The value of handle `p`, which the caller has just removed from the registry itself (a
+/// parent handle forgetting its children).
+///
+/// # Safety
+/// `p` was a live handle of type `H` and the caller won its removal from the registry.
+pub(crate) unsafe fn reclaim<H: Handle>(p: *mut H) -> Box<H::Target> {
+    // SAFETY: as the caller promises.
+    unsafe { Box::from_raw(p as *mut H::Target) }
+}
+
 /// A new handle of type `H` for `value`, recorded by `record` (the registry's insert, or the
 /// parent handle's adoption); [`Error::OutOfHandles`] (and `value` dropped) when it cannot be.
 pub(crate) fn new_handle<H: Handle>(
