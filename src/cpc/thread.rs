@@ -31,12 +31,12 @@
 //!   in Solaris), but threads created afterwards inherit nothing.
 //! - After `fork` the child inherits nothing: its only thread's inheritable set is forgotten.
 
-use std::cell::{Cell, RefCell};
-use std::sync::atomic::{compiler_fence, AtomicUsize, Ordering};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
 
 use crate::backend::Backend;
-use crate::engine::{self, Binding, BoundSet};
+use crate::engine::{self, Binding, BoundSet, Owner};
 use crate::set::{CounterSet, Target};
 use crate::signal::Blocked;
 
@@ -94,38 +94,29 @@ thread_local! {
             copy: None,
         })
     };
-    /// The set this thread bound with `cpc_bind_curlwp` (or holds an inherited copy of), and
-    /// the engine binding that is its counters here. Plain values without a destructor, so
-    /// that signal handlers can read them (`cpc_set_sample`).
-    static CURLWP: Cell<usize> = const { Cell::new(0) };
-    static CURLWP_ID: Cell<u64> = const { Cell::new(0) };
 }
+
+// The set this thread bound with `cpc_bind_curlwp` (or holds an inherited copy of) and the
+// engine binding that is its counters here are the engine's thread table's entry for
+// `Owner::Libcpc`: signal handlers read it (`cpc_set_sample`).
 
 /// The set this thread bound with `cpc_bind_curlwp` or inherited (0: none).
 pub fn current_set() -> usize {
-    CURLWP.try_with(Cell::get).unwrap_or(0)
+    engine::owned_key(Owner::Libcpc)
 }
 
-/// Record `set`, counted here by binding `id`, as this thread's set (0: none).
+/// Record `set`, counted here by binding `id`, as this thread's set (0: none). A signal
+/// handler of this thread sees no set or a consistent pair.
 pub fn set_current(set: usize, id: u64) {
-    // A signal handler of this thread reads the pair: it sees 0 or a consistent pair.
-    let _ = CURLWP.try_with(|c| c.set(0));
-    compiler_fence(Ordering::SeqCst);
-    let _ = CURLWP_ID.try_with(|c| c.set(id));
-    compiler_fence(Ordering::SeqCst);
-    let _ = CURLWP.try_with(|c| c.set(set));
+    engine::set_owned(Owner::Libcpc, set, id);
 }
 
 /// Run `f` on this thread's own counters for `set` (its binding or its inherited copy), if it
-/// has them: `cpc_set_sample`'s path for the calling thread's set, through thread-local state
+/// has them: `cpc_set_sample`'s path for the calling thread's set, through the thread's table
 /// only. Async-signal-safe and allocation-free.
 #[inline]
 pub fn with_mine<R>(set: usize, f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
-    if set == 0 || CURLWP.try_with(Cell::get).ok()? != set {
-        return None;
-    }
-    let id = CURLWP_ID.try_with(Cell::get).ok()?;
-    engine::with_thread_binding(id, f)
+    engine::with_owned(Owner::Libcpc, Some(set), f)
 }
 
 /// Run `f` on this thread's libcpc counters (the set it bound with `cpc_bind_curlwp`, or its
@@ -137,11 +128,7 @@ pub fn with_mine<R>(set: usize, f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
 /// Async-signal-safe and allocation-free.
 #[inline]
 pub fn with_curlwp<R>(f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
-    if CURLWP.try_with(Cell::get).ok()? == 0 {
-        return None;
-    }
-    let id = CURLWP_ID.try_with(Cell::get).ok()?;
-    engine::with_thread_binding(id, f)
+    engine::with_owned(Owner::Libcpc, None, f)
 }
 
 /// This thread no longer uses `set` (unbound or destroyed): forget it, drop this thread's copy
