@@ -35,7 +35,7 @@
 #![allow(clippy::needless_range_loop)]
 
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::backend::{self, Backend, BackendKind, Group, Times};
@@ -539,6 +539,19 @@ impl BoundSet {
         self.generation.store(next_generation(), Ordering::Release);
     }
 
+    /// Run the process's overflow hooks for this binding's overflowed requests, as if their
+    /// overflow had just been signalled at program counter `pc`: what a thread that inherits a
+    /// libcpc set is told after [`BoundSet::freeze_as_overflowed`]. Async-signal-safe.
+    pub fn notify_overflowed(&self, pc: usize) {
+        run_hook(&OverflowEvent {
+            binding: self.id,
+            user_data: self.user_data(),
+            overflowed: self.overflowed(),
+            pc,
+            tid: self.owner,
+        });
+    }
+
     /// Freeze a freshly bound set as if every notifying request had just overflowed: those
     /// read `u64::MAX` and are reported overflowed, the others read their presets. What a
     /// thread inheriting a libcpc set with `CPC_OVF_NOTIFY_EMT` requests sees before its
@@ -773,9 +786,36 @@ impl Drop for Binding {
 /// Bindings per thread the engine can track.
 pub const MAX_THREAD_BINDINGS: usize = 64;
 
+/// A library that keeps one binding per thread, recorded in the engine's thread table under
+/// its tag ([`set_owned`]). (libperfex's per-thread counters are still `crate::perfex`'s own
+/// thread-local state: issue 15 would move them here too.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// libcpc: the set `cpc_bind_curlwp` bound on the thread, or the thread's inherited copy.
+    Libcpc = 0,
+}
+
+/// One owner's binding on a thread: the library's key for it (libcpc: its set) and the
+/// binding's id; key 0: none.
+struct Owned {
+    key: Cell<usize>,
+    id: Cell<u64>,
+}
+
+impl Owned {
+    const fn none() -> Owned {
+        Owned {
+            key: Cell::new(0),
+            id: Cell::new(0),
+        }
+    }
+}
+
 struct ThreadTable {
     slots: UnsafeCell<[*const BoundSet; MAX_THREAD_BINDINGS]>,
     current: Cell<*const BoundSet>,
+    /// Each owner's binding, by [`Owner`].
+    owned: [Owned; 1],
 }
 
 impl Drop for ThreadTable {
@@ -796,6 +836,7 @@ thread_local! {
         ThreadTable {
             slots: UnsafeCell::new([std::ptr::null(); MAX_THREAD_BINDINGS]),
             current: Cell::new(std::ptr::null()),
+            owned: [Owned::none()],
         }
     };
 }
@@ -879,18 +920,61 @@ pub fn with_current<R>(f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
 /// when libperfex's `start_counters` bound counters on the same thread since.
 /// Async-signal-safe.
 pub fn with_thread_binding<R>(id: u64, f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
+    THREAD.try_with(|t| find(t, id, f)).ok().flatten()
+}
+
+/// `f` on binding `id` of table `t`, if it holds it and it is still bound.
+#[inline]
+fn find<R>(t: &ThreadTable, id: u64, f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
+    // SAFETY: as in `with_current`: the table holds a strong count for each non-null slot, and
+    // only this thread changes it, with signals blocked.
+    let slots = unsafe { &*t.slots.get() };
+    slots
+        .iter()
+        .filter(|s| !s.is_null())
+        // SAFETY: non-null slots are live.
+        .map(|&s| unsafe { &*s })
+        .find(|b| b.id == id && !b.gone())
+        .map(f)
+}
+
+/// Record binding `id` of the calling thread as `owner`'s binding on it, under the library's
+/// `key` (libcpc: its set); key 0 (and id 0): none. A signal handler of this thread sees none or
+/// a consistent pair.
+pub fn set_owned(owner: Owner, key: usize, id: u64) {
+    let _ = THREAD.try_with(|t| {
+        let o = &t.owned[owner as usize];
+        o.key.set(0);
+        compiler_fence(Ordering::SeqCst);
+        o.id.set(id);
+        compiler_fence(Ordering::SeqCst);
+        o.key.set(key);
+    });
+}
+
+/// The key of `owner`'s binding on the calling thread (0: none). Async-signal-safe.
+pub fn owned_key(owner: Owner) -> usize {
+    THREAD
+        .try_with(|t| t.owned[owner as usize].key.get())
+        .unwrap_or(0)
+}
+
+/// Run `f` on `owner`'s binding on the calling thread (only if it is under `key`, when given),
+/// if it has one and it is still bound. Async-signal-safe and allocation-free.
+#[inline]
+pub fn with_owned<R>(
+    owner: Owner,
+    key: Option<usize>,
+    f: impl FnOnce(&BoundSet) -> R,
+) -> Option<R> {
     THREAD
         .try_with(|t| {
-            // SAFETY: as in `with_current`: the table holds a strong count for each non-null
-            // slot, and only this thread changes it, with signals blocked.
-            let slots = unsafe { &*t.slots.get() };
-            slots
-                .iter()
-                .filter(|s| !s.is_null())
-                // SAFETY: non-null slots are live.
-                .map(|&s| unsafe { &*s })
-                .find(|b| b.id == id && !b.gone())
-                .map(f)
+            let o = &t.owned[owner as usize];
+            let k = o.key.get();
+            if k == 0 || key.is_some_and(|key| key != k) {
+                return None;
+            }
+            find(t, o.id.get(), f)
         })
         .ok()
         .flatten()

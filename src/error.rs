@@ -100,6 +100,8 @@ pub enum ErrorKind {
     ConflictingRequests,
     /// Needs privileges the caller lacks.
     RequiresPrivilege,
+    /// The calling thread could not be bound to the requested processor.
+    PbindFailed,
     /// Anything else; only the errno matters.
     Other,
 }
@@ -223,6 +225,91 @@ pub enum Error {
         /// The errno of the failed `execvp`.
         errno: i32,
     },
+    /// A C caller's argument that cannot be used (a NULL pointer, a handle that is not a live
+    /// one of its kind): the whole message, fixed so that it costs no allocation.
+    BadArgument(&'static str),
+    /// A NULL pointer where the C function writes or reads through it (`EFAULT`): the message.
+    Fault(&'static str),
+    /// No event name given (NULL or empty): the libcpc subcode `CPC_INVALID_EVENT`.
+    MissingEvent(&'static str),
+    /// A libcpc version this library does not implement.
+    Version {
+        /// The version asked for.
+        requested: i32,
+        /// The one implemented.
+        implemented: i32,
+    },
+    /// A program's callback returned non-zero, which ends the process-control run it was
+    /// called from (libpctx's rule).
+    CallbackRefused {
+        /// Which callback.
+        what: &'static str,
+        /// What it returned.
+        rc: i32,
+    },
+    /// An empty file name where a file is to be read (`ENOENT`).
+    NoFileName,
+    /// An MPI rank that is not counting (`ESRCH`).
+    NotCounting,
+    /// An MPI rank's record that does not fit its buffer (`ENOSPC`).
+    RecordTooSmall {
+        /// Bytes the record needs, its NUL included.
+        need: usize,
+        /// Bytes the buffer has.
+        len: usize,
+    },
+    /// Too many live C handles (`ENOMEM`).
+    OutOfHandles,
+    /// A bound set cannot be changed.
+    SetBound,
+    /// A set already holds as many requests as a set can.
+    SetFull {
+        /// The most a set holds.
+        max: usize,
+    },
+    /// Bind flags other than the ones allowed.
+    BindFlags {
+        /// The flags given.
+        flags: u32,
+        /// Whether `CPC_BIND_LWP_INHERIT` (0x1) is allowed (otherwise only 0 is).
+        inherit_allowed: bool,
+    },
+    /// A thread that is not a thread of the process (`ESRCH`).
+    NotAThreadOf {
+        /// The thread id.
+        tid: i32,
+        /// The process id.
+        pid: i32,
+    },
+    /// A processor number beyond the machine's.
+    NoSuchProcessor {
+        /// The number given.
+        id: i64,
+        /// How many processors the machine has.
+        ncpu: i64,
+    },
+    /// An offline processor (`ENOSYS`, libcpc's errno for it).
+    ProcessorOffline(u32),
+    /// A processor a set of this process is already bound to (`EAGAIN`).
+    ProcessorTaken(u32),
+    /// The calling thread could not be moved to the processor (the libcpc subcode
+    /// `CPC_PBIND_FAILED`).
+    PbindFailed {
+        /// The processor.
+        cpu: u32,
+        /// The errno of `sched_setaffinity`.
+        errno: i32,
+    },
+    /// A counter number walked that does not exist (no subcode, unlike [`Error::InvalidPicnum`]
+    /// in a request).
+    NoSuchPic {
+        /// The counter number given.
+        picnum: u32,
+        /// How many counters there are.
+        npic: u32,
+    },
+    /// The calling thread has no bound libcpc set.
+    NoCurrentSet,
     /// A system call failed in a way not covered above.
     Os {
         /// What the engine was doing.
@@ -242,6 +329,15 @@ impl Error {
             Error::OverflowUnsupported { .. } => libc::ENOTSUP,
             Error::NoSuchCpu(_) => libc::EINVAL,
             Error::Unsupported(_) => libc::ENOTSUP,
+            Error::Fault(_) => libc::EFAULT,
+            Error::OutOfHandles => libc::ENOMEM,
+            Error::NoFileName => libc::ENOENT,
+            Error::NotCounting => libc::ESRCH,
+            Error::RecordTooSmall { .. } => libc::ENOSPC,
+            Error::NotAThreadOf { .. } => libc::ESRCH,
+            Error::ProcessorOffline(_) => libc::ENOSYS,
+            Error::ProcessorTaken(_) => libc::EAGAIN,
+            Error::PbindFailed { errno, .. } => *errno,
             Error::BadFile { .. } => libc::EINVAL,
             Error::Os { errno, .. }
             | Error::FileUnreadable { errno, .. }
@@ -265,6 +361,8 @@ impl Error {
                 _ => ErrorKind::ConflictingRequests,
             },
             Error::PermissionDenied { .. } => ErrorKind::RequiresPrivilege,
+            Error::MissingEvent(_) => ErrorKind::InvalidEvent,
+            Error::PbindFailed { .. } => ErrorKind::PbindFailed,
             _ => ErrorKind::Other,
         }
     }
@@ -294,7 +392,7 @@ impl fmt::Display for Error {
                 f,
                 "attribute '{name}' value {value:#x} out of range (at most {max:#x})"
             ),
-            Error::InvalidPicnum { picnum, npic } => write!(
+            Error::InvalidPicnum { picnum, npic } | Error::NoSuchPic { picnum, npic } => write!(
                 f,
                 "counter number {picnum} does not exist (counters are 0..{})",
                 npic.saturating_sub(1)
@@ -341,6 +439,49 @@ impl fmt::Display for Error {
                 "cannot run '{command}': {}",
                 std::io::Error::from_raw_os_error(*errno)
             ),
+            Error::BadArgument(s) | Error::Fault(s) | Error::MissingEvent(s) => write!(f, "{s}"),
+            Error::Version {
+                requested,
+                implemented,
+            } => write!(
+                f,
+                "version {requested} requested, this library implements version {implemented}"
+            ),
+            Error::OutOfHandles => write!(f, "too many live handles"),
+            Error::NoFileName => write!(f, "empty cost file name"),
+            Error::CallbackRefused { what, rc } => write!(
+                f,
+                "invalid argument: a callback refused: the {what} callback returned {rc}"
+            ),
+            Error::NotCounting => write!(
+                f,
+                "this rank is not counting (perfcompat_mpi_start failed or was not called)"
+            ),
+            Error::RecordTooSmall { need, len } => {
+                write!(f, "the record needs {need} bytes, the buffer has {len}")
+            }
+            Error::SetBound => write!(f, "the set is bound: unbind it first"),
+            Error::SetFull { max } => write!(f, "a set holds at most {max} requests"),
+            Error::BindFlags {
+                flags,
+                inherit_allowed: true,
+            } => write!(
+                f,
+                "invalid flags {flags:#x}: only CPC_BIND_LWP_INHERIT (0x1) is allowed"
+            ),
+            Error::BindFlags { flags, .. } => write!(f, "flags {flags:#x}: must be 0"),
+            Error::NotAThreadOf { tid, pid } => {
+                write!(f, "thread {tid} is not a thread of process {pid}")
+            }
+            Error::NoSuchProcessor { id, ncpu } => {
+                write!(f, "processor {id} does not exist (this machine has {ncpu})")
+            }
+            Error::ProcessorOffline(id) => write!(f, "processor {id} is offline"),
+            Error::ProcessorTaken(id) => write!(f, "a set is already bound to processor {id}"),
+            Error::PbindFailed { cpu, .. } => {
+                write!(f, "cannot move this thread to processor {cpu}")
+            }
+            Error::NoCurrentSet => write!(f, "the calling thread has no bound set"),
             Error::Os { op, errno } => write!(
                 f,
                 "{op} failed: {}",

@@ -15,6 +15,9 @@
 //!   UltraSPARC, Pentium 4), chosen at run time by `PERFCOMPAT_BACKEND`;
 //! - [`perfex`]: IRIX libperfex semantics (per-thread start/read pairs, generations, report);
 //! - [`cpustat`], [`cputrack`]: the engines of the Solaris commands `cpustat` and `cputrack`;
+//! - [`cpc`]: Solaris libcpc semantics that are not C: a set's requests as added, binding to a CPU,
+//!   each thread's bound set and inherited copies;
+//! - [`threads`]: what a new thread does before its start routine (the `pthread_create` hook);
 //! - [`pctx`]: process control under ptrace (thread create/exit callbacks) for `perfex -mp`
 //!   and libpctx;
 //! - [`costs`]: perfex cost tables (built-in, system, loaded), time estimates and statistics;
@@ -37,6 +40,7 @@ pub mod backend;
 pub mod calibrate;
 pub mod costfile;
 pub mod costs;
+pub mod cpc;
 pub mod cpustat;
 pub mod cputrack;
 pub mod engine;
@@ -51,6 +55,7 @@ pub mod set;
 pub mod signal;
 pub mod sigsafe;
 pub mod sys;
+pub mod threads;
 pub mod virt;
 
 pub use engine::{bind, bind_with, Binding, BoundSet, OverflowEvent, SampleInfo};

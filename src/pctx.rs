@@ -1015,6 +1015,22 @@ impl Pctx {
         Ok(())
     }
 
+    /// [`Pctx::run`] as libpctx's `pctx_run` asks for it: a tick every `msec` milliseconds
+    /// (none when 0; then `samples` is ignored), at most `samples` of them when not 0.
+    /// `Ok(false)` when an observer's callback refused ([`Error::CallbackRefused`]: the run
+    /// ended there, no later callback made), `Ok(true)` when the run ended otherwise.
+    pub fn run_ms(&mut self, obs: &mut dyn Observer, msec: u32, samples: u32) -> Result<bool> {
+        let (interval, samples) = match msec {
+            0 => (None, 0),
+            ms => (Some(Duration::from_millis(u64::from(ms))), samples),
+        };
+        match self.run(obs, interval, samples) {
+            Ok(_) => Ok(true),
+            Err(Error::CallbackRefused { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Stop observing: every observed thread gets [`Observer::fini_lwp`], and every traced
     /// thread is detached and goes on running. The command, if it never ran, is killed. Then
     /// waits for the copies of this controller that follow children ([`Follow::Copy`]).
@@ -1091,5 +1107,15 @@ impl Drop for Pctx {
             Self::detach_all(&tasks);
         }
         self.reap_copies(true);
+    }
+}
+
+/// Whether `tid` is a thread of process `pid` (what a libcpc bind to another process's thread
+/// needs): [`Error::NotAThreadOf`] when it is not, or is not a thread id at all.
+pub fn check_thread(pid: i32, tid: i32) -> Result<()> {
+    if tid > 0 && std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists() {
+        Ok(())
+    } else {
+        Err(Error::NotAThreadOf { tid, pid })
     }
 }

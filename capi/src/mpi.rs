@@ -9,19 +9,16 @@
 //! (`perfcompat::perfex::mpi`).
 
 use std::ffi::{c_char, c_int};
-use std::sync::Mutex;
 
-use perfcompat::perfex::mpi::{self, RankCount};
+use perfcompat::perfex::mpi;
+use perfcompat::Error;
 
-use crate::{fail, fail_with, ffi_boundary};
+use crate::edge::{run, Tell};
 
 /// The size of one rank's record: the buffer each rank passes to [`perfcompat_mpi_finish`]
 /// and gathers to rank 0.
 pub const PERFCOMPAT_MPI_RECORD_BYTES: usize = 8192;
 const _: () = assert!(PERFCOMPAT_MPI_RECORD_BYTES == mpi::RECORD_BYTES);
-
-/// This process's counting, between [`perfcompat_mpi_start`] and [`perfcompat_mpi_finish`].
-static RANK: Mutex<Option<RankCount>> = Mutex::new(None);
 
 /// Start counting this rank: the calling thread and every thread and child process it creates
 /// from now on, for the events named by `PERFCOMPAT_PRELOAD_EVENTS` (R10000 numbers mapped as
@@ -34,20 +31,11 @@ static RANK: Mutex<Option<RankCount>> = Mutex::new(None);
 /// variable); the rank then runs uncounted and its record is empty.
 #[no_mangle]
 pub extern "C" fn perfcompat_mpi_start() -> c_int {
-    ffi_boundary("perfcompat_mpi_start", || {
+    run(Tell::Stderr, c"perfcompat_mpi_start", -1, || {
         drop(crate::preload::take_session());
-        let mut slot = RANK.lock().unwrap_or_else(|p| p.into_inner());
-        *slot = None;
-        match RankCount::start() {
-            Ok(c) => {
-                *slot = Some(c);
-                0
-            }
-            Err(e) => fail_with("perfcompat_mpi_start", &e),
-        }
+        mpi::start_rank().map(|()| 0)
     })
 }
-
 /// Stop counting and write rank `rank`'s record into `record[..len]` (NUL-padded text;
 /// [`PERFCOMPAT_MPI_RECORD_BYTES`] is enough).
 ///
@@ -64,40 +52,13 @@ pub unsafe extern "C" fn perfcompat_mpi_finish(
     record: *mut c_char,
     len: usize,
 ) -> c_int {
-    ffi_boundary("perfcompat_mpi_finish", || {
+    run(Tell::Stderr, c"perfcompat_mpi_finish", -1, || {
         if record.is_null() || rank < 0 {
-            return fail(
-                "perfcompat_mpi_finish",
-                libc::EINVAL,
-                "NULL record buffer or negative rank",
-            );
+            return Err(Error::BadArgument("NULL record buffer or negative rank"));
         }
         // SAFETY: the caller promises `len` writable bytes.
         let out = unsafe { std::slice::from_raw_parts_mut(record.cast::<u8>(), len) };
-        out.fill(0);
-        let Some(count) = RANK.lock().unwrap_or_else(|p| p.into_inner()).take() else {
-            return fail(
-                "perfcompat_mpi_finish",
-                libc::ESRCH,
-                "this rank is not counting (perfcompat_mpi_start failed or was not called)",
-            );
-        };
-        let text = match count.finish(rank as u32) {
-            Ok(r) => r.encode(),
-            Err(e) => return fail_with("perfcompat_mpi_finish", &e),
-        };
-        if text.len() >= len {
-            return fail(
-                "perfcompat_mpi_finish",
-                libc::ENOSPC,
-                format!(
-                    "the record needs {} bytes, the buffer has {len}",
-                    text.len() + 1
-                ),
-            );
-        }
-        out[..text.len()].copy_from_slice(text.as_bytes());
-        0
+        mpi::finish_rank(rank as u32, out).map(|()| 0)
     })
 }
 
@@ -117,22 +78,18 @@ pub unsafe extern "C" fn perfcompat_mpi_report(
     nranks: c_int,
     record_len: usize,
 ) -> c_int {
-    ffi_boundary("perfcompat_mpi_report", || {
+    run(Tell::Stderr, c"perfcompat_mpi_report", -1, || {
         if records.is_null() || nranks <= 0 || record_len == 0 {
-            return fail(
-                "perfcompat_mpi_report",
-                libc::EINVAL,
+            return Err(Error::BadArgument(
                 "NULL records, or no ranks, or records of size 0",
-            );
+            ));
         }
-        let Some(total) = (nranks as usize).checked_mul(record_len) else {
-            return fail("perfcompat_mpi_report", libc::EINVAL, "too many records");
-        };
+        let total = (nranks as usize)
+            .checked_mul(record_len)
+            .ok_or(Error::BadArgument("too many records"))?;
         // SAFETY: the caller promises `nranks * record_len` readable bytes.
         let bytes = unsafe { std::slice::from_raw_parts(records.cast::<u8>(), total) };
-        match mpi::merge_buffers(bytes, record_len).and_then(|m| mpi::write_report(&m)) {
-            Ok(()) => 0,
-            Err(e) => fail_with("perfcompat_mpi_report", &e),
-        }
+        mpi::merge_buffers(bytes, record_len).and_then(|m| mpi::write_report(&m))?;
+        Ok(0)
     })
 }

@@ -30,15 +30,16 @@
 use std::ffi::{c_char, c_int, c_void, CStr, CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use perfcompat::pctx::{Follow, Observer, Pctx, Status};
-use perfcompat::Error;
+use perfcompat::{Error, Result};
 
-use crate::cpc::registry::{self, Kind};
-use crate::cpc::report::{report, set_errno};
-use crate::cpc::uint_t;
-use crate::ffi_boundary;
+use std::ffi::c_uint as uint_t;
+use std::ffi::OsStr;
+use std::sync::Mutex;
+
+use crate::edge::registry;
+use crate::edge::{self, call, run, set_errno, Handle, Kind, Tell, Tells};
 
 /// A process context (opaque): made by `pctx_create` or `pctx_capture`.
 pub struct pctx_t {
@@ -84,14 +85,63 @@ struct Callbacks {
     lwp_exit: Option<LwpFn>,
 }
 
+impl Callbacks {
+    /// Record `f` as the callback of `event`.
+    ///
+    /// # Safety
+    /// `f` is NULL or a function of the type `event` takes.
+    unsafe fn set(&mut self, event: c_int, f: Option<unsafe extern "C" fn()>) -> Result<()> {
+        let f = f.map(|f| f as *const ());
+        // SAFETY: the caller passes a function of the type its event takes.
+        unsafe {
+            let lwp = || f.map(|f| std::mem::transmute::<*const (), LwpFn>(f));
+            match event {
+                PCTX_SYSC_EXEC_EVENT => {
+                    self.exec = f.map(|f| std::mem::transmute::<*const (), ExecFn>(f))
+                }
+                PCTX_SYSC_FORK_EVENT => {
+                    self.fork = f.map(|f| std::mem::transmute::<*const (), ForkFn>(f))
+                }
+                PCTX_SYSC_EXIT_EVENT => {
+                    self.exit = f.map(|f| std::mem::transmute::<*const (), ExitFn>(f))
+                }
+                PCTX_SYSC_LWP_CREATE_EVENT => self.lwp_create = lwp(),
+                PCTX_INIT_LWP_EVENT => self.init_lwp = lwp(),
+                PCTX_FINI_LWP_EVENT => self.fini_lwp = lwp(),
+                PCTX_SYSC_LWP_EXIT_EVENT => self.lwp_exit = lwp(),
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "unknown pctx event {event}"
+                    )))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a `pctx_t` points to.
-struct Ctx {
+pub(crate) struct Ctx {
     pid: i32,
     arg: *mut c_void,
-    callbacks: Callbacks,
-    pctx: Option<Pctx>,
+    callbacks: Mutex<Callbacks>,
+    /// The process under control; out of the handle while `pctx_run` runs it.
+    pctx: Mutex<Option<Pctx>>,
     /// Set by `pctx_terminate`.
     terminate: AtomicBool,
+}
+
+// SAFETY: only `register` records Kind::Pctx pointers, boxes of Ctx.
+unsafe impl Handle for pctx_t {
+    const KIND: Kind = Kind::Pctx;
+    type Target = Ctx;
+    const BAD: &'static str = "invalid argument: not a pctx_t from pctx_create or pctx_capture";
+}
+
+impl Tells for Ctx {
+    fn tell(&self) -> Tell {
+        Tell::Pctx
+    }
 }
 
 static TERMINATE: AtomicBool = AtomicBool::new(false);
@@ -103,34 +153,46 @@ pub(crate) fn terminate_all() {
 
 /// The process a live `pctx_t` controls.
 pub(crate) fn pid_of(p: *mut pctx_t) -> Option<i32> {
-    // SAFETY: registered pctx_t are live Ctx boxes; `pid` never changes.
-    registry::contains(p as usize, Kind::Pctx).then(|| unsafe { (*(p as *const Ctx)).pid })
+    edge::get(p).map(|c: &Ctx| c.pid)
 }
 
-fn ctx<'a>(p: *mut pctx_t) -> Option<&'a mut Ctx> {
-    // SAFETY: as in `pid_of`; a pctx_t is driven by one thread (libpctx's rule).
-    registry::contains(p as usize, Kind::Pctx).then(|| unsafe { &mut *(p as *mut Ctx) })
-}
-
-fn fail(func: &CStr, e: &Error) {
-    report(None, func, -1, e.errno(), Some(e));
-}
-
-fn register(pctx: Pctx, arg: *mut c_void) -> *mut pctx_t {
-    let p = Box::into_raw(Box::new(Ctx {
+/// A new handle for `pctx`, registered.
+fn register(pctx: Pctx, arg: *mut c_void) -> Result<*mut pctx_t> {
+    let ctx = Ctx {
         pid: pctx.pid(),
         arg,
-        callbacks: Callbacks::default(),
-        pctx: Some(pctx),
+        callbacks: Mutex::new(Callbacks::default()),
+        pctx: Mutex::new(Some(pctx)),
         terminate: AtomicBool::new(false),
-    }));
-    if !registry::insert(p as usize, Kind::Pctx) {
-        // SAFETY: just made, never shared; dropping releases the process.
-        drop(unsafe { Box::from_raw(p) });
-        set_errno(libc::ENOMEM);
-        return std::ptr::null_mut();
+    };
+    // Dropped when it cannot be registered: the process is let go.
+    edge::new_handle(ctx, |p| registry::insert(p, Kind::Pctx))
+}
+
+/// The command `pctx_create` runs: `filename`, then `argv[1..]`.
+///
+/// # Safety
+/// `filename` is NULL or a string; `argv` is NULL or a NULL-terminated array of strings.
+unsafe fn c_command(filename: *const c_char, argv: *const *mut c_char) -> Result<Vec<OsString>> {
+    if filename.is_null() {
+        return Err(Error::InvalidArgument("NULL file name".into()));
     }
-    p.cast()
+    let os = |p: *const c_char| {
+        // SAFETY: a string, per the caller.
+        OsStr::from_bytes(unsafe { CStr::from_ptr(p) }.to_bytes()).to_os_string()
+    };
+    let mut command = vec![os(filename)];
+    // SAFETY: a NULL-terminated array of strings, per the caller.
+    unsafe {
+        if !argv.is_null() && !(*argv).is_null() {
+            let mut i = 1;
+            while !(*argv.add(i)).is_null() {
+                command.push(os(*argv.add(i)));
+                i += 1;
+            }
+        }
+    }
+    Ok(command)
 }
 
 /// Start `filename` with the arguments `argv[1..]` (NULL-terminated) under control, stopped
@@ -152,38 +214,10 @@ pub unsafe extern "C" fn pctx_create(
     errfn: *mut pctx_errfn_t,
 ) -> *mut pctx_t {
     let _ = (verbose, errfn);
-    ffi_boundary("pctx_create", || {
-        if filename.is_null() {
-            fail(
-                c"pctx_create",
-                &Error::InvalidArgument("NULL file name".into()),
-            );
-            return std::ptr::null_mut();
-        }
-        // SAFETY: a string, per the caller.
-        let mut command = vec![OsString::from(std::ffi::OsStr::from_bytes(
-            unsafe { CStr::from_ptr(filename) }.to_bytes(),
-        ))];
-        if !argv.is_null() {
-            let mut i = 1;
-            // SAFETY: a NULL-terminated array of strings, per the caller.
-            unsafe {
-                if !(*argv).is_null() {
-                    while !(*argv.add(i)).is_null() {
-                        let a = CStr::from_ptr(*argv.add(i)).to_bytes();
-                        command.push(std::ffi::OsStr::from_bytes(a).to_os_string());
-                        i += 1;
-                    }
-                }
-            }
-        }
-        match Pctx::create(&command) {
-            Ok(p) => register(p, arg),
-            Err(e) => {
-                fail(c"pctx_create", &e);
-                std::ptr::null_mut()
-            }
-        }
+    run(Tell::Pctx, c"pctx_create", std::ptr::null_mut(), || {
+        // SAFETY: the caller's promises.
+        let command = unsafe { c_command(filename, argv) }?;
+        register(Pctx::create(&command)?, arg)
     })
 }
 
@@ -200,12 +234,8 @@ pub extern "C" fn pctx_capture(
     errfn: *mut pctx_errfn_t,
 ) -> *mut pctx_t {
     let _ = (verbose, errfn);
-    ffi_boundary("pctx_capture", || match Pctx::capture(pid) {
-        Ok(p) => register(p, arg),
-        Err(e) => {
-            fail(c"pctx_capture", &e);
-            std::ptr::null_mut()
-        }
+    run(Tell::Pctx, c"pctx_capture", std::ptr::null_mut(), || {
+        register(Pctx::capture(pid)?, arg)
     })
 }
 
@@ -220,55 +250,15 @@ pub unsafe extern "C" fn perfcompat_pctx_set_event(
     event: c_int,
     f: Option<unsafe extern "C" fn()>,
 ) -> c_int {
-    ffi_boundary("pctx_set_events", || {
-        let Some(c) = ctx(pctx) else {
-            fail(
-                c"pctx_set_events",
-                &Error::InvalidArgument("not a pctx_t from pctx_create or pctx_capture".into()),
-            );
-            return -1;
-        };
+    call(c"pctx_set_events", pctx, Tell::Pctx, -1, |c: &Ctx| {
         // PCTX_NULL_EVENT: only the handle check (varargs.c makes it first, so that a bad
         // handle with an empty list is still EINVAL).
         if event == 0 {
-            return 0;
+            return Ok(0);
         }
+        let mut cb = c.callbacks.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: the caller passes a function of the type its event takes.
-        let cb = &mut c.callbacks;
-        unsafe {
-            let f = f.map(|f| f as *const ());
-            match event {
-                PCTX_SYSC_EXEC_EVENT => {
-                    cb.exec = f.map(|f| std::mem::transmute::<*const (), ExecFn>(f))
-                }
-                PCTX_SYSC_FORK_EVENT => {
-                    cb.fork = f.map(|f| std::mem::transmute::<*const (), ForkFn>(f))
-                }
-                PCTX_SYSC_EXIT_EVENT => {
-                    cb.exit = f.map(|f| std::mem::transmute::<*const (), ExitFn>(f))
-                }
-                PCTX_SYSC_LWP_CREATE_EVENT => {
-                    cb.lwp_create = f.map(|f| std::mem::transmute::<*const (), LwpFn>(f))
-                }
-                PCTX_INIT_LWP_EVENT => {
-                    cb.init_lwp = f.map(|f| std::mem::transmute::<*const (), LwpFn>(f))
-                }
-                PCTX_FINI_LWP_EVENT => {
-                    cb.fini_lwp = f.map(|f| std::mem::transmute::<*const (), LwpFn>(f))
-                }
-                PCTX_SYSC_LWP_EXIT_EVENT => {
-                    cb.lwp_exit = f.map(|f| std::mem::transmute::<*const (), LwpFn>(f))
-                }
-                _ => {
-                    fail(
-                        c"pctx_set_events",
-                        &Error::InvalidArgument(format!("unknown pctx event {event}")),
-                    );
-                    return -1;
-                }
-            }
-        }
-        0
+        unsafe { cb.set(event, f) }.map(|()| 0)
     })
 }
 
@@ -303,19 +293,35 @@ struct Calls {
     handle: *mut pctx_t,
     arg: *mut c_void,
     cb: Callbacks,
-    tick: Option<unsafe extern "C" fn(*mut pctx_t, libc::pid_t, libc::id_t, *mut c_void) -> c_int>,
+    tick: Option<TickFn>,
 }
 
-/// How the error that ends a run when a callback returns non-zero begins.
-const REFUSED: &str = "a callback refused: ";
+/// `pctx_run`'s tick callback.
+type TickFn = unsafe extern "C" fn(*mut pctx_t, libc::pid_t, libc::id_t, *mut c_void) -> c_int;
 
 /// The error that ends a run when a callback returns non-zero.
-fn refused(what: &str, rc: c_int) -> Error {
-    Error::InvalidArgument(format!("{REFUSED}the {what} callback returned {rc}"))
+fn refused(what: &'static str, rc: c_int) -> Error {
+    Error::CallbackRefused { what, rc }
 }
 
 impl Calls {
-    fn lwp(&self, f: Option<LwpFn>, what: &str, pid: i32, tid: i32) -> perfcompat::Result<()> {
+    /// The calls for handle `handle`, with its argument and callbacks.
+    fn new(handle: *mut pctx_t, c: &Ctx, tick: Option<TickFn>) -> Calls {
+        Calls {
+            handle,
+            arg: c.arg,
+            cb: *c.callbacks.lock().unwrap_or_else(|p| p.into_inner()),
+            tick,
+        }
+    }
+
+    fn lwp(
+        &self,
+        f: Option<LwpFn>,
+        what: &'static str,
+        pid: i32,
+        tid: i32,
+    ) -> perfcompat::Result<()> {
         let Some(f) = f else { return Ok(()) };
         // SAFETY: the program's callback.
         match unsafe { f(self.handle, pid, tid as libc::id_t, self.arg) } {
@@ -349,13 +355,12 @@ impl Observer for Calls {
         let Some(f) = self.cb.fork else { return };
         let child = match child {
             Ok(c) => c,
-            Err(e) => return fail(c"pctx_run", &e),
+            Err(e) => return edge::fail(Tell::Pctx, c"pctx_run", &e),
         };
         let cpid = child.pid();
-        let handle = register(child, self.arg);
-        if handle.is_null() {
+        let Ok(handle) = register(child, self.arg) else {
             return;
-        }
+        };
         // SAFETY: the program's callback, with a live handle it may run and release.
         unsafe { f(handle, pid, cpid as libc::id_t, cpid, self.arg) };
         if registry::contains(handle as usize, Kind::Pctx) {
@@ -408,7 +413,7 @@ impl Observer for Calls {
     }
     fn stop_requested(&mut self) -> bool {
         TERMINATE.load(Ordering::Acquire)
-            || ctx(self.handle).is_some_and(|c| c.terminate.load(Ordering::Acquire))
+            || edge::get(self.handle).is_some_and(|c: &Ctx| c.terminate.load(Ordering::Acquire))
     }
 }
 
@@ -440,49 +445,40 @@ pub unsafe extern "C" fn pctx_run(
     nsamples: uint_t,
     tick: Option<unsafe extern "C" fn(*mut pctx_t, libc::pid_t, libc::id_t, *mut c_void) -> c_int>,
 ) -> c_int {
-    ffi_boundary("pctx_run", || {
+    run(Tell::Pctx, c"pctx_run", -1, || {
         // The process leaves the handle while it runs: the callbacks may use the handle
         // (cpc_bind_pctx reads its pid) and even release it.
-        let Some((mut p, arg, cb)) =
-            ctx(pctx).and_then(|c| Some((c.pctx.take()?, c.arg, c.callbacks)))
-        else {
-            fail(
-                c"pctx_run",
-                &Error::InvalidArgument(
-                    "not a live pctx_t, or one already running or released".into(),
-                ),
-            );
-            return -1;
-        };
-        let mut calls = Calls {
-            handle: pctx,
-            arg,
-            cb,
-            tick: if msec == 0 { None } else { tick },
-        };
-        let (interval, samples) = match msec {
-            0 => (None, 0),
-            ms => (Some(Duration::from_millis(u64::from(ms))), nsamples),
-        };
-        let r = p.run(&mut calls, interval, samples);
-        TERMINATE.store(false, Ordering::Release);
-        match ctx(pctx) {
-            Some(c) => {
-                c.pctx = Some(p);
-                c.terminate.store(false, Ordering::Release);
-            }
-            // Released by a callback: let the process go.
-            None => drop(p),
-        }
-        match r {
-            Ok(_) => 0,
-            Err(Error::InvalidArgument(s)) if s.starts_with(REFUSED) => -1,
-            Err(e) => {
-                fail(c"pctx_run", &e);
-                -1
-            }
-        }
+        let (mut p, mut calls) = take_process(pctx, if msec == 0 { None } else { tick })?;
+        let r = p.run_ms(&mut calls, msec, nsamples);
+        put_back(pctx, p);
+        r.map(|done| if done { 0 } else { -1 })
     })
+}
+
+/// The process of a live handle that is not running, and the calls its run makes.
+fn take_process(pctx: *mut pctx_t, tick: Option<TickFn>) -> Result<(Pctx, Calls)> {
+    let c: &Ctx = edge::get(pctx).ok_or(Error::BadArgument(NOT_RUNNABLE))?;
+    let p = c.pctx.lock().unwrap_or_else(|p| p.into_inner()).take();
+    Ok((
+        p.ok_or(Error::BadArgument(NOT_RUNNABLE))?,
+        Calls::new(pctx, c, tick),
+    ))
+}
+
+const NOT_RUNNABLE: &str =
+    "invalid argument: not a live pctx_t, or one already running or released";
+
+/// After a run: the process back in its handle, or let go when a callback released it.
+fn put_back(pctx: *mut pctx_t, p: Pctx) {
+    TERMINATE.store(false, Ordering::Release);
+    match edge::get(pctx) {
+        Some(c) => {
+            let c: &Ctx = c;
+            *c.pctx.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
+            c.terminate.store(false, Ordering::Release);
+        }
+        None => drop(p),
+    }
 }
 
 /// Stop controlling the process: every observed thread gets the `PCTX_FINI_LWP_EVENT`
@@ -494,26 +490,14 @@ pub unsafe extern "C" fn pctx_run(
 /// `pctx` is not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn pctx_release(pctx: *mut pctx_t) {
-    ffi_boundary("pctx_release", || {
-        if !registry::remove(pctx as usize, Kind::Pctx) {
-            fail(
-                c"pctx_release",
-                &Error::InvalidArgument("not a live pctx_t".into()),
-            );
-            return;
-        }
-        // SAFETY: registered, and we won its removal.
-        let mut c = unsafe { Box::from_raw(pctx as *mut Ctx) };
-        if let Some(p) = c.pctx.take() {
-            let mut calls = Calls {
-                handle: pctx,
-                arg: c.arg,
-                cb: c.callbacks,
-                tick: None,
-            };
-            if let Err(e) = p.release(&mut calls) {
-                fail(c"pctx_release", &e);
-            }
+    run(Tell::Pctx, c"pctx_release", (), || {
+        let Some(c) = edge::take(pctx) else {
+            return Err(Error::BadArgument("invalid argument: not a live pctx_t"));
+        };
+        let calls = Calls::new(pctx, &c, None);
+        match c.pctx.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(p) => p.release(&mut { calls }),
+            None => Ok(()),
         }
     })
 }
@@ -524,8 +508,11 @@ pub unsafe extern "C" fn pctx_release(pctx: *mut pctx_t) {
 /// without a message.
 #[no_mangle]
 pub extern "C" fn pctx_terminate(pctx: *mut pctx_t) {
-    match ctx(pctx) {
-        Some(c) => c.terminate.store(true, Ordering::Release),
+    match edge::get(pctx) {
+        Some(c) => {
+            let c: &Ctx = c;
+            c.terminate.store(true, Ordering::Release)
+        }
         None => set_errno(libc::EINVAL),
     }
 }

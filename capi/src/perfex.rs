@@ -9,18 +9,21 @@ use std::path::Path;
 
 use perfcompat::perfex;
 
-use crate::{fail, fail_with, ffi_boundary};
+use crate::{fail_with, ffi_boundary};
 
 fn start_impl(e0: c_int, e1: c_int) -> c_int {
     match perfex::start(e0, e1) {
         Ok(g) => g as c_int,
-        Err(e) => fail_with("start_counters", &e),
+        Err(e) => fail_with(c"start_counters", &e),
     }
 }
 
 fn read_impl(e0: c_int, c0: Option<&mut i64>, e1: c_int, c1: Option<&mut i64>) -> c_int {
     let (Some(c0), Some(c1)) = (c0, c1) else {
-        return fail("read_counters", libc::EFAULT, "NULL count pointer");
+        return fail_with(
+            c"read_counters",
+            &perfcompat::Error::Fault("NULL count pointer"),
+        );
     };
     match perfex::read(e0, e1) {
         Ok(c) => {
@@ -28,7 +31,7 @@ fn read_impl(e0: c_int, c0: Option<&mut i64>, e1: c_int, c1: Option<&mut i64>) -
             *c1 = c.c1;
             c.generation as c_int
         }
-        Err(e) => fail_with("read_counters", &e),
+        Err(e) => fail_with(c"read_counters", &e),
     }
 }
 
@@ -38,7 +41,7 @@ fn print_impl(e0: c_int, c0: i64, e1: c_int, c1: i64) -> c_int {
             eprint!("{s}");
             perfex::generation() as c_int
         }
-        Err(e) => fail_with("print_counters", &e),
+        Err(e) => fail_with(c"print_counters", &e),
     }
 }
 
@@ -48,17 +51,17 @@ fn costs_impl(e0: c_int, c0: i64, e1: c_int, c1: i64) -> c_int {
             eprint!("{s}");
             perfex::generation() as c_int
         }
-        Err(e) => fail_with("print_costs", &e),
+        Err(e) => fail_with(c"print_costs", &e),
     }
 }
 
 fn load_impl(name: &[u8]) -> c_int {
     if name.is_empty() {
-        return fail("load_costs", libc::ENOENT, "empty cost file name");
+        return fail_with(c"load_costs", &perfcompat::Error::NoFileName);
     }
     match perfex::load_costs(Path::new(OsStr::from_bytes(name))) {
         Ok(()) => perfex::generation() as c_int,
-        Err(e) => fail_with("load_costs", &e),
+        Err(e) => fail_with(c"load_costs", &e),
     }
 }
 
@@ -140,7 +143,7 @@ pub extern "C" fn print_costs(e0: c_int, c0: c_longlong, e1: c_int, c1: c_longlo
 pub unsafe extern "C" fn load_costs(CostFileName: *const c_char) -> c_int {
     ffi_boundary("load_costs", || {
         if CostFileName.is_null() {
-            return fail("load_costs", libc::EFAULT, "NULL file name");
+            return fail_with(c"load_costs", &perfcompat::Error::Fault("NULL file name"));
         }
         // SAFETY: the caller promises a NUL-terminated string.
         let name = unsafe { CStr::from_ptr(CostFileName) };
@@ -161,7 +164,7 @@ pub(crate) fn fortran_string(bytes: &[u8]) -> &[u8] {
 /// # Safety
 /// Every pointer is NULL or points to its Fortran variable.
 unsafe fn by_ref(
-    func: &str,
+    func: &CStr,
     e0: *const c_int,
     c0: *const i64,
     e1: *const c_int,
@@ -171,7 +174,7 @@ unsafe fn by_ref(
     // SAFETY: the caller promises NULL or valid pointers.
     match unsafe { (e0.as_ref(), c0.as_ref(), e1.as_ref(), c1.as_ref()) } {
         (Some(e0), Some(c0), Some(e1), Some(c1)) => f(*e0, *c0, *e1, *c1),
-        _ => fail(func, libc::EFAULT, "NULL argument"),
+        _ => fail_with(func, &perfcompat::Error::Fault("NULL argument")),
     }
 }
 
@@ -197,7 +200,10 @@ pub mod fortran {
                     // SAFETY: Fortran passes valid references.
                     match unsafe { (e0.as_ref(), e1.as_ref()) } {
                         (Some(e0), Some(e1)) => start_impl(*e0, *e1),
-                        _ => fail("start_counters", libc::EFAULT, "NULL argument"),
+                        _ => fail_with(
+                            c"start_counters",
+                            &perfcompat::Error::Fault("NULL argument"),
+                        ),
                     }
                 })
             }
@@ -221,7 +227,9 @@ pub mod fortran {
                         (Some(e0), Some(e1)) => unsafe {
                             read_impl(*e0, c0.as_mut(), *e1, c1.as_mut())
                         },
-                        _ => fail("read_counters", libc::EFAULT, "NULL argument"),
+                        _ => {
+                            fail_with(c"read_counters", &perfcompat::Error::Fault("NULL argument"))
+                        }
                     }
                 })
             }
@@ -240,7 +248,7 @@ pub mod fortran {
             ) -> c_int {
                 // SAFETY: the caller's promise is passed on.
                 ffi_boundary($p, || unsafe {
-                    by_ref("print_counters", e0, c0, e1, c1, print_impl)
+                    by_ref(c"print_counters", e0, c0, e1, c1, print_impl)
                 })
             }
 
@@ -257,7 +265,7 @@ pub mod fortran {
             ) -> c_int {
                 // SAFETY: the caller's promise is passed on.
                 ffi_boundary($c, || unsafe {
-                    by_ref("print_costs", e0, c0, e1, c1, costs_impl)
+                    by_ref(c"print_costs", e0, c0, e1, c1, costs_impl)
                 })
             }
 
@@ -271,7 +279,10 @@ pub mod fortran {
             pub unsafe extern "C" fn $load(name: *const c_char, len: usize) -> c_int {
                 ffi_boundary($l, || {
                     if name.is_null() {
-                        return fail("load_costs", libc::EFAULT, "NULL file name");
+                        return fail_with(
+                            c"load_costs",
+                            &perfcompat::Error::Fault("NULL file name"),
+                        );
                     }
                     // SAFETY: Fortran passes the string and its length.
                     let bytes = unsafe { std::slice::from_raw_parts(name.cast::<u8>(), len) };

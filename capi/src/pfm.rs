@@ -28,7 +28,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use perfcompat::pfm::{self, req, Device, Errno, Ev5Op, NIPL};
 
-use crate::{ffi_boundary, set_errno};
+use crate::edge::set_errno;
+use crate::ffi_boundary;
 
 /// EV4 `PCNTSETMUX` argument (ours: pfm(7) names the fields' meaning, not the layout).
 #[repr(C)]
@@ -358,6 +359,15 @@ pub unsafe extern "C" fn __read_chk(
             return r;
         }
     }
+    // SAFETY: the caller's arguments.
+    unsafe { real_read_chk(fd, buf, nbytes, buflen) }
+}
+
+/// The C library's `__read_chk`, or its check and the system call.
+///
+/// # Safety
+/// As `read(2)`.
+unsafe fn real_read_chk(fd: c_int, buf: *mut c_void, nbytes: usize, buflen: usize) -> isize {
     match real(READ_CHK) {
         // SAFETY: dlsym found the function of this name and type; the caller's arguments (it
         // makes the size check and ends the program when it fails).
@@ -395,18 +405,8 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 /// As `ioctl(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> c_int {
-    if pfm::any_open() {
-        if let Some(r) = ffi_boundary("ioctl", || {
-            pfm::with_fd(fd, |d| ioctl_device(d, request, arg as usize))
-        }) {
-            return match r {
-                Ok(()) => 0,
-                Err(e) => {
-                    set_errno(e);
-                    -1
-                }
-            };
-        }
+    if let Some(r) = pfm_ioctl(fd, request, arg) {
+        return r;
     }
     match real(IOCTL) {
         // SAFETY: dlsym found the function of this name and type; the caller's arguments.
@@ -414,6 +414,23 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) ->
         // SAFETY: the system call with the caller's arguments.
         _ => unsafe { libc::syscall(libc::SYS_ioctl, fd, request, arg) as c_int },
     }
+}
+
+/// The pfm(7) request on the device `fd`, if `fd` is one: 0, or -1 with `errno`.
+fn pfm_ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> Option<c_int> {
+    if !pfm::any_open() {
+        return None;
+    }
+    let r = ffi_boundary("ioctl", || {
+        pfm::with_fd(fd, |d| ioctl_device(d, request, arg as usize))
+    })?;
+    Some(r.map_or_else(
+        |e| {
+            set_errno(e);
+            -1
+        },
+        |()| 0,
+    ))
 }
 
 /// Copy `len` bytes between this process's `local` and `remote` addresses with the checked

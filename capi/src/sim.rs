@@ -3,7 +3,7 @@
 
 use std::ffi::{c_char, c_int, CStr};
 
-use crate::{fail, fail_with, ffi_boundary, perfex};
+use crate::{fail_with, ffi_boundary, perfex};
 
 /// Test hook of the emulated PMUs: `n` occurrences of `event` happen now on the calling thread.
 ///
@@ -25,7 +25,10 @@ use crate::{fail, fail_with, ffi_boundary, perfex};
 pub unsafe extern "C" fn perfcompat_sim_advance(event: *const c_char, n: u64) -> c_int {
     ffi_boundary("perfcompat_sim_advance", || {
         if event.is_null() {
-            return fail("perfcompat_sim_advance", libc::EINVAL, "NULL event name");
+            return fail_with(
+                c"perfcompat_sim_advance",
+                &perfcompat::Error::BadArgument("NULL event name"),
+            );
         }
         // SAFETY: the caller promises a NUL-terminated string.
         sim_advance_impl(unsafe { CStr::from_ptr(event) }.to_bytes(), n)
@@ -36,7 +39,7 @@ pub unsafe extern "C" fn perfcompat_sim_advance(event: *const c_char, n: u64) ->
 fn sim_advance_impl(event: &[u8], n: u64) -> c_int {
     match perfcompat::backend::sim::advance(&String::from_utf8_lossy(event), n) {
         Ok(hit) => hit.min(c_int::MAX as usize) as c_int,
-        Err(e) => fail_with("perfcompat_sim_advance", &e),
+        Err(e) => fail_with(c"perfcompat_sim_advance", &e),
     }
 }
 
@@ -48,10 +51,16 @@ unsafe fn sim_advance_fortran(event: *const c_char, n: *const u64, len: usize) -
     ffi_boundary("perfcompat_sim_advance_", || {
         // SAFETY: the caller promises NULL or a valid reference.
         let Some(&n) = (unsafe { n.as_ref() }) else {
-            return fail("perfcompat_sim_advance", libc::EFAULT, "NULL count");
+            return fail_with(
+                c"perfcompat_sim_advance",
+                &perfcompat::Error::Fault("NULL count"),
+            );
         };
         if event.is_null() {
-            return fail("perfcompat_sim_advance", libc::EINVAL, "NULL event name");
+            return fail_with(
+                c"perfcompat_sim_advance",
+                &perfcompat::Error::BadArgument("NULL event name"),
+            );
         }
         // SAFETY: Fortran passes the string and its length.
         let bytes = unsafe { std::slice::from_raw_parts(event.cast::<u8>(), len) };

@@ -191,6 +191,7 @@ fn subcode_of(k: ErrorKind) -> c_int {
         ErrorKind::InvalidFlags => CPC_REQ_INVALID_FLAGS,
         ErrorKind::ConflictingRequests => CPC_CONFLICTING_REQS,
         ErrorKind::RequiresPrivilege => CPC_ATTR_REQUIRES_PRIVILEGE,
+        ErrorKind::PbindFailed => CPC_PBIND_FAILED,
         ErrorKind::Other => -1,
     }
 }

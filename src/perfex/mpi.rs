@@ -166,6 +166,41 @@ impl RankCount {
     }
 }
 
+/// This process's counting, between [`start_rank`] and [`finish_rank`] (the PMPI layer's
+/// `perfcompat_mpi_start` and `perfcompat_mpi_finish`).
+static RANK: std::sync::Mutex<Option<RankCount>> = std::sync::Mutex::new(None);
+
+/// Start counting this rank ([`RankCount::start`]); a counting started before is dropped
+/// first. On failure the rank runs uncounted.
+pub fn start_rank() -> Result<()> {
+    let mut slot = RANK.lock().unwrap_or_else(|p| p.into_inner());
+    *slot = None;
+    *slot = Some(RankCount::start()?);
+    Ok(())
+}
+
+/// Stop counting this rank and write its record into `out`, NUL-padded (zeroed first, so a
+/// rank that fails leaves a record of zeros, which [`merge_buffers`] reports as missing).
+/// [`Error::NotCounting`] when [`start_rank`] failed or was not called, [`Error::RecordTooSmall`]
+/// when the record and its NUL do not fit.
+pub fn finish_rank(rank: u32, out: &mut [u8]) -> Result<()> {
+    out.fill(0);
+    let count = RANK
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+        .ok_or(Error::NotCounting)?;
+    let text = count.finish(rank)?.encode();
+    if text.len() >= out.len() {
+        return Err(Error::RecordTooSmall {
+            need: text.len() + 1,
+            len: out.len(),
+        });
+    }
+    out[..text.len()].copy_from_slice(text.as_bytes());
+    Ok(())
+}
+
 /// Merge the fixed-size records that rank 0 gathered ([`RECORD_BYTES`] or another size, one
 /// per rank in rank order). A record of zeros is a rank that could not count (it said why on
 /// its own standard error): it is reported missing.

@@ -1,17 +1,49 @@
 //! What the libcpc handles point to: a `cpc_t` ([`Cpc`]) owns its sets ([`Set`]) and buffers
-//! ([`Buf`]); a bound set holds the engine's [`Binding`] ([`Bound`]). Handles are checked
-//! against the [`registry`] before they are dereferenced.
+//! ([`Buf`]); a set is the engine's libcpc set (its requests and binding). Handles are checked
+//! against the registry before they are dereferenced (the `edge` module's [`Handle`] lookup).
 
-use std::ffi::{c_int, CString};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::ffi::CString;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use perfcompat::backend::Backend;
 use perfcompat::signal::Blocked;
-use perfcompat::Binding;
+use perfcompat::Result;
 
-use super::registry::{self, Kind};
-use super::report::Handler;
+use super::{cpc_buf_t, cpc_set_t, cpc_t};
+use crate::edge::{self, registry};
+use crate::edge::{Handle, Handler, Kind, Tell, Tells};
+
+/// What a `cpc_t` that is not a live one is told.
+pub(crate) const NO_CPC: &str = "not a cpc_t returned by cpc_open (or already closed)";
+
+// SAFETY: only `new_cpc` registers Kind::Cpc pointers, boxes of Cpc.
+unsafe impl Handle for cpc_t {
+    const KIND: Kind = Kind::Cpc;
+    type Target = Cpc;
+    const BAD: &'static str = NO_CPC;
+}
+
+// SAFETY: only `new_set` registers Kind::Set pointers, boxes of Set.
+unsafe impl Handle for cpc_set_t {
+    const KIND: Kind = Kind::Set;
+    type Target = Set;
+    const BAD: &'static str = super::NO_SET;
+}
+
+// SAFETY: only `new_buf` registers Kind::Buf pointers, boxes of Buf.
+unsafe impl Handle for cpc_buf_t {
+    const KIND: Kind = Kind::Buf;
+    type Target = Buf;
+    const BAD: &'static str = super::NO_BUF;
+}
+
+impl Tells for Cpc {
+    #[inline]
+    fn tell(&self) -> Tell {
+        Tell::Cpc(self.handler())
+    }
+}
 
 /// A `cpc_t`: the backend's description, cached at `cpc_open`, the error handler, and the
 /// sets and buffers made from it (freed by `cpc_close`).
@@ -33,23 +65,25 @@ pub(crate) struct Cpc {
     children: Mutex<Vec<(usize, Kind)>>,
 }
 
-/// One request as the program added it (what `cpc_walk_requests` shows).
-#[derive(Clone)]
-pub(crate) struct CReq {
-    pub event: CString,
-    pub preset: u64,
-    pub flags: u32,
-    pub attrs: Vec<(CString, u64)>,
-}
-
-/// A `cpc_set_t`.
+/// A `cpc_set_t`: the engine's set ([`perfcompat::cpc::set::Set`]: requests and binding) and
+/// the `cpc_t` it was made from.
 pub(crate) struct Set {
     /// The `cpc_t` it was made from.
     pub cpc: usize,
-    pub reqs: Mutex<Vec<CReq>>,
-    /// `reqs.len()`, readable from signal handlers.
-    pub nreqs: AtomicUsize,
-    pub bound: BindSlot,
+    set: perfcompat::cpc::set::Set,
+}
+
+impl std::ops::Deref for Set {
+    type Target = perfcompat::cpc::set::Set;
+    fn deref(&self) -> &perfcompat::cpc::set::Set {
+        &self.set
+    }
+}
+
+/// The engine's set of a live `cpc_set_t` at address `key` (how the engine finds a thread's
+/// previous set and checks an inheritable one alive).
+pub(crate) fn set_by_key(key: usize) -> Option<&'static perfcompat::cpc::set::Set> {
+    edge::get(key as *mut cpc_set_t).map(|s: &Set| &s.set)
 }
 
 /// A `cpc_buf_t`: one value per request of its set at creation, the sample time and ticks.
@@ -59,96 +93,6 @@ pub(crate) struct Buf {
     pub vals: Box<[AtomicU64]>,
     pub hrtime: AtomicI64,
     pub tick: AtomicU64,
-}
-
-/// How a set is bound.
-pub(crate) enum How {
-    /// `cpc_bind_curlwp` by thread `tid`.
-    Lwp { tid: i32 },
-    /// `cpc_bind_pctx` to thread `tid`.
-    Pctx,
-    /// `cpc_bind_cpu`: thread `tid` was moved to `cpu`; `old` is its affinity before.
-    Cpu {
-        cpu: u32,
-        tid: i32,
-        old: Box<libc::cpu_set_t>,
-    },
-}
-
-/// A bound set's engine state.
-pub(crate) struct Bound {
-    pub binding: Binding,
-    pub how: How,
-}
-
-/// CPUs that a set of this process is bound to (one set per CPU).
-pub(crate) static BOUND_CPUS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
-
-impl Drop for Bound {
-    fn drop(&mut self) {
-        if let How::Cpu { cpu, tid, old } = &self.how {
-            // Give the thread its processor binding back (cpc_unbind's documented effect).
-            // SAFETY: a cpu_set_t saved by sched_getaffinity.
-            unsafe {
-                libc::sched_setaffinity(*tid, std::mem::size_of::<libc::cpu_set_t>(), &**old)
-            };
-            let mut cpus = BOUND_CPUS.lock().unwrap_or_else(|p| p.into_inner());
-            cpus.retain(|c| c != cpu);
-        }
-    }
-}
-
-/// The binding of a set: a pointer that signal handlers read without locks, and a count of
-/// readers so that unbinding never frees a binding a reader on another thread still uses.
-pub(crate) struct BindSlot {
-    ptr: AtomicPtr<Bound>,
-    readers: AtomicUsize,
-}
-
-impl BindSlot {
-    const fn new() -> BindSlot {
-        BindSlot {
-            ptr: AtomicPtr::new(std::ptr::null_mut()),
-            readers: AtomicUsize::new(0),
-        }
-    }
-
-    /// Run `f` on the binding, if bound. Async-signal-safe.
-    pub fn with<R>(&self, f: impl FnOnce(&Bound) -> R) -> Option<R> {
-        self.readers.fetch_add(1, Ordering::SeqCst);
-        let p = self.ptr.load(Ordering::SeqCst);
-        // SAFETY: `replace` frees a binding only after taking it out of `ptr` and seeing no
-        // reader that could have loaded it.
-        let r = (!p.is_null()).then(|| f(unsafe { &*p }));
-        self.readers.fetch_sub(1, Ordering::SeqCst);
-        r
-    }
-
-    /// Whether bound.
-    pub fn is_bound(&self) -> bool {
-        !self.ptr.load(Ordering::SeqCst).is_null()
-    }
-
-    /// Put `new` in place (or unbind with `None`); the old binding is unbound and freed. Not
-    /// for signal handlers: it waits for readers on other threads.
-    pub fn replace(&self, new: Option<Box<Bound>>) {
-        let _blocked = Blocked::all();
-        let new = new.map_or(std::ptr::null_mut(), Box::into_raw);
-        let old = self.ptr.swap(new, Ordering::SeqCst);
-        if !old.is_null() {
-            while self.readers.load(Ordering::SeqCst) != 0 {
-                std::hint::spin_loop();
-            }
-            // SAFETY: made by Box::into_raw here, and no reader holds it any more.
-            drop(unsafe { Box::from_raw(old) });
-        }
-    }
-}
-
-impl Drop for BindSlot {
-    fn drop(&mut self) {
-        self.replace(None);
-    }
 }
 
 impl Cpc {
@@ -194,6 +138,11 @@ impl Cpc {
             terminate: AtomicBool::new(false),
             children: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Its address, which its sets and buffers record.
+    pub fn addr(&self) -> usize {
+        self as *const Cpc as usize
     }
 
     /// The error handler, if one is set.
@@ -250,107 +199,83 @@ pub(crate) fn ticks(ns: u64, mult: u64) -> u64 {
     ((u128::from(ns) * u128::from(mult)) >> 32).min(u128::from(u64::MAX)) as u64
 }
 
-/// A new `cpc_t`, registered; NULL when the registry is full.
-pub(crate) fn new_cpc(backend: &'static dyn Backend) -> *mut Cpc {
-    let p = Box::into_raw(Box::new(Cpc::new(backend)));
-    if !registry::insert(p as usize, Kind::Cpc) {
-        // SAFETY: just made, never shared.
-        drop(unsafe { Box::from_raw(p) });
-        return std::ptr::null_mut();
-    }
-    p
+/// A new `cpc_t`, registered ([`perfcompat::Error::OutOfHandles`] when the registry is full).
+pub(crate) fn new_cpc(backend: &'static dyn Backend) -> Result<*mut cpc_t> {
+    edge::new_handle(Cpc::new(backend), |p| registry::insert(p, Kind::Cpc))
 }
 
 /// Close a `cpc_t`: unbind and free every set and buffer made from it, then it.
 /// `false` if `p` is not a live handle.
-pub(crate) fn close_cpc(p: usize) -> bool {
-    if !registry::remove(p, Kind::Cpc) {
+pub(crate) fn close_cpc(p: *mut cpc_t) -> bool {
+    let Some(cpc) = edge::take(p) else {
         return false;
-    }
-    // SAFETY: it was registered, so it is a live Box<Cpc>, and we won the removal.
-    let cpc = unsafe { Box::from_raw(p as *mut Cpc) };
+    };
     let children = std::mem::take(&mut *cpc.children.lock().unwrap_or_else(|e| e.into_inner()));
     for (c, kind) in children {
         if registry::remove(c, kind) {
-            free_child(c, kind);
+            let _blocked = Blocked::all();
+            // SAFETY: a registered child of its kind, whose removal this call won.
+            match kind {
+                Kind::Set => drop(unsafe { edge::reclaim(c as *mut cpc_set_t) }),
+                Kind::Buf => drop(unsafe { edge::reclaim(c as *mut cpc_buf_t) }),
+                _ => {}
+            }
         }
     }
     true
 }
 
-fn free_child(p: usize, kind: Kind) {
-    let _blocked = Blocked::all();
-    // SAFETY: registered children are live boxes of their kind; the caller removed `p` from
-    // the registry, so nobody else frees it.
-    unsafe {
-        match kind {
-            Kind::Set => drop(Box::from_raw(p as *mut Set)),
-            Kind::Buf => drop(Box::from_raw(p as *mut Buf)),
-            _ => {}
-        }
-    }
+/// A new empty set of `cpc` ([`perfcompat::Error::OutOfHandles`] when the registry is full).
+pub(crate) fn new_set(cpc: &Cpc) -> Result<*mut cpc_set_t> {
+    let set = Set {
+        cpc: cpc.addr(),
+        set: perfcompat::cpc::set::Set::new(),
+    };
+    edge::new_handle(set, |p| cpc.adopt(p, Kind::Set))
 }
 
-/// A new empty set of `cpc`; NULL when the registry is full.
-pub(crate) fn new_set(cpc: &Cpc) -> *mut Set {
-    let p = Box::into_raw(Box::new(Set {
-        cpc: cpc as *const Cpc as usize,
-        reqs: Mutex::new(Vec::new()),
-        nreqs: AtomicUsize::new(0),
-        bound: BindSlot::new(),
-    }));
-    if !cpc.adopt(p as usize, Kind::Set) {
-        // SAFETY: just made, never shared.
-        drop(unsafe { Box::from_raw(p) });
-        return std::ptr::null_mut();
-    }
-    p
-}
-
-/// A zeroed buffer for `set`'s current requests; NULL when the registry is full.
-pub(crate) fn new_buf(cpc: &Cpc, set: &Set) -> *mut Buf {
-    let n = set.nreqs.load(Ordering::Acquire);
-    let p = Box::into_raw(Box::new(Buf {
-        cpc: cpc as *const Cpc as usize,
-        vals: (0..n).map(|_| AtomicU64::new(0)).collect(),
+/// A zeroed buffer for `set`'s current requests ([`perfcompat::Error::OutOfHandles`] when the
+/// registry is full).
+pub(crate) fn new_buf(cpc: &Cpc, set: &Set) -> Result<*mut cpc_buf_t> {
+    let buf = Buf {
+        cpc: cpc.addr(),
+        vals: (0..set.reqs.len()).map(|_| AtomicU64::new(0)).collect(),
         hrtime: AtomicI64::new(0),
         tick: AtomicU64::new(0),
-    }));
-    if !cpc.adopt(p as usize, Kind::Buf) {
-        // SAFETY: just made, never shared.
-        drop(unsafe { Box::from_raw(p) });
-        return std::ptr::null_mut();
+    };
+    edge::new_handle(buf, |p| cpc.adopt(p, Kind::Buf))
+}
+
+/// What a `cpc_t` makes: sets and buffers, each knowing its `cpc_t`.
+pub(crate) trait Child {
+    /// The address of the `cpc_t` it was made from.
+    fn owner(&self) -> usize;
+}
+
+impl Child for Set {
+    fn owner(&self) -> usize {
+        self.cpc
     }
-    p
+}
+
+impl Child for Buf {
+    fn owner(&self) -> usize {
+        self.cpc
+    }
 }
 
 /// Destroy a set or buffer of `cpc` (unbinding a bound set). `false` if `p` is not a live
-/// child of `cpc` of that kind.
-pub(crate) fn destroy_child(cpc: &Cpc, p: usize, kind: Kind) -> bool {
-    let owner = match kind {
-        // SAFETY: checked live before reading its owner.
-        Kind::Set if registry::contains(p, kind) => unsafe { (*(p as *const Set)).cpc },
-        // SAFETY: as above.
-        Kind::Buf if registry::contains(p, kind) => unsafe { (*(p as *const Buf)).cpc },
-        _ => return false,
-    };
-    if owner != cpc as *const Cpc as usize || !cpc.disown(p, kind) {
+/// child of `cpc` of that type.
+pub(crate) fn destroy_child<H: Handle>(cpc: &Cpc, p: *mut H) -> bool
+where
+    H::Target: Child,
+{
+    let mine = edge::get(p).is_some_and(|c| c.owner() == cpc.addr());
+    if !mine || !cpc.disown(p as usize, H::KIND) {
         return false;
     }
-    free_child(p, kind);
+    let _blocked = Blocked::all();
+    // SAFETY: a live child of its type, whose removal from the registry `disown` just won.
+    drop(unsafe { edge::reclaim(p) });
     true
 }
-
-/// Look up a live handle of `kind` (async-signal-safe).
-///
-/// # Safety
-/// The handle must not be freed while the returned reference is used (libcpc's rule: a handle
-/// is not destroyed while another thread uses it).
-pub(crate) unsafe fn get<'a, T>(p: *const T, kind: Kind) -> Option<&'a T> {
-    // SAFETY: registered pointers of `kind` are live boxes of T (the caller picks T by kind).
-    registry::contains(p as usize, kind).then(|| unsafe { &*p })
-}
-
-/// The error code the set and buffer functions use for a handle that is not a live one, or not
-/// of this `cpc_t`.
-pub(crate) const BAD_HANDLE: c_int = libc::EINVAL;

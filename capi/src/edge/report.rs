@@ -19,24 +19,29 @@ use std::fmt::{self, Write};
 use perfcompat::error::ErrorKind;
 use perfcompat::Error;
 
-/// The libcpc error subcodes (`CPC_INVALID_EVENT`...), by engine error family; -1: none.
+use super::set_errno;
+
+/// The libcpc error subcodes (`CPC_INVALID_EVENT` = 1 ... `CPC_HV_NO_ACCESS` = 11, the index
+/// of their message in [`MESSAGES`]), by engine error family; -1: none. `libcpc.h`'s constants
+/// are checked against these numbers in the `cpc` module.
 pub(crate) fn subcode(e: &Error) -> c_int {
     match e.kind() {
-        ErrorKind::InvalidEvent => super::CPC_INVALID_EVENT,
-        ErrorKind::InvalidPicnum => super::CPC_INVALID_PICNUM,
-        ErrorKind::InvalidAttribute => super::CPC_INVALID_ATTRIBUTE,
-        ErrorKind::AttributeOutOfRange => super::CPC_ATTRIBUTE_OUT_OF_RANGE,
-        ErrorKind::ResourceUnavailable => super::CPC_RESOURCE_UNAVAIL,
-        ErrorKind::PicNotCapable => super::CPC_PIC_NOT_CAPABLE,
-        ErrorKind::InvalidFlags => super::CPC_REQ_INVALID_FLAGS,
-        ErrorKind::ConflictingRequests => super::CPC_CONFLICTING_REQS,
-        ErrorKind::RequiresPrivilege => super::CPC_ATTR_REQUIRES_PRIVILEGE,
+        ErrorKind::InvalidEvent => 1,
+        ErrorKind::InvalidPicnum => 2,
+        ErrorKind::InvalidAttribute => 3,
+        ErrorKind::AttributeOutOfRange => 4,
+        ErrorKind::ResourceUnavailable => 5,
+        ErrorKind::PicNotCapable => 6,
+        ErrorKind::InvalidFlags => 7,
+        ErrorKind::ConflictingRequests => 8,
+        ErrorKind::RequiresPrivilege => 9,
+        ErrorKind::PbindFailed => 10,
         ErrorKind::Other => -1,
     }
 }
 
 /// libcpc's message for each subcode (index 0 fills the slot; none has a conversion).
-const MESSAGES: [&CStr; 12] = [
+pub(crate) const MESSAGES: [&CStr; 12] = [
     c"",
     c"Unknown event\n",
     c"Invalid counter number\n",
@@ -117,17 +122,6 @@ impl Write for StackText {
     }
 }
 
-fn errno_location() -> *mut c_int {
-    // SAFETY: returns this thread's errno.
-    unsafe { libc::__errno_location() }
-}
-
-/// Set `errno`.
-pub(crate) fn set_errno(e: c_int) {
-    // SAFETY: this thread's errno.
-    unsafe { *errno_location() = e };
-}
-
 /// Report a failure of `func` (a NUL-terminated C name such as `c"cpc_bind_curlwp"`):
 /// through `handler` when the error has a subcode and a handler is set, otherwise on standard
 /// error with `detail` (the engine's explanation, if any); then set `errno` to `errno`.
@@ -139,10 +133,7 @@ pub(crate) fn report(
     errno: c_int,
     detail: Option<&dyn fmt::Display>,
 ) {
-    let saved = {
-        // SAFETY: this thread's errno.
-        unsafe { *errno_location() }
-    };
+    let saved = super::errno();
     let msg = message(subcode);
     match (handler, msg) {
         (Some(h), Some(m)) => {
@@ -169,11 +160,6 @@ pub(crate) fn report(
     }
     set_errno(saved);
     set_errno(errno);
-}
-
-/// [`report`] for an engine error: its subcode, errno and explanation.
-pub(crate) fn report_error(handler: Option<Handler>, func: &CStr, e: &Error) {
-    report(handler, func, subcode(e), e.errno(), Some(e));
 }
 
 #[cfg(test)]
@@ -295,8 +281,7 @@ mod tests {
             libc::EINVAL,
             Some(&"detail"),
         );
-        // SAFETY: this thread's errno.
-        assert_eq!(unsafe { *errno_location() }, libc::EINVAL);
+        assert_eq!(super::super::errno(), libc::EINVAL);
         // No subcode: the handler is not called.
         report(Some(handler), c"cpc_unbind", -1, libc::EINVAL, None);
         let seen = SEEN.lock().unwrap();

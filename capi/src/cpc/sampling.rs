@@ -1,0 +1,177 @@
+//! Sampling and overflow: cpc_set_sample(3CPC), and what cpc_bind_curlwp(3CPC) and
+//! cpc_enable(3CPC) say a SIGEMT handler does (`cpc_request_preset`, `cpc_set_restart`,
+//! `cpc_enable`, `cpc_disable`). All of them are async-signal-safe: no allocation, no locks,
+//! errors told through the stack-formatted error channel. The notification itself is the `emt`
+//! module.
+
+use std::ffi::c_int;
+use std::sync::atomic::Ordering;
+
+use perfcompat::cpc::thread as lwp;
+use perfcompat::{BoundSet, Error, Result};
+
+use super::handles::{self, Buf, Cpc, Set};
+use super::{buf_of, cpc_buf_t, cpc_set_t, cpc_t, set_of, BAD};
+use crate::edge::call;
+
+/// Sample `n` requests of `binding` into `buf` (values, time, ticks); on failure `false`, with
+/// the reason in `err`. Async-signal-safe.
+///
+/// Small sets go through an 8-value stack buffer: zeroing a `MAX_REQUESTS` buffer on every
+/// call showed in the profile, as it did in the engine (see `BoundSet::sample`).
+#[inline]
+fn sample_into(
+    binding: &BoundSet,
+    buf: &Buf,
+    n: usize,
+    tick_mult: u64,
+    err: &mut Option<Error>,
+) -> bool {
+    let mut small = [0u64; 8];
+    let mut big;
+    let vals: &mut [u64] = if n <= small.len() {
+        &mut small[..n]
+    } else {
+        big = [0u64; perfcompat::set::MAX_REQUESTS];
+        &mut big[..n]
+    };
+    let info = match binding.sample(vals) {
+        Ok(info) => info,
+        Err(e) => {
+            *err = Some(e);
+            return false;
+        }
+    };
+    for (d, v) in buf.vals.iter().zip(vals.iter()) {
+        d.store(*v, Ordering::Relaxed);
+    }
+    buf.hrtime.store(info.hrtime, Ordering::Relaxed);
+    buf.tick.store(
+        handles::ticks(info.running_ns, tick_mult),
+        Ordering::Relaxed,
+    );
+    true
+}
+
+/// Sample `s` (the `cpc_set_t` `set`) into `b`. Async-signal-safe.
+#[inline]
+fn sample(c: &Cpc, s: &Set, set: usize, b: &Buf) -> Result<c_int> {
+    let n = s.reqs.len();
+    if b.vals.len() != n {
+        return Err(Error::BufferTooSmall {
+            len: b.vals.len(),
+            need: n,
+        });
+    }
+    // This thread's own counters for the set (its binding, or its inherited copy). The
+    // closure returns a bool and leaves an error aside: moving a `Result<_, Error>` out of it
+    // through the lookups showed in the profile.
+    let mut err = None;
+    let r = s.with_counters(set, |bs| sample_into(bs, b, n, c.tick_mult, &mut err));
+    match (r, err) {
+        (Some(true), _) => Ok(0),
+        (Some(false), Some(e)) => Err(e),
+        _ => Err(Error::NotBound),
+    }
+}
+
+/// Sample a bound set into `buf`: each request's 64-bit value (preset + events), the time
+/// and the ticks; on a frozen set (after an overflow notification or `cpc_disable`) the
+/// values at the freeze. See cpc_set_sample(3CPC). Async-signal-safe.
+///
+/// # Returns
+/// 0, or -1 with `errno` `EINVAL` when a handle is bad or of another `cpc_t`, the set is not
+/// bound, or the buffer was made for a different number of requests; the engine's errno when
+/// the counters cannot be read (`ESRCH`: the thread it counted has exited).
+#[no_mangle]
+pub extern "C" fn cpc_set_sample(
+    cpc: *mut cpc_t,
+    set: *mut cpc_set_t,
+    buf: *mut cpc_buf_t,
+) -> c_int {
+    call(c"cpc_set_sample", cpc, BAD, -1, |c: &Cpc| {
+        let s = set_of(c, set)?;
+        sample(c, s, set as usize, buf_of(c, buf)?)
+    })
+}
+
+/// Run `f` on the calling thread's bound set (libcpc's request_preset, restart, enable and
+/// disable act on it and ignore their set argument). Async-signal-safe.
+#[inline]
+fn on_current(
+    func: &std::ffi::CStr,
+    cpc: *mut cpc_t,
+    f: impl FnOnce(&BoundSet) -> Result<()>,
+) -> c_int {
+    call(func, cpc, BAD, -1, |_: &Cpc| {
+        lwp::with_curlwp(f)
+            .unwrap_or(Err(Error::NoCurrentSet))
+            .map(|()| 0)
+    })
+}
+
+/// Change request `index`'s preset in the calling thread's bound set; it takes effect at the
+/// next `cpc_set_restart` (a later bind starts from the preset given when the request was
+/// added); see cpc_bind_curlwp(3CPC). Async-signal-safe.
+///
+/// # Returns
+/// 0, or -1 with `errno` `EINVAL` when the thread has no bound set or `index` is not one of its
+/// requests.
+#[no_mangle]
+pub extern "C" fn cpc_request_preset(cpc: *mut cpc_t, index: c_int, preset: u64) -> c_int {
+    on_current(c"cpc_request_preset", cpc, |b| {
+        let i = usize::try_from(index).map_err(|_| Error::IndexOutOfRange {
+            index: 0,
+            len: b.len(),
+        })?;
+        b.set_preset(i, preset)
+    })
+}
+
+/// Restart the calling thread's bound set: every request counts again from its preset (the
+/// one given to `cpc_request_preset`, else the original), and a freeze is lifted. Meant for
+/// the SIGEMT handler; async-signal-safe. Like libcpc, it acts on the calling thread's set
+/// whatever `set` is. See cpc_bind_curlwp(3CPC).
+///
+/// # Returns
+/// 0, or -1 with `errno` `EINVAL` when the thread has no bound set.
+#[no_mangle]
+pub extern "C" fn cpc_set_restart(cpc: *mut cpc_t, set: *mut cpc_set_t) -> c_int {
+    let _ = set;
+    on_current(c"cpc_set_restart", cpc, |b| b.restart())
+}
+
+/// Resume counting on the calling thread's bound set after `cpc_disable`; see cpc_enable(3CPC).
+/// Async-signal-safe.
+///
+/// # Returns
+/// 0, or -1 with `errno` `EINVAL` when the thread has no bound set or its counters are running
+/// (libcpc's behaviour).
+#[no_mangle]
+pub extern "C" fn cpc_enable(cpc: *mut cpc_t) -> c_int {
+    on_current(c"cpc_enable", cpc, |b| b.resume())
+}
+
+/// Stop counting on the calling thread's bound set (samples return the values at this
+/// moment); see cpc_enable(3CPC). Async-signal-safe.
+///
+/// # Returns
+/// 0, or -1 with `errno` `EINVAL` when the thread has no bound set or its counters are already
+/// stopped.
+#[no_mangle]
+pub extern "C" fn cpc_disable(cpc: *mut cpc_t) -> c_int {
+    on_current(c"cpc_disable", cpc, |b| b.stop())
+}
+
+/// Ask a libpctx run driven for `cpc` (cputrack-style tools) to end: the next `pctx_run` tick
+/// returns. libcpc's private interface; async-signal-safe (a SIGINT handler calls it).
+#[no_mangle]
+pub extern "C" fn cpc_terminate(cpc: *mut cpc_t) {
+    // A bad handle does nothing, errno included: a signal handler must not change it.
+    crate::ffi_boundary("cpc_terminate", || {
+        if let Some(c) = crate::edge::get::<cpc_t>(cpc) {
+            c.terminate.store(true, Ordering::Release);
+            crate::pctx::terminate_all();
+        }
+    })
+}
