@@ -23,6 +23,49 @@ pub struct Dispatch {
 
 static ON_FD: AtomicUsize = AtomicUsize::new(0);
 static ON_UNKNOWN: AtomicUsize = AtomicUsize::new(0);
+static AFTER: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// How many overflow handlers are dispatching to the engine on this thread (see
+    /// [`in_overflow_dispatch`]).
+    static DISPATCHING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// True while the calling thread is inside the overflow signal handler's dispatch to the
+/// engine, that is, while an overflow hook runs there: the function installed with
+/// [`set_after_overflow`] will run when the dispatch is over, on this thread, before the
+/// handler returns. Async-signal-safe.
+pub fn in_overflow_dispatch() -> bool {
+    DISPATCHING.with(|d| d.get() > 0)
+}
+
+/// Install (or with `None` remove) what the overflow signal handler runs last, after the
+/// engine has handled the overflow and every scope of the dispatch has ended, with the
+/// interrupted context (the handler's `ucontext_t *`). The C layer delivers libcpc's SIGEMT
+/// from it. It runs with every signal still blocked and must be async-signal-safe; it may
+/// change the signal mask and call a user handler that never returns (`siglongjmp`): nothing
+/// of the overflow handler's remains to be done or dropped then.
+pub fn set_after_overflow(f: Option<fn(*mut libc::c_void)>) {
+    AFTER.store(f.map_or(0, |f| f as usize), Ordering::Release);
+}
+
+/// Run the function [`set_after_overflow`] installed, if any.
+fn after(uc: *mut libc::c_void) {
+    let f = AFTER.load(Ordering::Acquire);
+    if f != 0 {
+        // SAFETY: only ever stored from a `fn(*mut c_void)` by `set_after_overflow`.
+        let f: fn(*mut libc::c_void) = unsafe { std::mem::transmute(f) };
+        f(uc);
+    }
+}
+
+/// Run the engine's part of an overflow handler: every signal is blocked (see
+/// `while_all_blocked`) and [`in_overflow_dispatch`] is true.
+fn dispatch(f: impl FnOnce()) {
+    DISPATCHING.with(|d| d.set(d.get() + 1));
+    while_all_blocked(f);
+    DISPATCHING.with(|d| d.set(d.get().saturating_sub(1)));
+}
 
 /// Install the overflow signal handler once per process, sending what it receives to
 /// `dispatch` (the first call's; the engine is the only caller).
@@ -71,7 +114,7 @@ extern "C" fn on_sigio(_sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut l
     // SAFETY: installed with SA_SIGINFO: `info` and `uc` are the kernel's.
     let (code, pc) = unsafe { ((*info).si_code, interrupted_pc(uc)) };
     if code == libc::SI_KERNEL {
-        while_all_blocked(|| {
+        dispatch(|| {
             let f = ON_UNKNOWN.load(Ordering::Acquire);
             if f != 0 {
                 // SAFETY: stored from a `fn(usize)` by `install_overflow_handler`.
@@ -79,6 +122,7 @@ extern "C" fn on_sigio(_sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut l
                 f(pc);
             }
         });
+        after(uc);
     }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved };
@@ -138,7 +182,7 @@ extern "C" fn on_overflow_signal(
     // SAFETY: installed with SA_SIGINFO for an F_SETSIG signal.
     let (fd, pc) = unsafe { (si_fd(info), interrupted_pc(uc)) };
     // Installed with a full sa_mask: every signal is blocked until the handler returns.
-    while_all_blocked(|| {
+    dispatch(|| {
         let f = ON_FD.load(Ordering::Acquire);
         if f != 0 {
             // SAFETY: stored from a `fn(i32, usize)` by `install_overflow_handler`.
@@ -146,6 +190,9 @@ extern "C" fn on_overflow_signal(
             f(fd, pc);
         }
     });
+    // Last, with nothing of this handler's left to drop: a user handler called from here may
+    // leave by `siglongjmp`.
+    after(uc);
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved };
 }

@@ -24,14 +24,28 @@
 //! `perfcompat_cpc_ovf_mask(const siginfo_t *)`, 0 for a siginfo that did not come from
 //! libcpc's overflow path.
 //!
+//! On the perf backend the overflow arrives as the engine's own signal, and SIGEMT is normally
+//! not queued at all: when the hook runs inside the engine's overflow handler, the
+//! notification is kept until the engine is done ([`perfcompat::signal::set_after_overflow`])
+//! and then delivered in that same handler the way the kernel would deliver SIGEMT at that
+//! instant: the program's SIGEMT handler is called with the siginfo described above and the
+//! interrupted context, under the signal mask the kernel would set (the interrupted mask, the
+//! handler's `sa_mask` and SIGEMT unless `SA_NODEFER`; `SA_RESETHAND` honoured). One signal
+//! per overflow instead of two (issue 19). SIGEMT is still queued, as above, whenever the
+//! kernel's delivery could differ from a direct call: SIGEMT blocked where the overflow
+//! interrupted (a `sigwaitinfo` or `signalfd` user), already pending (order is kept), ignored
+//! or at its default action, or handled on an alternate stack (`SA_ONSTACK`). A handler that
+//! leaves by `siglongjmp` or `longjmp` leaves the same mask as after a kernel delivery.
+//!
 //! Linux accepts a positive `si_code` only for a signal a thread sends to itself. That is the
 //! case on the perf backend (the kernel routes the overflow to the binding thread) and for the
 //! emulated PMUs' ordinary use; when another thread's events overflow an emulated inheriting
 //! binding, the signal still reaches the binder with `si_addr` set, but with `si_code`
 //! `SI_QUEUE`.
 
-use std::ffi::c_int;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::cell::Cell;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use perfcompat::engine::{self, OverflowEvent};
 
@@ -86,11 +100,154 @@ pub(crate) fn signal() -> c_int {
 pub(crate) fn install() {
     signal();
     engine::set_overflow_hook(Some(hook));
+    perfcompat::signal::set_after_overflow(Some(after_overflow));
+}
+
+thread_local! {
+    /// The notification kept for delivery when the engine's overflow handler is done on this
+    /// thread: (`si_addr`, overflow mask). At most one per handler (one signal, one binding).
+    static KEPT: Cell<Option<(usize, u64)>> = const { Cell::new(None) };
+    /// A SIGEMT [`send`] queued to this thread may still be pending: `deliver` looks before
+    /// calling the handler directly, so that notifications stay in order.
+    static MAYBE_PENDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Set once [`send`] has queued SIGEMT to another thread: from then on every direct delivery
+/// first looks for a pending SIGEMT (the queued one may be for the delivering thread).
+static SENT_TO_ANOTHER: AtomicBool = AtomicBool::new(false);
+
+/// Whether a SIGEMT may be pending on this thread (one system call when one may have been
+/// queued since the last look, none otherwise).
+fn sigemt_pending(sig: c_int) -> bool {
+    let maybe = MAYBE_PENDING.try_with(|m| m.get()).unwrap_or(true)
+        || SENT_TO_ANOTHER.load(Ordering::Relaxed);
+    if !maybe {
+        return false;
+    }
+    // SAFETY: sigpending writes the local set.
+    let pending = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigpending(&mut set) != 0 || libc::sigismember(&set, sig) != 0
+    };
+    if !pending {
+        let _ = MAYBE_PENDING.try_with(|m| m.set(false));
+    }
+    pending
 }
 
 fn hook(ev: &OverflowEvent) {
-    if ev.user_data == EMT_TAG {
-        send(ev.tid, ev.pc, ev.overflowed);
+    if ev.user_data != EMT_TAG {
+        return;
+    }
+    // Inside the engine's overflow handler the binding is the interrupted thread's own (the
+    // engine finds it in that thread's table): keep the notification for `after_overflow`.
+    if perfcompat::signal::in_overflow_dispatch()
+        && KEPT
+            .try_with(|k| {
+                let free = k.get().is_none();
+                if free {
+                    k.set(Some((ev.pc, ev.overflowed)));
+                }
+                free
+            })
+            .unwrap_or(false)
+    {
+        return;
+    }
+    send(ev.tid, ev.pc, ev.overflowed);
+}
+
+/// The engine's overflow handler is done: deliver the notification kept by `hook`.
+fn after_overflow(uc: *mut c_void) {
+    if let Some((pc, mask)) = KEPT.try_with(|k| k.take()).ok().flatten() {
+        // SAFETY: `uc` is the overflow handler's context, as `deliver` requires.
+        unsafe { deliver(pc, mask, uc) };
+    }
+}
+
+/// The siginfo of libcpc's overflow notification (see the module's documentation).
+fn info(sig: c_int, code: c_int, pc: usize, mask: u64) -> SigInfo {
+    let mut info = SigInfo([0; 128]);
+    let put_int = |b: &mut [u8; 128], off: usize, v: c_int| {
+        b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+    };
+    let union_at = if cfg!(target_pointer_width = "64") {
+        16
+    } else {
+        12
+    };
+    put_int(&mut info.0, 0, sig);
+    put_int(&mut info.0, 8, code);
+    let addr = pc.to_ne_bytes();
+    info.0[union_at..union_at + addr.len()].copy_from_slice(&addr);
+    let mask_at = union_at + OVF_MASK_FROM_ADDR;
+    info.0[mask_at..mask_at + 8].copy_from_slice(&mask.to_ne_bytes());
+    info
+}
+
+/// A `siginfo_t`'s 128 bytes: si_signo, si_errno, si_code (ints), then the union at 16
+/// (8-byte aligned on 64-bit targets, 12 on 32-bit), whose first member is si_addr.
+#[repr(C, align(8))]
+struct SigInfo([u8; 128]);
+
+/// Deliver SIGEMT to the calling thread now, from the engine's overflow handler, as the kernel
+/// would deliver it where the overflow interrupted `uc`; queue it with [`send`] when a direct
+/// call could behave differently (see the module's documentation). Async-signal-safe; every
+/// signal is blocked on entry. Nothing here needs dropping: the handler may `siglongjmp`.
+///
+/// # Safety
+/// `uc` is the `ucontext_t *` of the overflow signal handler that is running on this thread.
+unsafe fn deliver(pc: usize, mask: u64, uc: *mut c_void) {
+    let sig = signal();
+    if uc.is_null() {
+        send(perfcompat::sys::gettid(), pc, mask);
+        return;
+    }
+    // SAFETY: plain libc calls on local sets; `uc` is the kernel's context (caller's contract).
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        let interrupted = &(*(uc as *const libc::ucontext_t)).uc_sigmask;
+        let queue = libc::sigaction(sig, std::ptr::null(), &mut act) != 0
+            || act.sa_sigaction == libc::SIG_DFL
+            || act.sa_sigaction == libc::SIG_IGN
+            || act.sa_flags & libc::SA_ONSTACK != 0
+            || libc::sigismember(interrupted, sig) != 0
+            || sigemt_pending(sig);
+        if queue {
+            send(perfcompat::sys::gettid(), pc, mask);
+            return;
+        }
+        // The mask the kernel sets for a handler: the interrupted one, sa_mask, and the signal
+        // itself unless SA_NODEFER. (Bytes past the kernel's sigset in `uc_sigmask` are
+        // whatever follows it in the signal frame; the kernel ignores those bits.)
+        let mut during: libc::sigset_t = std::mem::zeroed();
+        let n = std::mem::size_of::<libc::sigset_t>();
+        let (d, a, b) = (
+            &mut during as *mut libc::sigset_t as *mut u8,
+            interrupted as *const libc::sigset_t as *const u8,
+            &act.sa_mask as *const libc::sigset_t as *const u8,
+        );
+        for i in 0..n {
+            *d.add(i) = *a.add(i) | *b.add(i);
+        }
+        if act.sa_flags & libc::SA_NODEFER == 0 {
+            libc::sigaddset(&mut during, sig);
+        }
+        if act.sa_flags & libc::SA_RESETHAND != 0 {
+            let mut dfl: libc::sigaction = std::mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        }
+        let mut info = info(sig, super::EMT_CPCOVF, pc, mask);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &during, std::ptr::null_mut());
+        if act.sa_flags & libc::SA_SIGINFO != 0 {
+            let h: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
+                std::mem::transmute(act.sa_sigaction);
+            h(sig, info.0.as_mut_ptr() as *mut libc::siginfo_t, uc);
+        } else {
+            let h: extern "C" fn(c_int) = std::mem::transmute(act.sa_sigaction);
+            h(sig);
+        }
     }
 }
 
@@ -102,33 +259,20 @@ pub(crate) const OVF_MASK_FROM_ADDR: usize = 3 * std::mem::size_of::<usize>();
 /// `si_addr = pc` and the overflowed requests' `mask` (see the module's documentation).
 /// Async-signal-safe.
 pub(crate) fn send(tid: i32, pc: usize, mask: u64) {
-    // siginfo_t is 128 bytes: si_signo, si_errno, si_code (ints), then the union at 16
-    // (8-byte aligned on 64-bit targets, 12 on 32-bit), whose first member is si_addr.
-    #[repr(C, align(8))]
-    struct SigInfo([u8; 128]);
-    let mut info = SigInfo([0; 128]);
     let sig = signal();
-    let put_int = |b: &mut [u8; 128], off: usize, v: c_int| {
-        b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
-    };
-    let union_at = if cfg!(target_pointer_width = "64") {
-        16
+    let info = info(sig, super::EMT_CPCOVF, pc, mask);
+    if tid == perfcompat::sys::gettid() {
+        let _ = MAYBE_PENDING.try_with(|m| m.set(true));
     } else {
-        12
-    };
-    put_int(&mut info.0, 0, sig);
-    put_int(&mut info.0, 8, super::EMT_CPCOVF);
-    let addr = pc.to_ne_bytes();
-    info.0[union_at..union_at + addr.len()].copy_from_slice(&addr);
-    let mask_at = union_at + OVF_MASK_FROM_ADDR;
-    info.0[mask_at..mask_at + 8].copy_from_slice(&mask.to_ne_bytes());
+        SENT_TO_ANOTHER.store(true, Ordering::Relaxed);
+    }
     // SAFETY: plain system calls with a valid siginfo buffer.
     unsafe {
         let pid = libc::getpid();
         let r = libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, tid, sig, info.0.as_ptr());
         if r != 0 && *libc::__errno_location() == libc::EPERM {
             // Another thread: the kernel accepts only a negative si_code.
-            put_int(&mut info.0, 8, libc::SI_QUEUE);
+            let info = self::info(sig, libc::SI_QUEUE, pc, mask);
             libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, tid, sig, info.0.as_ptr());
         }
     }
