@@ -100,3 +100,12 @@ fn sigemt_at_its_default_action_ends_the_process() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// With `RLIMIT_SIGPENDING` 0 neither the engine's overflow signal nor a SIGEMT can be queued:
+/// the kernel sends a plain SIGIO instead, the engine freezes from it, and SIGEMT, delivered
+/// from that handler, still reaches the program (queued, it was lost: `rt_tgsigqueueinfo`
+/// failed with EAGAIN).
+#[test]
+fn with_a_full_signal_queue_sigemt_still_reaches_the_handler() {
+    mode("fullqueue");
+}

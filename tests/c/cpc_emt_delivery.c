@@ -13,6 +13,8 @@
  *              stays the handler's, as after a kernel delivery
  *   ignored    SIG_IGN: the set freezes and the program goes on
  *   default    SIG_DFL: the process is killed by SIGEMT
+ *   fullqueue  as handler, with RLIMIT_SIGPENDING 0: no signal can be queued, the kernel falls
+ *              back to a plain SIGIO, and SIGEMT still reaches the handler
  * Prints "<n> notifications" and "<k> failures"; exits 0 when there were none. */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -23,6 +25,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <time.h>
 #include <ucontext.h>
@@ -181,6 +184,10 @@ static void prefault_stack(void) {
 int main(int argc, char **argv) {
     mode = argc > 1 ? argv[1] : "handler";
     prefault_stack();
+    if (strcmp(mode, "fullqueue") == 0) {
+        struct rlimit none = {0, 0};
+        if (setrlimit(RLIMIT_SIGPENDING, &none) != 0) return 2;
+    }
     psz = sysconf(_SC_PAGESIZE);
     npages = (long)(ROUNDS + 2) * PERIOD;
     pages = mmap(NULL, (size_t)(npages * psz), PROT_READ | PROT_WRITE,
