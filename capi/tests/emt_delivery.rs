@@ -109,3 +109,8 @@ fn sigemt_at_its_default_action_ends_the_process() {
 fn with_a_full_signal_queue_sigemt_still_reaches_the_handler() {
     mode("fullqueue");
 }
+
+#[test]
+fn a_handler_with_sa_onstack_runs_on_the_alternate_stack() {
+    mode("onstack");
+}

@@ -13,6 +13,7 @@
  *              stays the handler's, as after a kernel delivery
  *   ignored    SIG_IGN: the set freezes and the program goes on
  *   default    SIG_DFL: the process is killed by SIGEMT
+ *   onstack    SA_ONSTACK with an alternate stack: the handler runs on it
  *   fullqueue  as handler, with RLIMIT_SIGPENDING 0: no signal can be queued, the kernel falls
  *              back to a plain SIGIO, and SIGEMT still reaches the handler
  * Prints "<n> notifications" and "<k> failures"; exits 0 when there were none. */
@@ -113,6 +114,17 @@ static void on_emt(int sig, siginfo_t *si, void *ucv) {
     restart();
 }
 
+static char altstack[64 * 1024];
+
+static void on_emt_onstack(int sig, siginfo_t *si, void *uc) {
+    char here;
+    (void)uc;
+    notified++;
+    check_info(sig, si);
+    CHECK(&here >= altstack && &here < altstack + sizeof altstack);
+    restart();
+}
+
 static void on_emt_plain(int sig) {
     notified++;
     CHECK(sig == SIGEMT);
@@ -208,6 +220,10 @@ int main(int argc, char **argv) {
         install(on_emt, SA_NODEFER);
     } else if (strcmp(mode, "resethand") == 0) {
         install(on_emt, SA_RESETHAND);
+    } else if (strcmp(mode, "onstack") == 0) {
+        stack_t ss = {.ss_sp = altstack, .ss_size = sizeof altstack, .ss_flags = 0};
+        if (sigaltstack(&ss, NULL) != 0) return 2;
+        install(on_emt_onstack, SA_RESTART | SA_ONSTACK);
     } else if (strcmp(mode, "ignored") == 0) {
         signal(SIGEMT, SIG_IGN);
     } else if (strcmp(mode, "default") == 0) {
