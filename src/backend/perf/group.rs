@@ -66,12 +66,17 @@ impl PerfGroup {
 
     /// Convert counts of requests whose events count in other units (the `cycles` fallback
     /// counts nanoseconds).
+    #[inline(always)]
     fn apply_scale(&self, out: &mut [u64]) {
         if self.scaled {
-            for (o, s) in out.iter_mut().zip(&self.scale) {
-                if *s != 1.0 {
-                    *o = (*o as f64 * s) as u64;
-                }
+            self.scale_counts(out);
+        }
+    }
+
+    fn scale_counts(&self, out: &mut [u64]) {
+        for (o, s) in out.iter_mut().zip(&self.scale) {
+            if *s != 1.0 {
+                *o = (*o as f64 * s) as u64;
             }
         }
     }
