@@ -38,6 +38,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::backend::perf::PerfGroup;
 use crate::backend::{self, Backend, BackendKind, Group, Times};
 use crate::error::{Error, Result};
 use crate::sched::{self, Candidate};
@@ -172,6 +173,9 @@ pub struct BoundSet {
     owner: i32,
     kind: BackendKind,
     group: Box<dyn Group>,
+    // `group` is a perf group that reads inline ([`PerfGroup::read_inline`]); checked once by
+    // downcasting at the bind, and `group` is never replaced.
+    perf_inline: bool,
     notify: u64,
     seq: SeqCount,
     preset: Box<[AtomicU64]>,
@@ -219,6 +223,19 @@ fn watch_forks() {
     });
 }
 
+/// The error of a failed counter read (`errno`).
+#[cold]
+fn read_error(errno: i32) -> Error {
+    if errno == libc::ESRCH {
+        Error::NoSuchProcess(0)
+    } else {
+        Error::Os {
+            op: "reading the counters",
+            errno,
+        }
+    }
+}
+
 impl BoundSet {
     /// Whether this binding was made by the process before a fork() that made this one: its
     /// counters belong to the parent. Async-signal-safe (one atomic load).
@@ -227,6 +244,7 @@ impl BoundSet {
     }
 
     /// Not usable here: unbound, or the parent's (after fork).
+    #[inline]
     fn gone(&self) -> bool {
         self.detached.load(Ordering::Acquire) || self.inherited_from_parent()
     }
@@ -296,26 +314,35 @@ impl BoundSet {
         self.seq.write(|| f(self))
     }
 
-    /// Read the group's raw counts into `raw`.
+    /// Read the group's raw counts into `raw`. Inlined down to the perf backend's system call
+    /// ([`PerfGroup::read_inline`] says why).
+    #[inline(always)]
     fn read_raw(&self, raw: &mut [u64]) -> Result<Times> {
-        self.group.read(&mut raw[..self.n]).map_err(|errno| {
-            if errno == libc::ESRCH {
-                Error::NoSuchProcess(0)
-            } else {
-                Error::Os {
-                    op: "reading the counters",
-                    errno,
-                }
-            }
-        })
+        let r = if self.perf_inline {
+            // SAFETY: `perf_inline` is set only when the bind found `group` to be a PerfGroup.
+            let g = unsafe { &*(self.group.as_ref() as *const dyn Group as *const PerfGroup) };
+            g.read_inline(&mut raw[..self.n])
+        } else {
+            self.group.read(&mut raw[..self.n])
+        };
+        r.map_err(read_error)
     }
 
     /// Write each request's 64-bit virtual value into `out[..len()]`.
     ///
     /// Async-signal-safe. On a frozen set this returns the values at the freeze without
     /// reading the hardware.
+    #[inline]
     pub fn sample(&self, out: &mut [u64]) -> Result<SampleInfo> {
-        self.sample_into(out, None)
+        self.sample_into::<true>(out, None)
+    }
+
+    /// [`BoundSet::sample`] without the time of the sample: [`SampleInfo::hrtime`] is 0 (on a
+    /// frozen set, the time of the freeze), one clock read fewer, for callers that do not report
+    /// it (libperfex). Async-signal-safe.
+    #[inline]
+    pub fn sample_untimed(&self, out: &mut [u64]) -> Result<SampleInfo> {
+        self.sample_into::<false>(out, None)
     }
 
     /// [`BoundSet::sample`], and in `totals[..len()]` the events each request has counted
@@ -332,10 +359,17 @@ impl BoundSet {
                 need: self.n,
             });
         }
-        self.sample_into(out, Some(totals))
+        self.sample_into::<true>(out, Some(totals))
     }
 
-    fn sample_into(&self, out: &mut [u64], mut totals: Option<&mut [u64]>) -> Result<SampleInfo> {
+    // Inlined into its callers (the C exports), so that the counter read's system call is made
+    // in their frame: see `PerfGroup::read_inline`.
+    #[inline(always)]
+    fn sample_into<const TIMED: bool>(
+        &self,
+        out: &mut [u64],
+        mut totals: Option<&mut [u64]>,
+    ) -> Result<SampleInfo> {
         if out.len() < self.n {
             return Err(Error::BufferTooSmall {
                 len: out.len(),
@@ -386,8 +420,10 @@ impl BoundSet {
             }
             let hrtime = if frozen {
                 self.frozen_at.load(Ordering::Relaxed) as i64
-            } else {
+            } else if TIMED {
                 now_ns()
+            } else {
+                0
             };
             let enabled = times
                 .enabled
@@ -1152,6 +1188,10 @@ pub fn bind_tagged(
         })?;
     }
     let group = backend.open(reqs, &slots, target)?;
+    let perf_inline = group
+        .as_any()
+        .downcast_ref::<PerfGroup>()
+        .is_some_and(PerfGroup::reads_inline);
     let b = Arc::new(BoundSet {
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         n,
@@ -1160,6 +1200,7 @@ pub fn bind_tagged(
         owner: gettid(),
         kind: backend.info().kind,
         group,
+        perf_inline,
         notify,
         seq: SeqCount::new(),
         preset: reqs.iter().map(|r| AtomicU64::new(r.preset)).collect(),

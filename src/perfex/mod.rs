@@ -112,9 +112,10 @@ impl ThreadCounters {
     }
 
     /// Take a new origin and a fresh generation.
+    #[inline(always)]
     fn restart(&mut self) -> Result<()> {
         let mut v = [0u64; 2];
-        let info = self.binding.sample(&mut v)?;
+        let info = self.binding.sample_untimed(&mut v)?;
         self.origin = v;
         self.enabled0 = info.enabled_ns;
         self.running0 = info.running_ns;
@@ -123,6 +124,7 @@ impl ThreadCounters {
     }
 
     /// Where event `e` is in the binding.
+    #[inline]
     fn index(&self, e: i32) -> Option<usize> {
         self.bound
             .as_slice()
@@ -131,6 +133,7 @@ impl ThreadCounters {
     }
 
     /// The counts of `e0` and `e1` (both bound) since the origin, with the generation rule.
+    #[inline(always)]
     fn counts(&mut self, e0: i32, e1: i32) -> Result<Counts> {
         let (Some(i0), Some(i1)) = (self.index(e0), self.index(e1)) else {
             return Err(Error::InvalidArgument(format!(
@@ -138,7 +141,7 @@ impl ThreadCounters {
             )));
         };
         let mut v = [0u64; 2];
-        let info = self.binding.sample(&mut v)?;
+        let info = self.binding.sample_untimed(&mut v)?;
         let enabled = info.enabled_ns.wrapping_sub(self.enabled0);
         let running = info.running_ns.wrapping_sub(self.running0);
         if running < enabled {
@@ -155,6 +158,17 @@ impl ThreadCounters {
 
 thread_local! {
     static STATE: RefCell<Option<ThreadCounters>> = const { RefCell::new(None) };
+}
+
+/// `f` on this thread's state: `STATE.with(f)`, with `f` called in the caller's frame. The
+/// standard library's `with` was left out of line with the counter read inside it, one more
+/// return after the read's system call (see [`start`]).
+#[inline(always)]
+fn with_state<R>(f: impl FnOnce(&RefCell<Option<ThreadCounters>>) -> R) -> R {
+    let p: *const RefCell<Option<ThreadCounters>> = STATE.with(|st| st as *const _);
+    // SAFETY: this thread's own thread-local, alive until the thread exits, used only on this
+    // thread during this call (as inside `with`).
+    f(unsafe { &*p })
 }
 
 /// The counts [`read`] returns.
@@ -232,27 +246,38 @@ pub fn pinned_set(events: &[u32], flags: RequestFlags) -> Result<CounterSet> {
 /// Start counting events `e0` and `e1` (after the environment overrides) on the calling
 /// thread from zero; returns the generation number. The same event twice is counted once, and
 /// [`read`] reports its count for both.
+///
+/// Inlined, with its common case (the thread's open pair reused) inlined down to the counter
+/// read, so that the read's system call is made in the C export's frame: every return after a
+/// system call to a frame live before it costs about 8 ns here (see
+/// `backend::perf::PerfGroup::read_inline`). Everything else is out of line.
+#[inline(always)]
 pub fn start(e0: i32, e1: i32) -> Result<u32> {
     let (e0, e1) = events(e0, e1);
     let bound = Bound::pair(check_range(e0)?, check_range(e1)?);
-    STATE.with(|st| {
+    with_state(|st| {
         let mut st = st.borrow_mut();
         // The group stays open between pairs. After fork() the pair open in the parent still
         // counts the parent: open a new one. Counters perfex handed over are reused when they
         // count exactly these events in user mode.
-        let reusable = matches!(&*st, Some(t) if t.bound == bound && !t.kernel
-            && !t.binding.inherited_from_parent());
-        let t = if reusable {
-            let t = st.as_mut().expect("checked above");
-            t.restart()?;
-            t
-        } else {
-            *st = None; // unbind the old pair first
-            st.insert(ThreadCounters::bind(bound, false, Mode::Stopped)?)
-        };
-        t.mode = Mode::Started(e0, e1);
-        Ok(t.generation)
+        match &mut *st {
+            Some(t) if t.bound == bound && !t.kernel && !t.binding.inherited_from_parent() => {
+                t.restart()?;
+                t.mode = Mode::Started(e0, e1);
+                Ok(t.generation)
+            }
+            other => start_slow(other, bound, e0, e1),
+        }
     })
+}
+
+/// [`start`] with a new pair: unbind the old one, bind and start the new one.
+#[inline(never)]
+fn start_slow(st: &mut Option<ThreadCounters>, bound: Bound, e0: i32, e1: i32) -> Result<u32> {
+    *st = None; // unbind the old pair first
+    let t = st.insert(ThreadCounters::bind(bound, false, Mode::Stopped)?);
+    t.mode = Mode::Started(e0, e1);
+    Ok(t.generation)
 }
 
 /// Read the counts since the matching [`start`] on this thread, and stop counting.
@@ -260,52 +285,69 @@ pub fn start(e0: i32, e1: i32) -> Result<u32> {
 /// A thread that has not called [`start`] in a program the `perfex` command runs reads the
 /// counters perfex handed over (see [`adopt_handoff`]): the counts since the thread started,
 /// for events perfex counts; those keep running.
+///
+/// Inlined down to the counter read in its common case (the events started), as [`start`];
+/// everything else is out of line.
+#[inline(always)]
 pub fn read(e0: i32, e1: i32) -> Result<Counts> {
     let (e0, e1) = events(e0, e1);
-    STATE.with(|st| {
+    with_state(|st| {
         let mut st = st.borrow_mut();
-        let not_started = Error::WrongState(
-            "the counters were not started on this thread (call start_counters first)",
-        );
-        let t = match st.as_mut() {
-            Some(t) if t.binding.inherited_from_parent() => {
-                return Err(if t.mode == Mode::Perfex {
-                    Error::WrongState(
-                        "the counters perfex started on this thread count the parent process \
-                         (this is a child of fork()); call start_counters first",
-                    )
-                } else {
-                    not_started
-                });
-            }
-            Some(t) => t,
-            None => return Err(not_started),
-        };
-        match t.mode {
-            Mode::Stopped => Err(not_started),
-            Mode::Started(s0, s1) if (s0, s1) != (e0, e1) => Err(Error::InvalidArgument(format!(
-                "events ({e0}, {e1}) differ from the events started on this thread \
-                     ({s0}, {s1})"
-            ))),
-            Mode::Started(..) => {
+        match &mut *st {
+            Some(t) if t.mode == Mode::Started(e0, e1) && !t.binding.inherited_from_parent() => {
                 let c = t.counts(e0, e1)?;
                 t.mode = Mode::Stopped;
                 Ok(c)
             }
-            Mode::Perfex => {
-                if let Some(e) = [e0, e1].into_iter().find(|&e| t.index(e).is_none()) {
-                    let list: Vec<String> = t.bound.as_slice().iter().map(u32::to_string).collect();
-                    return Err(Error::InvalidArgument(format!(
-                        "event {e} is not one perfex counts (it counts event{} {}): call \
-                         start_counters first",
-                        if list.len() > 1 { "s" } else { "" },
-                        list.join(" and ")
-                    )));
-                }
-                t.counts(e0, e1)
-            }
+            other => read_slow(other, e0, e1),
         }
     })
+}
+
+/// [`read`] in every case but the common one: not started, other events, a child of fork(),
+/// the counters perfex handed over.
+#[inline(never)]
+fn read_slow(st: &mut Option<ThreadCounters>, e0: i32, e1: i32) -> Result<Counts> {
+    let not_started = Error::WrongState(
+        "the counters were not started on this thread (call start_counters first)",
+    );
+    let t = match st.as_mut() {
+        Some(t) if t.binding.inherited_from_parent() => {
+            return Err(if t.mode == Mode::Perfex {
+                Error::WrongState(
+                    "the counters perfex started on this thread count the parent process \
+                     (this is a child of fork()); call start_counters first",
+                )
+            } else {
+                not_started
+            });
+        }
+        Some(t) => t,
+        None => return Err(not_started),
+    };
+    match t.mode {
+        Mode::Stopped => Err(not_started),
+        Mode::Started(s0, s1) if (s0, s1) != (e0, e1) => Err(Error::InvalidArgument(format!(
+            "events ({e0}, {e1}) differ from the events started on this thread ({s0}, {s1})"
+        ))),
+        Mode::Started(..) => {
+            let c = t.counts(e0, e1)?;
+            t.mode = Mode::Stopped;
+            Ok(c)
+        }
+        Mode::Perfex => {
+            if let Some(e) = [e0, e1].into_iter().find(|&e| t.index(e).is_none()) {
+                let list: Vec<String> = t.bound.as_slice().iter().map(u32::to_string).collect();
+                return Err(Error::InvalidArgument(format!(
+                    "event {e} is not one perfex counts (it counts event{} {}): call \
+                     start_counters first",
+                    if list.len() > 1 { "s" } else { "" },
+                    list.join(" and ")
+                )));
+            }
+            t.counts(e0, e1)
+        }
+    }
 }
 
 /// The variable through which the `perfex` command hands its event list to the command it

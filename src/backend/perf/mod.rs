@@ -60,6 +60,9 @@ pub struct PerfBackend {
     caps: HostCaps,
     info: BackendInfo,
     cycles_fallback: bool,
+    // The kernel is the host's (`new`), not a model: groups make their reads inline
+    // ([`PerfGroup::read_inline`]).
+    host: bool,
 }
 
 pub(super) fn open_attr(
@@ -87,7 +90,9 @@ pub(super) fn attr_for(code: PerfCode) -> perf_event_attr {
 impl PerfBackend {
     /// Probe the host and describe it.
     pub fn new() -> Result<PerfBackend> {
-        PerfBackend::with_kernel(&kernel::LINUX)
+        let mut b = PerfBackend::with_kernel(&kernel::LINUX)?;
+        b.host = true;
+        Ok(b)
     }
 
     /// The backend over a given kernel interface (a [`model::Model`] in the tests), probed
@@ -148,6 +153,7 @@ impl PerfBackend {
             caps,
             info,
             cycles_fallback,
+            host: false,
         })
     }
 
@@ -500,8 +506,10 @@ impl Backend for PerfBackend {
             };
             units.push(Unit { fds, mmaps, rings });
         }
+        let inline_read = self.host && units.len() == 1 && units[0].mmaps.is_none();
         Ok(Box::new(PerfGroup {
             kernel: self.kernel,
+            inline_read,
             single,
             units,
             n: reqs.len(),

@@ -1,0 +1,162 @@
+//! The sample path on the host's perf backend: the counter read made inline
+//! (`PerfGroup::read_inline`, a `read` system call in the caller's frame) gives what the
+//! backend's ordinary read gives; a sample's time is `CLOCK_MONOTONIC` taken during the sample,
+//! exactly (bracketed by the clock read before and after it, also across CPU migrations);
+//! `sample_untimed` reads the same counts without the clock.
+
+use std::sync::OnceLock;
+
+use perfcompat::backend::perf::{PerfBackend, PerfGroup};
+use perfcompat::backend::Group;
+use perfcompat::engine::now_ns;
+use perfcompat::{bind_with, Binding, CounterSet, Request, Target};
+
+mod common;
+use common::{skip, Pages};
+
+fn perf() -> &'static PerfBackend {
+    static B: OnceLock<PerfBackend> = OnceLock::new();
+    B.get_or_init(|| PerfBackend::new().expect("perf_event_open works here"))
+}
+
+fn bind(events: &[&str]) -> Binding {
+    let mut set = CounterSet::new();
+    for e in events {
+        set.add(Request::new(*e)).unwrap();
+    }
+    bind_with(perf(), &set, Target::CurrentThread).unwrap()
+}
+
+fn perf_group(b: &Binding) -> &PerfGroup {
+    b.group()
+        .as_any()
+        .downcast_ref::<PerfGroup>()
+        .expect("a perf group")
+}
+
+/// Pin the calling thread to `cpu` (`false` if it cannot be).
+fn pin(cpu: usize) -> bool {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_setaffinity reads it.
+    unsafe {
+        let mut s: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut s);
+        libc::sched_setaffinity(0, std::mem::size_of_val(&s), &s) == 0
+    }
+}
+
+fn unpin() {
+    // SAFETY: as in `pin`.
+    unsafe {
+        let mut s: libc::cpu_set_t = std::mem::zeroed();
+        for c in 0..libc::CPU_SETSIZE as usize {
+            libc::CPU_SET(c, &mut s);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of_val(&s), &s);
+    }
+}
+
+#[test]
+fn the_inline_read_counts_what_the_group_read_counts() {
+    for events in [
+        &["page-faults"][..],
+        &["page-faults", "task-clock", "context-switches"],
+        &[
+            "task-clock",
+            "page-faults",
+            "context-switches",
+            "cpu-migrations",
+        ],
+    ] {
+        let b = bind(events);
+        let g = perf_group(&b);
+        if perf().caps().pmu {
+            // Where rdpmc reads the counters there is no system call to make inline.
+            skip("a PMU: the thread's own counters may be read with rdpmc, not inline");
+        } else {
+            assert!(
+                g.reads_inline(),
+                "{events:?}: the host's kernel, one unit, no rdpmc"
+            );
+        }
+        let fault = events.iter().position(|e| *e == "page-faults").unwrap();
+        let pages = Pages::new(200);
+        let n = events.len();
+        let (mut a, mut c) = ([0u64; 4], [0u64; 4]);
+        let ta = g.read_inline(&mut a[..n]).unwrap();
+        let tb = Group::read(g, &mut c[..n]).unwrap();
+        assert_eq!(a[fault], c[fault], "{events:?}: no fault between the reads");
+        assert!(tb.enabled >= ta.enabled && tb.running >= ta.running);
+        assert!(ta.enabled > 0 && ta.running > 0, "times read: {ta:?}");
+        for i in 0..200 {
+            pages.touch(i);
+        }
+        let tc = g.read_inline(&mut a[..n]).unwrap();
+        assert_eq!(
+            a[fault] - c[fault],
+            200,
+            "{events:?}: one fault per fresh page"
+        );
+        assert!(tc.enabled >= tb.enabled && tc.running >= tb.running);
+        let d = Group::read(g, &mut c[..n]).unwrap();
+        assert_eq!(a[fault], c[fault]);
+        assert!(d.enabled >= tc.enabled);
+    }
+}
+
+#[test]
+fn a_model_kernel_is_not_read_inline() {
+    use perfcompat::backend::perf::model::{Config, Model};
+    let m = Model::leak(Config::default());
+    let backend: &'static PerfBackend = Box::leak(Box::new(PerfBackend::with_kernel(m).unwrap()));
+    let set = CounterSet::new().with(Request::new("page-faults")).unwrap();
+    let b = bind_with(backend, &set, Target::CurrentThread).unwrap();
+    assert!(
+        !perf_group(&b).reads_inline(),
+        "the model's reads go through the Kernel seam"
+    );
+}
+
+#[test]
+fn a_sample_is_timed_by_the_monotonic_clock_during_it() {
+    let b = bind(&["task-clock", "page-faults", "context-switches"]);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut v = [0u64; 3];
+    let mut last = 0i64;
+    for i in 0..20_000 {
+        // Every 100 samples, move to the other CPU (where there is one).
+        if cpus > 1 && i % 100 == 0 {
+            pin(i / 100 % 2);
+        }
+        let before = now_ns();
+        let info = b.sample(&mut v).unwrap();
+        let after = now_ns();
+        assert!(
+            before <= info.hrtime && info.hrtime <= after,
+            "sample {i}: hrtime {} outside [{before}, {after}]",
+            info.hrtime
+        );
+        assert!(info.hrtime >= last, "sample {i}: the time went back");
+        last = info.hrtime;
+    }
+    unpin();
+}
+
+#[test]
+fn an_untimed_sample_reads_the_same_counts() {
+    let b = bind(&["page-faults", "task-clock"]);
+    let pages = Pages::new(50);
+    let (mut t, mut u) = ([0u64; 2], [0u64; 2]);
+    let timed = b.sample(&mut t).unwrap();
+    let untimed = b.sample_untimed(&mut u).unwrap();
+    assert_eq!(untimed.hrtime, 0, "no clock read");
+    assert!(timed.hrtime > 0);
+    assert_eq!(t[0], u[0], "no fault between the samples");
+    assert!(u[1] >= t[1]);
+    assert_eq!(untimed.generation, timed.generation);
+    assert!(untimed.running_ns >= timed.running_ns && untimed.complete);
+    for i in 0..50 {
+        pages.touch(i);
+    }
+    b.sample_untimed(&mut u).unwrap();
+    assert_eq!(u[0] - t[0], 50);
+}
