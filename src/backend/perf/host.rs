@@ -109,9 +109,16 @@ pub fn probe() -> std::result::Result<HostCaps, Error> {
 
 /// [`probe`] through a given kernel interface.
 pub fn probe_with(kernel: &dyn Kernel) -> std::result::Result<HostCaps, Error> {
+    let pmu = probe_counting(kernel)?;
+    Ok(rest_of_caps(kernel, pmu))
+}
+
+/// What a backend must know before it is used: whether the calling thread can count at all
+/// (an error naming the cause when not) and whether a hardware PMU answers. Two
+/// `perf_event_open`s; `perf_event_paranoid` is read only to explain a refusal.
+pub(super) fn probe_counting(kernel: &dyn Kernel) -> std::result::Result<bool, Error> {
     // Software events always exist where perf_event_open works at all.
     let mut a = user_task_clock();
-    let paranoid = kernel.perf_event_paranoid();
     if let Err(e) = open_attr(kernel, &mut a, 0, -1, -1) {
         return Err(match e {
             libc::ENOSYS => Error::Unsupported(
@@ -122,9 +129,10 @@ pub fn probe_with(kernel: &dyn Kernel) -> std::result::Result<HostCaps, Error> {
             libc::EACCES | libc::EPERM => Error::PermissionDenied {
                 what: "perf_event_open for the calling thread".into(),
                 fix: format!(
-                    "perf_event_paranoid is {paranoid}; at 3 and above unprivileged use is \
+                    "perf_event_paranoid is {}; at 3 and above unprivileged use is \
                      forbidden: lower /proc/sys/kernel/perf_event_paranoid to 2, or grant \
-                     CAP_PERFMON"
+                     CAP_PERFMON",
+                    kernel.perf_event_paranoid()
                 ),
             },
             errno => Error::Os {
@@ -142,17 +150,23 @@ pub fn probe_with(kernel: &dyn Kernel) -> std::result::Result<HostCaps, Error> {
     h.set_disabled(1);
     h.set_exclude_kernel(1);
     h.set_exclude_hv(1);
-    let pmu = open_attr(kernel, &mut h, 0, -1, -1).is_ok();
+    Ok(open_attr(kernel, &mut h, 0, -1, -1).is_ok())
+}
+
+/// The rest of [`HostCaps`] once [`probe_counting`] found `pmu`: the paranoid level, the
+/// user, the clock. Nothing here is needed to bind a set of software or hardware events, so
+/// the backend looks it up when first asked ([`super::PerfBackend::caps`]).
+pub(super) fn rest_of_caps(kernel: &dyn Kernel, pmu: bool) -> HostCaps {
     let (mhz, clock_source) = match crate::costfile::calibrated_mhz() {
         Some(m) => (m, "the clock perfex --calibrate measured"),
         None => (nominal_mhz(), "the nominal clock"),
     };
-    Ok(HostCaps {
+    HostCaps {
         pmu,
-        paranoid,
+        paranoid: kernel.perf_event_paranoid(),
         // SAFETY: plain libc call.
         root: unsafe { libc::geteuid() } == 0,
         mhz,
         clock_source,
-    })
+    }
 }
