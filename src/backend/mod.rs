@@ -292,6 +292,24 @@ pub fn global() -> Result<&'static dyn Backend> {
 mod tests {
     use super::*;
 
+    /// The perf backend answers `shape` without building its `info`: the two must agree, and
+    /// say what cpc_npic(3CPC) and cpc_caps(3CPC) document for perf.
+    #[test]
+    fn shape_is_what_info_says() {
+        let perf = from_name("perf").unwrap();
+        let shape = perf.shape();
+        assert_eq!(
+            (shape.kind, shape.counters, shape.attributes.len()),
+            (BackendKind::Perf, 16, 0)
+        );
+        assert!(shape.overflow_interrupt && shape.overflow_precise);
+        assert_eq!(shape, Shape::of(perf.info()));
+        for m in sim::MODELS {
+            let b = from_kind(BackendKind::Sim(m)).unwrap();
+            assert_eq!(b.shape(), Shape::of(b.info()), "{}", m.name);
+        }
+    }
+
     #[test]
     fn auto_is_perf_never_an_emulation() {
         for n in ["", "auto", "perf"] {
