@@ -710,10 +710,11 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
     let _ = writeln!(
         r,
         "\nDisturbance of a fixed workload (seconds, median [min–max]; wall / bare is the median \
-         over rounds of each run's wall time over the bare run's of the same round):\n"
+         over rounds of each run's wall time over the bare run's of the same round, best / best \
+         the fastest run's over the fastest bare run's, the least disturbed by other tenants):\n"
     );
-    let _ = writeln!(r, "| run | wall | CPU | wall / bare |");
-    let _ = writeln!(r, "|---|---|---|---|");
+    let _ = writeln!(r, "| run | wall | CPU | wall / bare | best / best |");
+    let _ = writeln!(r, "|---|---|---|---|---|");
     for who in ["bare", "perfex", "cputrack", "preload", "perf stat"] {
         let (w, c) = (s.stats(who, "wall"), s.stats(who, "cpu"));
         if w.is_none() {
@@ -724,9 +725,13 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
                 format!("{:.4} [{:.4}–{:.4}]", m / 1e9, lo / 1e9, hi / 1e9)
             })
         };
+        let best = match (w, s.stats("bare", "wall")) {
+            (Some((_, a, _)), Some((_, b, _))) => format!("{:.3}", a / b),
+            _ => "n/a".into(),
+        };
         let _ = writeln!(
             r,
-            "| {who} | {} | {} | {} |",
+            "| {who} | {} | {} | {} | {best} |",
             sec(w),
             sec(c),
             s.paired_ratio(who, "bare", "wall")

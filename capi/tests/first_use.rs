@@ -9,31 +9,40 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use common::{compile, link_args, repo, skip, tmp, write_file};
 
-fn program() -> PathBuf {
-    let out = tmp().join("first_use");
-    compile(
-        Command::new("cc")
-            .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-o"])
-            .arg(&out)
-            .arg(repo().join("tests/c/first_use.c"))
-            .arg(format!("-I{}", repo().join("include").display()))
-            .args(link_args()),
-        "tests/c/first_use.c",
-    );
-    out
+/// The program, compiled once (the tests run in parallel: one must not run it while another
+/// writes it).
+fn program() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = tmp().join("first_use");
+        compile(
+            Command::new("cc")
+                .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-o"])
+                .arg(&out)
+                .arg(repo().join("tests/c/first_use.c"))
+                .arg(format!("-I{}", repo().join("include").display()))
+                .args(link_args()),
+            "tests/c/first_use.c",
+        );
+        out
+    })
 }
 
 /// libperfex's events 0 and 16 as software events (event 0 is `cycles` otherwise, which
 /// without a PMU is estimated from the clock).
-fn event_map() -> PathBuf {
-    let map = tmp().join("first-use.map");
-    write_file(&map, "0 = task-clock\n16 = page-faults\n");
-    map
+fn event_map() -> &'static Path {
+    static MAP: OnceLock<PathBuf> = OnceLock::new();
+    MAP.get_or_init(|| {
+        let map = tmp().join("first-use.map");
+        write_file(&map, "0 = task-clock\n16 = page-faults\n");
+        map
+    })
 }
 
 /// The program's standard output and the traced system calls between its markers (strace's
