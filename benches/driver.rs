@@ -125,15 +125,6 @@ impl Samples {
             .push(v);
     }
 
-    /// The median over rounds of `who`'s `op` over `base`'s `op` of the same round (runs of
-    /// one round are adjacent in time, so the ratio cancels most of the machine's drift).
-    fn paired_ratio(&self, who: &str, base: &str, op: &str) -> Option<f64> {
-        let a = self.0.get(&(who.to_string(), op.to_string()))?;
-        let b = self.0.get(&(base.to_string(), op.to_string()))?;
-        let v: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
-        Some(median(v)?.0)
-    }
-
     /// Median, min, max.
     fn stats(&self, who: &str, op: &str) -> Option<(f64, f64, f64)> {
         median(self.0.get(&(who.to_string(), op.to_string()))?.clone())
@@ -315,6 +306,13 @@ fn fmt_ns(x: Option<(f64, f64, f64)>) -> String {
     fmt_in(x, x.is_some_and(|(m, _, _)| m >= 100_000.0))
 }
 
+/// A ratio's median [min–max].
+fn fmt_ratio(x: Option<(f64, f64, f64)>) -> String {
+    x.map_or("n/a".into(), |(m, lo, hi)| {
+        format!("{m:.3} [{lo:.3}–{hi:.3}]")
+    })
+}
+
 /// Nanoseconds as they are, or in microseconds (`us`).
 fn fmt_in(x: Option<(f64, f64, f64)>, us: bool) -> String {
     match x {
@@ -423,7 +421,7 @@ fn main() {
         // and perf stat.
         let perfex = lib.join("perfex");
         let m = if cfg.smoke { "10" } else { "1000" };
-        let mut runs: Vec<(&str, Command)> = vec![("bare", Command::new(&workload))];
+        let mut runs: Vec<(&str, Command)> = Vec::new();
         let mut c = Command::new(&perfex);
         c.args(["-e", "0", "-e", "16"])
             .arg(&workload)
@@ -461,13 +459,26 @@ fn main() {
         } else if round == 0 {
             notes.push("perf stat not compared: the perf tool does not run here".into());
         }
+        // Each run next to a bare run of its own (which goes first alternates), so that its
+        // ratio to bare compares two runs seconds apart, not the whole round.
         let k = runs.len();
         for j in 0..k {
             let (who, cmd) = &mut runs[(j + round) % k];
             cmd.arg(m);
-            let (wall, cpu) = timed(cmd);
-            s.add(who, "wall", wall * 1e9);
-            s.add(who, "cpu", cpu * 1e9);
+            let mut bare = Command::new(&workload);
+            bare.arg(m);
+            let (b, w) = if (j + round) % 2 == 0 {
+                let b = timed(&mut bare);
+                (b, timed(cmd))
+            } else {
+                let w = timed(cmd);
+                (timed(&mut bare), w)
+            };
+            for (who, (wall, cpu)) in [("bare", b), (*who, w)] {
+                s.add(who, "wall", wall * 1e9);
+                s.add(who, "cpu", cpu * 1e9);
+            }
+            s.add(who, "wall_ratio", w.0 / b.0);
         }
     }
     engine_pure(&cfg, &mut s);
@@ -709,9 +720,10 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
 
     let _ = writeln!(
         r,
-        "\nDisturbance of a fixed workload (seconds, median [min–max]; wall / bare is the median \
-         over rounds of each run's wall time over the bare run's of the same round, best / best \
-         the fastest run's over the fastest bare run's, the least disturbed by other tenants):\n"
+        "\nDisturbance of a fixed workload (seconds, median [min–max]; each run is paired with a \
+         bare run just before or after it: wall / bare is the median [min–max] of those pairs' \
+         ratios; best / best the fastest run's wall time over the fastest bare run's, the least \
+         disturbed by other tenants):\n"
     );
     let _ = writeln!(r, "| run | wall | CPU | wall / bare | best / best |");
     let _ = writeln!(r, "|---|---|---|---|---|");
@@ -734,14 +746,17 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
             "| {who} | {} | {} | {} | {best} |",
             sec(w),
             sec(c),
-            s.paired_ratio(who, "bare", "wall")
-                .map_or("n/a".into(), |x| format!("{x:.3}"))
+            if who == "bare" {
+                "1.000".to_string()
+            } else {
+                fmt_ratio(s.stats(who, "wall_ratio"))
+            }
         );
     }
     let verdicts: Vec<String> = ["perfex", "cputrack", "preload"]
         .iter()
         .filter_map(|who| {
-            let x = s.paired_ratio(who, "bare", "wall")?;
+            let x = s.stats(who, "wall_ratio")?.0;
             Some(if x <= 1.01 {
                 format!("{who} met ({x:.3}× bare)")
             } else {
@@ -753,8 +768,8 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
         r,
         "\nTarget: perfex, cputrack -T 0.1 and the preloaded library \
          (`PERFCOMPAT_PRELOAD_EVENTS=0,16`) each at most 1% wall over bare, judged on the \
-         median of the per-round ratios (on a shared VM one run differs from the next by \
-         several percent): {}.",
+         median of the paired ratios (on a shared VM one run differs from the next by several \
+         percent): {}.",
         if verdicts.is_empty() {
             "n/a".to_string()
         } else {
