@@ -37,9 +37,18 @@ fn run_ok(cmd: &mut Command, what: &str) {
     assert!(st.success(), "{what} failed: {cmd:?}");
 }
 
+/// Where the benchmark builds and compiles: `bench/` under `CARGO_TARGET_DIR` when it is set,
+/// else under the repository's `target/`.
+fn bench_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| repo().join("target"), PathBuf::from)
+        .join("bench")
+}
+
 /// Build the release library and the perfex command into a target directory of their own.
 fn build_ours() -> PathBuf {
-    let target = repo().join("target/bench");
+    let target = bench_dir();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     run_ok(
         Command::new(&cargo)
@@ -77,7 +86,7 @@ fn build_ours() -> PathBuf {
 
 /// Compile `benches/c/<name>.c`; `None` (with the reason) when a dependency is missing.
 fn compile(name: &str, lib: &Path, extra: &[&str]) -> Result<PathBuf, String> {
-    let out = repo().join("target/bench/bin").join(name);
+    let out = bench_dir().join("bin").join(name);
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
     let o = Command::new("cc")
         .args(["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o"])
@@ -118,19 +127,23 @@ impl Samples {
 
     /// Median, min, max.
     fn stats(&self, who: &str, op: &str) -> Option<(f64, f64, f64)> {
-        let mut v = self.0.get(&(who.to_string(), op.to_string()))?.clone();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let mid = v.len() / 2;
-        let med = if v.len() % 2 == 1 {
-            v[mid]
-        } else {
-            (v[mid - 1] + v[mid]) / 2.0
-        };
-        Some((med, v[0], v[v.len() - 1]))
+        median(self.0.get(&(who.to_string(), op.to_string()))?.clone())
     }
+}
+
+/// Median, min and max of `v` (`None` when empty).
+fn median(mut v: Vec<f64>) -> Option<(f64, f64, f64)> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    let med = if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    };
+    Some((med, v[0], v[v.len() - 1]))
 }
 
 /// Run one benchmark program and record its "<op> <ns>" lines under `who`.
@@ -290,9 +303,21 @@ fn engine_sample(cfg: &Config, s: &mut Samples) {
 }
 
 fn fmt_ns(x: Option<(f64, f64, f64)>) -> String {
+    fmt_in(x, x.is_some_and(|(m, _, _)| m >= 100_000.0))
+}
+
+/// A ratio's median [min–max].
+fn fmt_ratio(x: Option<(f64, f64, f64)>) -> String {
+    x.map_or("n/a".into(), |(m, lo, hi)| {
+        format!("{m:.3} [{lo:.3}–{hi:.3}]")
+    })
+}
+
+/// Nanoseconds as they are, or in microseconds (`us`).
+fn fmt_in(x: Option<(f64, f64, f64)>, us: bool) -> String {
     match x {
-        Some((m, lo, hi)) if m >= 100_000.0 => {
-            format!("{:.0} µs [{:.0}–{:.0}]", m / 1e3, lo / 1e3, hi / 1e3)
+        Some((m, lo, hi)) if us => {
+            format!("{:.1} µs [{:.1}–{:.1}]", m / 1e3, lo / 1e3, hi / 1e3)
         }
         Some((m, lo, hi)) => format!("{m:.0} [{lo:.0}–{hi:.0}]"),
         None => "n/a".into(),
@@ -321,6 +346,81 @@ fn machine() -> String {
     format!("{cpu}, {ncpu} CPUs, Linux {kernel}")
 }
 
+/// The disturbance runs of the workload with argument `m`: under perfex, cputrack -T 0.1, the
+/// preloaded library and (when it runs here) perf stat.
+fn disturbance_runs(
+    lib: &Path,
+    workload: &Path,
+    env: &[(&str, String)],
+    ev: [&str; 4],
+    perf_stat: bool,
+    m: &str,
+) -> Vec<(&'static str, Command)> {
+    let mut runs = Vec::new();
+    let mut c = Command::new(lib.join("perfex"));
+    c.args(["-e", "0", "-e", "16"])
+        .arg(workload)
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    runs.push(("perfex", c));
+    // cputrack sampling every 0.1 s (its lines go to /dev/null).
+    let mut c = Command::new(lib.join("cputrack"));
+    c.args(["-T", "0.1", "-o", "/dev/null", "-c", "task-clock"])
+        .arg(workload);
+    runs.push(("cputrack", c));
+    // The library preloaded into the workload, as README's preload section has it:
+    // PERFCOMPAT_PRELOAD_EVENTS counts the program from its start and reports at exit.
+    let mut c = Command::new(workload);
+    c.envs(env.iter().map(|(k, v)| (k, v)))
+        .env("LD_PRELOAD", lib.join("libperfcompat_capi.so"))
+        .env("PERFCOMPAT_PRELOAD_EVENTS", "0,16")
+        .env("PERFCOMPAT_PRELOAD_OUTPUT", "/dev/null");
+    runs.push(("preload", c));
+    if perf_stat {
+        let mut c = Command::new("perf");
+        c.args([
+            "stat",
+            "-e",
+            &format!("{},{}", ev[0], ev[1]),
+            "-o",
+            "/dev/null",
+            "--",
+        ])
+        .arg(workload);
+        runs.push(("perf stat", c));
+    }
+    for (_, c) in &mut runs {
+        c.arg(m);
+    }
+    runs
+}
+
+/// Time each of `runs` next to a bare run of the workload with argument `m` of its own (which
+/// goes first alternates), so that the two are compared seconds apart, not over the whole
+/// round; `record` gets each pair's (wall, CPU) seconds, bare first.
+fn paired_runs(
+    s: &mut Samples,
+    mut runs: Vec<(&'static str, Command)>,
+    workload: &Path,
+    m: &str,
+    round: usize,
+    record: impl Fn(&mut Samples, &'static str, (f64, f64), (f64, f64)),
+) {
+    let k = runs.len();
+    for j in 0..k {
+        let (who, cmd) = &mut runs[(j + round) % k];
+        let mut bare = Command::new(workload);
+        bare.arg(m);
+        let (b, w) = if (j + round) % 2 == 0 {
+            let b = timed(&mut bare);
+            (b, timed(cmd))
+        } else {
+            let w = timed(cmd);
+            (timed(&mut bare), w)
+        };
+        record(s, who, b, w);
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let smoke = args.iter().any(|a| a == "--smoke");
@@ -334,7 +434,7 @@ fn main() {
     let lib = build_ours();
     let mut notes: Vec<String> = Vec::new();
     let mut programs: Vec<(&str, PathBuf)> = Vec::new();
-    match compile("raw", &lib, &[]) {
+    match compile("raw", &lib, &["-pthread"]) {
         Ok(p) => programs.push(("raw", p)),
         Err(e) => panic!("the raw floor program does not build: {e}"),
     }
@@ -364,7 +464,7 @@ fn main() {
     let workload = compile("workload", &lib, &[]).expect("the workload builds");
 
     // Our libperfex counts R10000 events: map 0 and 16 to the benchmark's first two events.
-    let map = repo().join("target/bench/bench.events");
+    let map = bench_dir().join("bench.events");
     let ev = sw_events(hw);
     std::fs::write(&map, format!("0 = {}\n16 = {}\n", ev[0], ev[1])).unwrap();
     let env = [
@@ -381,62 +481,43 @@ fn main() {
         for i in 0..programs.len() {
             let (who, bin) = &programs[(i + round) % programs.len()];
             for args in [vec![n.clone()], vec![n.clone(), "first_use".into()]] {
-                if *who == "libperfex" && args.len() > 1 {
-                    continue;
-                }
                 if let Err(e) = run_program(&mut s, who, bin, &args, &env) {
                     failures.push(e);
                 }
             }
         }
         engine_sample(&cfg, &mut s);
-        // Disturbance: the fixed workload bare, under perfex, under perf stat.
-        let perfex = lib.join("perfex");
+        // Sampling under inheritance, in the same round as the raw program's floor.
+        for t in [0usize, 8, 64] {
+            let ns = inherit_sample_ns(&cfg, t);
+            s.add("engine", &format!("inherit{t}"), ns);
+        }
+        // Disturbance: the fixed workload bare, under perfex, cputrack, the preloaded library
+        // and perf stat; then the same programs over the workload's page faults alone, three
+        // times: their fixed cost, which a single run's noise here hides.
         let m = if cfg.smoke { "10" } else { "1000" };
-        let mut runs: Vec<(&str, Command)> = vec![("bare", Command::new(&workload))];
-        let mut c = Command::new(&perfex);
-        c.args(["-e", "0", "-e", "16"])
-            .arg(&workload)
-            .envs(env.iter().map(|(k, v)| (k, v)));
-        runs.push(("perfex", c));
-        // cputrack sampling every 0.1 s (its lines go to /dev/null).
-        let mut c = Command::new(lib.join("cputrack"));
-        c.args(["-T", "0.1", "-o", "/dev/null", "-c", "task-clock"])
-            .arg(&workload);
-        runs.push(("cputrack", c));
-        if Command::new("perf")
+        let have_perf = Command::new("perf")
             .arg("--version")
             .output()
-            .is_ok_and(|o| o.status.success())
-        {
-            let mut c = Command::new("perf");
-            c.args([
-                "stat",
-                "-e",
-                &format!("{},{}", ev[0], ev[1]),
-                "-o",
-                "/dev/null",
-                "--",
-            ])
-            .arg(&workload);
-            runs.push(("perf stat", c));
-        } else if round == 0 {
+            .is_ok_and(|o| o.status.success());
+        if !have_perf && round == 0 {
             notes.push("perf stat not compared: the perf tool does not run here".into());
         }
-        let k = runs.len();
-        for j in 0..k {
-            let (who, cmd) = &mut runs[(j + round) % k];
-            cmd.arg(m);
-            let (wall, cpu) = timed(cmd);
-            s.add(who, "wall", wall * 1e9);
-            s.add(who, "cpu", cpu * 1e9);
+        let runs = |m: &str| disturbance_runs(&lib, &workload, &env, ev, have_perf, m);
+        paired_runs(&mut s, runs(m), &workload, m, round, |s, who, b, w| {
+            for (who, (wall, cpu)) in [("bare", b), (who, w)] {
+                s.add(who, "wall", wall * 1e9);
+                s.add(who, "cpu", cpu * 1e9);
+            }
+            s.add(who, "wall_ratio", w.0 / b.0);
+        });
+        for _ in 0..3 {
+            paired_runs(&mut s, runs("0"), &workload, "0", round, |s, who, b, w| {
+                s.add(who, "fixed", (w.0 - b.0) * 1e9);
+            });
         }
     }
     engine_pure(&cfg, &mut s);
-    for t in [0usize, 8, 64] {
-        let ns = inherit_sample_ns(&cfg, t);
-        s.add("engine", &format!("inherit{t}"), ns);
-    }
     let report = render(&cfg, &s, &notes, &failures);
     println!("{report}");
     if !failures.is_empty() {
@@ -455,9 +536,12 @@ fn main() {
                     "interval",
                     "first_use",
                     "overflow",
+                    "inherit0",
+                    "inherit8",
+                    "inherit64",
                 ],
             ),
-            ("libperfex", &["interval"]),
+            ("libperfex", &["interval", "first_use"]),
             (
                 "libcpc",
                 &["sample1", "sample3", "sample4", "first_use", "overflow"],
@@ -475,16 +559,23 @@ fn main() {
             ),
             (
                 "engine",
-                &["virtual_value", "sample1", "inherit0", "inherit64"],
+                &[
+                    "virtual_value",
+                    "sample1",
+                    "inherit0",
+                    "inherit8",
+                    "inherit64",
+                ],
             ),
             ("bare", &["wall"]),
             ("perfex", &["wall"]),
             ("cputrack", &["wall"]),
+            ("preload", &["wall"]),
         ];
         let mut missing = Vec::new();
         for (who, ops) in want {
             let present = programs.iter().any(|p| p.0 == *who)
-                || matches!(*who, "engine" | "bare" | "perfex" | "cputrack");
+                || matches!(*who, "engine" | "bare" | "perfex" | "cputrack" | "preload");
             for op in ops.iter() {
                 if present && s.stats(who, op).is_none() {
                     missing.push(format!("{who} {op}"));
@@ -528,12 +619,17 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
                papi: Option<(f64, f64, f64)>,
                target: &str,
                met: Option<bool>| {
+        // One unit per row: microseconds when any of them is 100 µs or more.
+        let us = [ours, raw, papi]
+            .iter()
+            .flatten()
+            .any(|(m, _, _)| *m >= 100_000.0);
         let _ = writeln!(
             r,
             "| {op} | {} ({ours_by}) | {} | {} | {} | {} | {target} | {} |",
-            fmt_ns(ours),
-            fmt_ns(raw),
-            fmt_ns(papi),
+            fmt_in(ours, us),
+            fmt_in(raw, us),
+            fmt_in(papi, us),
             ratio(ours, raw).map_or("n/a".into(), |x| format!("{x:.2}")),
             ratio(ours, papi).map_or("n/a".into(), |x| format!("{x:.2}")),
             match met {
@@ -555,6 +651,7 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
             "engine sample"
         }
     };
+    // Issue 19's targets.
     for (k, op) in [
         ("sample1", "sample 1 event"),
         ("sample3", "sample 3 events"),
@@ -562,15 +659,17 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
     ] {
         let ours = ours_sample(k);
         let (raw, papi) = (s.stats("raw", k), s.stats("PAPI", k));
-        let (target, met) = match k {
-            "sample1" => (
-                "≤ 1.05× raw, ≤ 0.75× PAPI",
-                ratio(ours, raw).map(|x| x <= 1.05 && ratio(ours, papi).is_none_or(|y| y <= 0.75)),
-            ),
-            "sample4" => ("≤ 1.05× raw", ratio(ours, raw).map(|x| x <= 1.05)),
-            _ => ("", None),
-        };
-        row(&mut r, op, ours, by(k), raw, papi, target, met);
+        let met = ratio(ours, raw).map(|x| x <= 1.05 && ratio(ours, papi).is_none_or(|y| y <= 0.9));
+        row(
+            &mut r,
+            op,
+            ours,
+            by(k),
+            raw,
+            papi,
+            "≤ 1.05× raw, ≤ 0.9× PAPI",
+            met,
+        );
     }
     let ours = s.stats("libperfex", "interval");
     let (raw, papi) = (s.stats("raw", "interval"), s.stats("PAPI", "interval"));
@@ -581,21 +680,26 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
         "start_counters + read_counters",
         raw,
         papi,
-        "≤ 0.4× PAPI start+stop",
-        ratio(ours, papi).map(|x| x <= 0.4),
+        "≤ 1.05× raw (its two reads)",
+        ratio(ours, raw).map(|x| x <= 1.05),
     );
-    let ours = s.stats("libcpc", "first_use");
     let (raw, papi) = (s.stats("raw", "first_use"), s.stats("PAPI", "first_use"));
-    row(
-        &mut r,
-        "first use (once per process)",
-        ours,
-        "cpc_open + first bind",
-        raw,
-        papi,
-        "≤ 0.1× PAPI init + first start",
-        ratio(ours, papi).map(|x| x <= 0.1),
-    );
+    for (who, by) in [
+        ("libcpc", "cpc_open + first bind"),
+        ("libperfex", "start_counters as first call"),
+    ] {
+        let ours = s.stats(who, "first_use");
+        row(
+            &mut r,
+            &format!("first use, {who} (once per process)"),
+            ours,
+            by,
+            raw,
+            papi,
+            "≤ 0.1× PAPI init + first start",
+            ratio(ours, papi).map(|x| x <= 0.1),
+        );
+    }
     let ours = s.stats("libcpc", "overflow");
     let (raw, papi) = (s.stats("raw", "overflow"), s.stats("PAPI", "overflow"));
     row(
@@ -605,17 +709,68 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
         "SIGEMT + cpc_set_restart",
         raw,
         papi,
-        "throughput ≥ PAPI's (ratio ≤ 1)",
+        "ours/PAPI ≤ 1.0",
         ratio(ours, papi).map(|x| x <= 1.0),
+    );
+
+    let _ = writeln!(
+        r,
+        "\nSampling an inheriting binding of one event with live child threads (ns per sample, \
+         median [min–max] over rounds of the best of 3 runs; raw: `read()` of a \
+         `perf_event_open` event with `inherit` and the same read format, in the same rounds):\n"
     );
     let _ = writeln!(
         r,
-        "\nDisturbance of a fixed workload (seconds, median [min–max]):\n"
+        "| live child threads | ours (engine sample) | raw read | ours/raw |"
     );
-    let _ = writeln!(r, "| run | wall | CPU | wall / bare |");
     let _ = writeln!(r, "|---|---|---|---|");
+    for t in [0, 8, 64] {
+        let k = format!("inherit{t}");
+        let (ours, raw) = (s.stats("engine", &k), s.stats("raw", &k));
+        let _ = writeln!(
+            r,
+            "| {t} | {} | {} | {} |",
+            fmt_ns(ours),
+            fmt_ns(raw),
+            ratio(ours, raw).map_or("n/a".into(), |x| format!("{x:.2}"))
+        );
+    }
+    let growth = |who: &str| ratio(s.stats(who, "inherit64"), s.stats(who, "inherit8"));
+    let _ = writeln!(
+        r,
+        "\nTarget: 64 live threads sampled in at most 2× the time of 8: {}.",
+        match (growth("engine"), growth("raw")) {
+            (Some(o), raw) if o <= 2.0 => format!(
+                "met (64/8: ours {o:.2}×{})",
+                raw.map_or(String::new(), |x| format!(", raw {x:.2}×"))
+            ),
+            (Some(o), Some(x)) => format!(
+                "**not met** (64/8: ours {o:.2}×, the raw floor {x:.2}×: the kernel's read of \
+                 an inherited event sums the count of every live child it copied the event \
+                 into)"
+            ),
+            (Some(o), None) => format!("**not met** (64/8: ours {o:.2}×)"),
+            _ => "n/a".into(),
+        }
+    );
+
+    let _ = writeln!(
+        r,
+        "\nDisturbance of a fixed workload (seconds, median [min–max]). Each run is paired with \
+         a bare run just before or after it: wall / bare is the median [min–max] of those \
+         pairs' ratios. Fixed cost: the median extra wall time over the workload's page faults \
+         alone (its loop skipped), 3 pairs a round; over the bare workload's median wall time \
+         it is the disturbance a run would show without the machine's noise:\n"
+    );
+    let _ = writeln!(
+        r,
+        "| run | wall | CPU | wall / bare | fixed cost (ms) | fixed cost / bare |"
+    );
+    let _ = writeln!(r, "|---|---|---|---|---|---|");
     let bare = s.stats("bare", "wall");
-    for who in ["bare", "perfex", "cputrack", "perf stat"] {
+    // The fixed cost over the bare workload's median wall time.
+    let share = |who: &str| Some(s.stats(who, "fixed")?.0 / bare?.0);
+    for who in ["bare", "perfex", "cputrack", "preload", "perf stat"] {
         let (w, c) = (s.stats(who, "wall"), s.stats(who, "cpu"));
         if w.is_none() {
             continue;
@@ -625,41 +780,53 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
                 format!("{:.4} [{:.4}–{:.4}]", m / 1e9, lo / 1e9, hi / 1e9)
             })
         };
+        let (ratio, fixed, share) = if who == "bare" {
+            ("1.000".to_string(), "0".to_string(), "0".to_string())
+        } else {
+            (
+                fmt_ratio(s.stats(who, "wall_ratio")),
+                s.stats(who, "fixed").map_or("n/a".into(), |(m, lo, hi)| {
+                    format!("{:.2} [{:.2}–{:.2}]", m / 1e6, lo / 1e6, hi / 1e6)
+                }),
+                share(who).map_or("n/a".into(), |x| format!("{:.2}%", x * 100.0)),
+            )
+        };
         let _ = writeln!(
             r,
-            "| {who} | {} | {} | {} |",
+            "| {who} | {} | {} | {ratio} | {fixed} | {share} |",
             sec(w),
-            sec(c),
-            ratio(w, bare).map_or("n/a".into(), |x| format!("{x:.3}"))
+            sec(c)
         );
     }
-    let pw = ratio(s.stats("perfex", "wall"), bare);
-    let sw = ratio(s.stats("perf stat", "wall"), bare);
+    let verdicts: Vec<String> = ["perfex", "cputrack", "preload"]
+        .iter()
+        .filter_map(|who| {
+            let x = s.stats(who, "wall_ratio")?.0;
+            let f = share(who)?;
+            let met = if f <= 0.01 { "met" } else { "**not met**" };
+            Some(format!(
+                "{who} {met} (fixed cost {:.2}% of bare; the median pair {x:.3}× bare)",
+                f * 100.0
+            ))
+        })
+        .collect();
     let _ = writeln!(
         r,
-        "\nTarget: perfex at most 1% over bare and no worse than perf stat (judged on the \
-         medians; on a shared VM one run differs from the next by several percent, so a \
-         difference under 1% is within the noise): {}.",
-        match (pw, sw) {
-            (Some(p), Some(q)) if p <= 1.01 && p <= q * 1.005 => "met".to_string(),
-            (Some(p), q) => format!(
-                "**not met** (perfex {:.3}× bare{})",
-                p,
-                q.map_or(String::new(), |q| format!(", perf stat {q:.3}×"))
-            ),
-            _ => "n/a".into(),
+        "\nTarget: perfex, cputrack -T 0.1 and the preloaded library \
+         (`PERFCOMPAT_PRELOAD_EVENTS=0,16`) each at most 1% wall over bare, judged on medians: \
+         the median fixed cost over the bare workload's median wall time (one pair here differs \
+         by up to ±30% when other tenants run, so the median of 11 pairs still moves by several \
+         percent; the fixed cost, measured on runs 30 times shorter, does not): {}.",
+        if verdicts.is_empty() {
+            "n/a".to_string()
+        } else {
+            verdicts.join("; ")
         }
     );
     let _ = writeln!(
         r,
-        "\nTarget: cputrack -T 0.1 at most 1% over bare: {}.",
-        match ratio(s.stats("cputrack", "wall"), bare) {
-            Some(c) if c <= 1.01 => format!("met ({c:.3}× bare)"),
-            Some(c) => format!("**not met** (cputrack {c:.3}× bare)"),
-            None => "n/a".into(),
-        }
+        "\nEngine (Rust API, in-process; sampling: median over rounds, the rest best of 3):\n"
     );
-    let _ = writeln!(r, "\nEngine (Rust API, in-process, best of 3):\n");
     let _ = writeln!(r, "| operation | ns |");
     let _ = writeln!(r, "|---|---|");
     for (k, what) in [
@@ -671,12 +838,6 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
         ("sample1", "sample 1 event (Rust API)"),
         ("sample3", "sample 3 events (Rust API)"),
         ("sample4", "sample 4 events (Rust API)"),
-        (
-            "inherit0",
-            "sample an inheriting binding, 0 live child threads",
-        ),
-        ("inherit8", "… 8 live child threads"),
-        ("inherit64", "… 64 live child threads"),
     ] {
         if let Some((m, _, _)) = s.stats("engine", k) {
             let _ = writeln!(r, "| {what} | {m:.1} |");

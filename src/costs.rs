@@ -87,7 +87,7 @@ impl Flavor {
 
     /// The flavour of the process-wide backend (`PERFCOMPAT_BACKEND`).
     pub fn current() -> Flavor {
-        crate::backend::global().map_or(Flavor::Host, |b| Flavor::for_backend(b.info().kind))
+        crate::backend::global().map_or(Flavor::Host, |b| Flavor::for_backend(b.shape().kind))
     }
 
     /// What event `n` (0-31) counts on this processor.

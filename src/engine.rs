@@ -1066,7 +1066,7 @@ pub fn plan(backend: &dyn Backend, set: &CounterSet) -> Result<Vec<crate::sched:
     if set.is_empty() {
         return Err(Error::EmptySet);
     }
-    let info = backend.info();
+    let info = backend.shape();
     // Two requests pinned to one counter conflict whatever their events are, and whether or
     // not this host can count them (Solaris rejects duplicate picnums before configuring).
     let reqs = set.requests();
@@ -1087,10 +1087,10 @@ pub fn plan(backend: &dyn Backend, set: &CounterSet) -> Result<Vec<crate::sched:
     let mut cands: Vec<Candidate> = Vec::with_capacity(set.len());
     for r in set.requests() {
         if let Some(c) = r.counter {
-            if c as usize >= info.counters.len() {
+            if c as usize >= info.counters {
                 return Err(Error::InvalidPicnum {
                     picnum: c,
-                    npic: info.counters.len() as u32,
+                    npic: info.counters as u32,
                 });
             }
         }
@@ -1103,7 +1103,7 @@ pub fn plan(backend: &dyn Backend, set: &CounterSet) -> Result<Vec<crate::sched:
     }
     backend.check_set(set.requests())?;
     let names = resource_namer(backend);
-    sched::schedule(&cands, info.counters.len(), &*names)
+    sched::schedule(&cands, info.counters, &*names)
 }
 
 /// Check one request on its own, before it joins a set: what libcpc's `cpc_set_add_request`
@@ -1113,7 +1113,7 @@ pub fn plan(backend: &dyn Backend, set: &CounterSet) -> Result<Vec<crate::sched:
 /// ([`Error::InvalidPicnum`]) and be able to count the event ([`Error::PicNotCapable`]).
 /// Attribute *values*, flags and the set as a whole are checked at bind ([`plan`]).
 pub fn check_request(backend: &dyn Backend, request: &Request) -> Result<()> {
-    let info = backend.info();
+    let info = backend.shape();
     let mut bare = request.clone();
     bare.attrs.clear();
     bare.counter = None;
@@ -1129,7 +1129,7 @@ pub fn check_request(backend: &dyn Backend, request: &Request) -> Result<()> {
         });
     }
     if let Some(c) = request.counter {
-        let npic = info.counters.len() as u32;
+        let npic = info.counters as u32;
         if c >= npic {
             return Err(Error::InvalidPicnum { picnum: c, npic });
         }
@@ -1198,7 +1198,7 @@ pub fn bind_tagged(
         names: reqs.iter().map(|r| r.event.clone()).collect(),
         target,
         owner: gettid(),
-        kind: backend.info().kind,
+        kind: backend.shape().kind,
         group,
         perf_inline,
         notify,

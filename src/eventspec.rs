@@ -66,8 +66,8 @@ struct Modifiers {
 
 /// Parse one specification into a set for `backend`.
 pub fn parse(spec: &str, backend: &dyn Backend) -> Result<CounterSet> {
-    let info = backend.info();
-    let npic = info.counters.len() as u32;
+    let info = backend.shape();
+    let npic = info.counters as u32;
     let bad = |m: String| Error::InvalidArgument(m);
     let mut events: Vec<(u32, String)> = Vec::new();
     let mut all = Modifiers::default();

@@ -1,6 +1,6 @@
 //! Without a PMU, `cycles` is CPU time x a clock: the clock `perfex --calibrate` measured once
 //! its host cost cache exists, else the nominal one. (Its own test binary: the cache is named
-//! by an environment variable read when the backend is made.)
+//! by an environment variable, read when a backend first needs its clock.)
 
 use perfcompat::backend::perf::PerfBackend;
 use perfcompat::backend::Backend;

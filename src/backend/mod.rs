@@ -109,6 +109,35 @@ pub struct BackendInfo {
     pub notes: Vec<String>,
 }
 
+/// What requests are checked against: [`BackendInfo`]'s kind, number of counters, overflow
+/// interrupt and attribute names, without its description and notes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape<'a> {
+    /// Which backend.
+    pub kind: BackendKind,
+    /// How many counters (libcpc's `cpc_npic`).
+    pub counters: usize,
+    /// Whether a counter overflow can interrupt (and so notify).
+    pub overflow_interrupt: bool,
+    /// Whether the interrupt says which counter overflowed.
+    pub overflow_precise: bool,
+    /// Attributes requests may carry (besides `picnum`).
+    pub attributes: &'a [String],
+}
+
+impl Shape<'_> {
+    /// The shape `info` describes.
+    pub fn of(info: &BackendInfo) -> Shape<'_> {
+        Shape {
+            kind: info.kind,
+            counters: info.counters.len(),
+            overflow_interrupt: info.overflow_interrupt,
+            overflow_precise: info.overflow_precise,
+            attributes: &info.attributes,
+        }
+    }
+}
+
 /// An event a backend can count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventInfo {
@@ -179,6 +208,15 @@ pub trait Group: Send + Sync {
 pub trait Backend: Send + Sync + 'static {
     /// What it is.
     fn info(&self) -> &BackendInfo;
+    /// What requests are checked against and bound with: [`Shape::of`] its [`info`]
+    /// (the default). The perf backend answers without building its `info`, whose description
+    /// and notes read the CPU's name, its clock and `perf_event_paranoid`: checking and binding
+    /// a set need none of them (`cpc_open` and the first bind cost less).
+    ///
+    /// [`info`]: Backend::info
+    fn shape(&self) -> Shape<'_> {
+        Shape::of(self.info())
+    }
     /// Every event it can count (platform names, generic names, user aliases).
     fn events(&self) -> Vec<EventInfo>;
     /// Check one request (event, attributes, pinned counter) and say where it may be placed.
@@ -253,6 +291,24 @@ pub fn global() -> Result<&'static dyn Backend> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The perf backend answers `shape` without building its `info`: the two must agree, and
+    /// say what cpc_npic(3CPC) and cpc_caps(3CPC) document for perf.
+    #[test]
+    fn shape_is_what_info_says() {
+        let perf = from_name("perf").unwrap();
+        let shape = perf.shape();
+        assert_eq!(
+            (shape.kind, shape.counters, shape.attributes.len()),
+            (BackendKind::Perf, 16, 0)
+        );
+        assert!(shape.overflow_interrupt && shape.overflow_precise);
+        assert_eq!(shape, Shape::of(perf.info()));
+        for m in sim::MODELS {
+            let b = from_kind(BackendKind::Sim(m)).unwrap();
+            assert_eq!(b.shape(), Shape::of(b.info()), "{}", m.name);
+        }
+    }
 
     #[test]
     fn auto_is_perf_never_an_emulation() {

@@ -164,7 +164,7 @@ pub struct Outcome {
 /// Refuse the emulated backends, which cannot count another process.
 fn refuse_emulation() -> Result<()> {
     let b = backend::global()?;
-    let name = b.info().kind;
+    let name = b.shape().kind;
     if name.is_emulated() {
         return Err(Error::Unsupported(format!(
             "the emulated {name} backend counts only events its own process injects, so it \
@@ -239,7 +239,7 @@ fn unavailable_reason(e: &Error) -> String {
 /// Read every binding of `counting` into counts, scaled when the kernel multiplexed them.
 fn read_counts(counting: &[Counting]) -> Result<Vec<Count>> {
     let map = EventMap::global();
-    let on_perf = backend::global()?.info().kind == backend::BackendKind::Perf;
+    let on_perf = backend::global()?.shape().kind == backend::BackendKind::Perf;
     let mut counts = Vec::new();
     for c in counting {
         let mut v = vec![0u64; c.events.len()];
@@ -344,7 +344,7 @@ impl SelfCount {
                 "per-thread and signal-controlled counting need the perfex command".into(),
             ));
         }
-        let backend = backend::global()?.info().kind.to_string();
+        let backend = backend::global()?.shape().kind.to_string();
         let (counting, not_counted) = bind_counters(opts, Target::CurrentThreadInherit)?;
         Ok(SelfCount {
             opts: opts.clone(),
@@ -422,7 +422,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             "per-thread reports and signal-controlled counting exclude each other".into(),
         ));
     }
-    let backend = backend::global()?.info().kind.to_string();
+    let backend = backend::global()?.shape().kind.to_string();
     let outcome = |counts, not_counted, threads, times: [f64; 4], status| {
         outcome(opts, backend, counts, not_counted, threads, times, status)
     };

@@ -4,7 +4,7 @@
 
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use perfcompat::backend::Backend;
 use perfcompat::signal::Blocked;
@@ -45,15 +45,16 @@ impl Tells for Cpc {
     }
 }
 
-/// A `cpc_t`: the backend's description, cached at `cpc_open`, the error handler, and the
-/// sets and buffers made from it (freed by `cpc_close`).
+/// A `cpc_t`: the backend's description, cached at `cpc_open` (its name and reference when
+/// first asked for), the error handler, and the sets and buffers made from it (freed by
+/// `cpc_close`).
 pub(crate) struct Cpc {
     pub backend: &'static dyn Backend,
     handler: AtomicUsize,
     pub npic: u32,
     pub caps: u32,
-    pub cciname: CString,
-    pub cpuref: CString,
+    cciname: OnceLock<CString>,
+    cpuref: OnceLock<CString>,
     /// The backend's attribute names and `picnum`.
     pub attrs: Vec<CString>,
     /// The nominal clock, for `cpc_buf_tick`, as cycles per nanosecond in 32.32 fixed point:
@@ -95,24 +96,24 @@ pub(crate) struct Buf {
     pub tick: AtomicU64,
 }
 
+/// `s` as a C string cut to fit a libcpc buffer of `max` bytes (names longer than the
+/// header's buffers are cut, at a character boundary).
+fn cstring(s: &str, max: usize) -> CString {
+    let mut end = s.len().min(max - 1);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    CString::new(s[..end].replace('\0', " ")).unwrap_or_default()
+}
+
 impl Cpc {
-    /// Describe `backend` once, as libcpc did at `cpc_open`.
+    /// A handle on `backend`: its counters, capabilities and attributes, as libcpc read them
+    /// at `cpc_open`. The name and reference strings are made on first request
+    /// ([`Cpc::cciname`]): the perf backend's read the CPU's name and clock, which counting
+    /// does not need.
     pub fn new(backend: &'static dyn Backend) -> Cpc {
-        let info = backend.info();
-        // The limits of the libcpc header: names longer than the buffers are cut.
-        let cstring = |s: &str, max: usize| {
-            let mut end = s.len().min(max - 1);
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
-            CString::new(s[..end].replace('\0', " ")).unwrap_or_default()
-        };
-        let mut cpuref = info.reference.clone();
-        for n in &info.notes {
-            cpuref.push_str(". Note: ");
-            cpuref.push_str(n);
-        }
-        let mut attrs: Vec<CString> = info
+        let shape = backend.shape();
+        let mut attrs: Vec<CString> = shape
             .attributes
             .iter()
             .map(|a| cstring(a, super::CPC_MAX_ATTR_LEN as usize))
@@ -121,23 +122,47 @@ impl Cpc {
         Cpc {
             backend,
             handler: AtomicUsize::new(0),
-            npic: info.counters.len() as u32,
-            caps: (if info.overflow_interrupt {
+            npic: shape.counters as u32,
+            caps: (if shape.overflow_interrupt {
                 super::CPC_CAP_OVERFLOW_INTERRUPT
             } else {
                 0
-            }) | (if info.overflow_interrupt && info.overflow_precise {
+            }) | (if shape.overflow_interrupt && shape.overflow_precise {
                 super::CPC_CAP_OVERFLOW_PRECISE
             } else {
                 0
             }),
-            cciname: cstring(&info.description, super::CPC_MAX_IMPL_NAME as usize),
-            cpuref: cstring(&cpuref, super::CPC_MAX_CPUREF as usize),
+            cciname: OnceLock::new(),
+            cpuref: OnceLock::new(),
             attrs,
             tick_mult: tick_mult(perfcompat::backend::nominal_mhz()),
             terminate: AtomicBool::new(false),
             children: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The implementation's name (`cpc_cciname`), owned by the handle.
+    pub fn cciname(&self) -> &CString {
+        self.cciname.get_or_init(|| {
+            cstring(
+                &self.backend.info().description,
+                super::CPC_MAX_IMPL_NAME as usize,
+            )
+        })
+    }
+
+    /// Where the events are documented, then the backend's notes (`cpc_cpuref`), owned by the
+    /// handle.
+    pub fn cpuref(&self) -> &CString {
+        self.cpuref.get_or_init(|| {
+            let info = self.backend.info();
+            let mut cpuref = info.reference.clone();
+            for n in &info.notes {
+                cpuref.push_str(". Note: ");
+                cpuref.push_str(n);
+            }
+            cstring(&cpuref, super::CPC_MAX_CPUREF as usize)
+        })
     }
 
     /// Its address, which its sets and buffers record.

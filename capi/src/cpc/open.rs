@@ -94,7 +94,7 @@ pub extern "C" fn cpc_caps(cpc: *mut cpc_t) -> uint_t {
 #[no_mangle]
 pub extern "C" fn cpc_cciname(cpc: *mut cpc_t) -> *const c_char {
     call(c"cpc_cciname", cpc, BAD, std::ptr::null(), |c: &Cpc| {
-        Ok(c.cciname.as_ptr())
+        Ok(c.cciname().as_ptr())
     })
 }
 
@@ -106,6 +106,6 @@ pub extern "C" fn cpc_cciname(cpc: *mut cpc_t) -> *const c_char {
 #[no_mangle]
 pub extern "C" fn cpc_cpuref(cpc: *mut cpc_t) -> *const c_char {
     call(c"cpc_cpuref", cpc, BAD, std::ptr::null(), |c: &Cpc| {
-        Ok(c.cpuref.as_ptr())
+        Ok(c.cpuref().as_ptr())
     })
 }

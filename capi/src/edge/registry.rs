@@ -63,10 +63,17 @@ pub(crate) fn insert(p: usize, kind: Kind) -> bool {
     loop {
         for i in 0..CAPACITY {
             let slot = &TABLE[(h + i) % CAPACITY];
-            let cur = slot.load(Ordering::Acquire);
-            if (cur == EMPTY || cur == TOMBSTONE)
+            // Claim the slot as empty first: a compare-and-swap writes, so a slot on a page
+            // of the table nothing touched yet costs one page fault, where a load first maps
+            // the shared zero page and the store then faults again to copy it (a process's
+            // first handles land on such pages: cpc_open's first use).
+            let cur = match slot.compare_exchange(EMPTY, e, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(cur) => cur,
+            };
+            if cur == TOMBSTONE
                 && slot
-                    .compare_exchange(cur, e, Ordering::AcqRel, Ordering::Acquire)
+                    .compare_exchange(TOMBSTONE, e, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
             {
                 return true;

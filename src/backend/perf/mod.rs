@@ -22,11 +22,12 @@ use std::any::Any;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 use perf_event_open_sys as sys;
 use sys::bindings::{self as b, perf_event_attr};
 
-use crate::backend::{Backend, BackendInfo, BackendKind, CounterInfo, EventInfo, Group};
+use crate::backend::{Backend, BackendInfo, BackendKind, CounterInfo, EventInfo, Group, Shape};
 use crate::error::{Error, Result};
 use crate::eventmap::EventMap;
 use crate::sched::{Candidate, Slot};
@@ -55,11 +56,20 @@ use names::{Class, PerfCode, PerfEvent};
 pub const VIRTUAL_COUNTERS: usize = 16;
 
 /// The perf backend.
+///
+/// Making one costs two `perf_event_open`s (can this thread count; is there a PMU). What
+/// binding a set does not need is looked up on first use: the rest of [`HostCaps`]
+/// (`perf_event_paranoid`, the clock from the calibration cache, cpufreq or `/proc/cpuinfo`),
+/// the [`BackendInfo`] (the CPU's name, the notes) and `PERFCOMPAT_CYCLES_FALLBACK`. A
+/// program's first counting (`cpc_open` and its first bind, libperfex's first
+/// `start_counters`) is what `bash benches/run` times as first use.
 pub struct PerfBackend {
     kernel: &'static dyn Kernel,
-    caps: HostCaps,
-    info: BackendInfo,
-    cycles_fallback: bool,
+    /// A hardware PMU answers (probed when made).
+    pmu: bool,
+    caps: OnceLock<HostCaps>,
+    info: OnceLock<BackendInfo>,
+    cycles_fallback: OnceLock<bool>,
     // The kernel is the host's (`new`), not a model: groups make their reads inline
     // ([`PerfGroup::read_inline`]).
     host: bool,
@@ -98,15 +108,48 @@ impl PerfBackend {
     /// The backend over a given kernel interface (a [`model::Model`] in the tests), probed
     /// through it as [`PerfBackend::new`] probes the host.
     pub fn with_kernel(kernel: &'static dyn Kernel) -> Result<PerfBackend> {
-        let caps = probe_with(kernel)?;
-        PerfBackend::with_caps(kernel, caps)
+        let pmu = host::probe_counting(kernel)?;
+        Ok(PerfBackend {
+            kernel,
+            pmu,
+            caps: OnceLock::new(),
+            info: OnceLock::new(),
+            cycles_fallback: OnceLock::new(),
+            host: false,
+        })
     }
 
     /// The backend over a given kernel interface with given host capabilities, not probed
     /// (`PERFCOMPAT_CYCLES_FALLBACK` is honoured as in [`PerfBackend::new`]).
     pub fn with_caps(kernel: &'static dyn Kernel, caps: HostCaps) -> Result<PerfBackend> {
-        let cycles_fallback = !caps.pmu
-            && std::env::var("PERFCOMPAT_CYCLES_FALLBACK").map_or(true, |v| v.trim() != "0");
+        Ok(PerfBackend {
+            kernel,
+            pmu: caps.pmu,
+            caps: OnceLock::from(caps),
+            info: OnceLock::new(),
+            cycles_fallback: OnceLock::new(),
+            host: false,
+        })
+    }
+
+    /// What the probe found (the paranoid level and the clock are looked up on the first call).
+    pub fn caps(&self) -> &HostCaps {
+        self.caps
+            .get_or_init(|| host::rest_of_caps(self.kernel, self.pmu))
+    }
+
+    /// Whether `cycles` is estimated from CPU time: no PMU, and `PERFCOMPAT_CYCLES_FALLBACK`
+    /// is not `0` (read on the first call).
+    fn cycles_fallback(&self) -> bool {
+        !self.pmu
+            && *self.cycles_fallback.get_or_init(|| {
+                std::env::var("PERFCOMPAT_CYCLES_FALLBACK").map_or(true, |v| v.trim() != "0")
+            })
+    }
+
+    /// The description: the CPU's name, the notes.
+    fn describe(&self) -> BackendInfo {
+        let caps = self.caps();
         let mut notes = Vec::new();
         let description = if caps.pmu {
             format!("Linux perf_event on {}", cpu_model())
@@ -121,7 +164,7 @@ impl PerfBackend {
                 cpu_model()
             )
         };
-        if cycles_fallback {
+        if self.cycles_fallback() {
             notes.push(format!(
                 "'cycles' is estimated as CPU time x {:.0} MHz ({})",
                 caps.mhz, caps.clock_source
@@ -134,32 +177,21 @@ impl PerfBackend {
                 caps.paranoid
             ));
         }
-        let info = BackendInfo {
-            kind: BackendKind::Perf,
+        let shape = self.shape();
+        BackendInfo {
+            kind: shape.kind,
             description,
             reference: "See perf_event_open(2) and perf-list(1): events are perf's generic names \
                         (cycles, instructions, L1-dcache-load-misses, task-clock, page-faults, \
                         ...), raw codes r<hex>, and the PMU aliases under \
                         /sys/bus/event_source/devices/*/events"
                 .into(),
-            counters: vec![CounterInfo { width: 64 }; VIRTUAL_COUNTERS],
-            overflow_interrupt: true,
-            overflow_precise: true,
+            counters: vec![CounterInfo { width: 64 }; shape.counters],
+            overflow_interrupt: shape.overflow_interrupt,
+            overflow_precise: shape.overflow_precise,
             attributes: Vec::new(),
             notes,
-        };
-        Ok(PerfBackend {
-            kernel,
-            caps,
-            info,
-            cycles_fallback,
-            host: false,
-        })
-    }
-
-    /// What the probe found.
-    pub fn caps(&self) -> &HostCaps {
-        &self.caps
+        }
     }
 
     /// Resolve an event spec (alias, R10000 number, perf name) to a perf event, with the scale
@@ -181,12 +213,13 @@ impl PerfBackend {
         }
         let ev = names::parse(s, Path::new(names::SYSFS))?;
         let needs_pmu = matches!(ev.class, Class::Hardware | Class::Cache | Class::Raw);
-        if needs_pmu && !self.caps.pmu {
-            if self.cycles_fallback
+        if needs_pmu && !self.pmu {
+            if self.cycles_fallback()
                 && ev.class == Class::Hardware
                 && ev.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64
             {
-                fallback_notice(self.caps.mhz, self.caps.clock_source);
+                let caps = self.caps();
+                fallback_notice(caps.mhz, caps.clock_source);
                 let tc = PerfEvent {
                     name: "cycles".into(),
                     code: PerfCode::new(b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_TASK_CLOCK as u64),
@@ -194,7 +227,7 @@ impl PerfBackend {
                     scale: None,
                     unit: None,
                 };
-                return Ok((tc, Some(self.caps.mhz / 1000.0)));
+                return Ok((tc, Some(caps.mhz / 1000.0)));
             }
             return Err(Error::EventUnavailable {
                 event: spec.to_string(),
@@ -212,8 +245,8 @@ impl PerfBackend {
     fn countable(&self, name: &str) -> bool {
         match names::parse(name, Path::new(names::SYSFS)) {
             Ok(ev) => match ev.class {
-                Class::Hardware | Class::Cache | Class::Raw if !self.caps.pmu => {
-                    self.cycles_fallback
+                Class::Hardware | Class::Cache | Class::Raw if !self.pmu => {
+                    self.cycles_fallback()
                         && ev.class == Class::Hardware
                         && ev.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64
                 }
@@ -224,9 +257,8 @@ impl PerfBackend {
     }
 
     fn explain_open(&self, errno: i32, event: &str, req: &Request, target: Target) -> Error {
-        let p = self.caps.paranoid;
         match errno {
-            libc::ENOENT | libc::EOPNOTSUPP if !self.caps.pmu => Error::EventUnavailable {
+            libc::ENOENT | libc::EOPNOTSUPP if !self.pmu => Error::EventUnavailable {
                 event: event.into(),
                 reason: "this host has no hardware PMU".into(),
             },
@@ -244,6 +276,7 @@ impl PerfBackend {
                     _ if req.flags.system => format!("counting '{event}' in kernel mode"),
                     _ => format!("counting '{event}'"),
                 };
+                let p = self.caps().paranoid;
                 Error::PermissionDenied {
                     what,
                     fix: format!(
@@ -306,7 +339,17 @@ fn task_ids(pid: i32) -> Result<Vec<i32>> {
 
 impl Backend for PerfBackend {
     fn info(&self) -> &BackendInfo {
-        &self.info
+        self.info.get_or_init(|| self.describe())
+    }
+
+    fn shape(&self) -> Shape<'_> {
+        Shape {
+            kind: BackendKind::Perf,
+            counters: VIRTUAL_COUNTERS,
+            overflow_interrupt: true,
+            overflow_precise: true,
+            attributes: &[],
+        }
     }
 
     fn events(&self) -> Vec<EventInfo> {
@@ -319,8 +362,8 @@ impl Backend for PerfBackend {
             }
             let hw = matches!(bi.class, Class::Hardware);
             let usable = !hw
-                || self.caps.pmu
-                || (self.cycles_fallback && bi.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64);
+                || self.pmu
+                || (self.cycles_fallback() && bi.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64);
             if usable {
                 v.push(EventInfo {
                     name: bi.name.to_string(),
@@ -330,7 +373,7 @@ impl Backend for PerfBackend {
                 });
             }
         }
-        if self.caps.pmu {
+        if self.pmu {
             for (name, _) in names::cache_events() {
                 v.push(EventInfo {
                     name,
@@ -420,7 +463,6 @@ impl Backend for PerfBackend {
             .enumerate()
             .filter(|(_, r)| r.flags.notify_overflow)
             .fold(0u64, |m, (i, _)| m | 1 << i);
-        let sig = crate::sys::overflow_signal();
         // A lone request is read without the group format (cheaper), unless it notifies: its
         // overflow record must hold the group.
         let single = reqs.len() == 1 && notify == 0;
@@ -480,6 +522,8 @@ impl Backend for PerfBackend {
             .map_err(|(e, i)| self.explain_open(e, &reqs[i].event, &reqs[i], target))?;
             for (fd, r) in fds.iter().zip(reqs) {
                 if r.flags.notify_overflow {
+                    // The signal's number is looked up only for a set that notifies.
+                    let sig = crate::sys::overflow_signal();
                     setup_signal(self.kernel, fd, sig, owner)?;
                 }
             }
@@ -494,7 +538,7 @@ impl Backend for PerfBackend {
                     .filter_map(|(i, _)| Some((i, ring::Ring::map(self.kernel, &fds[i])?)))
                     .collect()
             };
-            let mmaps = if target == Target::CurrentThread && self.caps.pmu {
+            let mmaps = if target == Target::CurrentThread && self.pmu {
                 // A declined fast path (see rdpmc::Declined) leaves the group to read(). A
                 // member with a ring is read through the ring's first page (a perf fd maps
                 // once per size).

@@ -1,0 +1,145 @@
+//! A process's first counting (issue 19: first use at most a tenth of PAPI's): libperfex's first
+//! `start_counters` and libcpc's `cpc_open` + first bind do only what counting needs. Traced
+//! with strace over tests/c/first_use.c on perf (software events): between the markers no file
+//! is read whose answer the path does not use (`perf_event_paranoid`, which only explains a
+//! refusal; the calibration cache and the CPU's name and clock, which only the cycles
+//! estimate, `cpc_cciname`, `cpc_cpuref` and `cpc_buf_tick` need), and the kernel is probed
+//! with two `perf_event_open`s. `cpc_cciname` and `cpc_cpuref`, made on first request
+//! afterwards, say what they said before.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use common::{compile, link_args, repo, skip, tmp, write_file};
+
+/// The program, compiled once (the tests run in parallel: one must not run it while another
+/// writes it).
+fn program() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = tmp().join("first_use");
+        compile(
+            Command::new("cc")
+                .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-o"])
+                .arg(&out)
+                .arg(repo().join("tests/c/first_use.c"))
+                .arg(format!("-I{}", repo().join("include").display()))
+                .args(link_args()),
+            "tests/c/first_use.c",
+        );
+        out
+    })
+}
+
+/// libperfex's events 0 and 16 as software events (event 0 is `cycles` otherwise, which
+/// without a PMU is estimated from the clock).
+fn event_map() -> &'static Path {
+    static MAP: OnceLock<PathBuf> = OnceLock::new();
+    MAP.get_or_init(|| {
+        let map = tmp().join("first-use.map");
+        write_file(&map, "0 = task-clock\n16 = page-faults\n");
+        map
+    })
+}
+
+/// The program's standard output and the traced system calls between its markers (strace's
+/// lines, process id prefix removed).
+fn traced(args: &[&str]) -> Option<(String, Vec<String>)> {
+    if Command::new("strace").arg("-V").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "strace not found: CI must install it (.ci/run does)"
+        );
+        skip("strace not found (apt-get install strace): first use not traced");
+        return None;
+    }
+    let trace = tmp().join(format!("first_use.{}.strace", args[0]));
+    let out = Command::new("strace")
+        .args(["-f", "-qq", "-s", "200", "-o"])
+        .arg(&trace)
+        .arg(program())
+        .args(args)
+        .env_remove("LD_LIBRARY_PATH")
+        .env("PERFCOMPAT_BACKEND", "perf")
+        .env("PERFCOMPAT_EVENTS", event_map())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && stdout.contains("0 failures"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    let calls = trace
+        .lines()
+        .skip_while(|l| !l.contains("\"BEGIN\\n\""))
+        .skip(1)
+        .take_while(|l| !l.contains("\"END\\n\""))
+        .map(|l| match l.split_once(' ') {
+            Some((p, rest)) if p.chars().all(|c| c.is_ascii_digit()) => rest.to_string(),
+            _ => l.to_string(),
+        })
+        .collect();
+    Some((stdout, calls))
+}
+
+/// Files the first use must not look at: what it read before issue 19 without using it (the
+/// paranoid level and the host calibration cache).
+const UNUSED: [&str; 2] = ["perf_event_paranoid", ".costs"];
+
+fn check(calls: &[String], events: usize, also_unused: &[&str]) {
+    for word in UNUSED.iter().chain(also_unused) {
+        let hits: Vec<&String> = calls.iter().filter(|l| l.contains(word)).collect();
+        assert!(hits.is_empty(), "first use looked at {word}: {hits:#?}");
+    }
+    let opens = calls
+        .iter()
+        .filter(|l| l.starts_with("perf_event_open("))
+        .count();
+    assert!(
+        opens <= 2 + events,
+        "{opens} perf_event_opens (two probes, then the set's {events}): {calls:#?}"
+    );
+}
+
+#[test]
+fn libperfex_first_start_reads_neither_the_paranoid_level_nor_the_clock() {
+    let Some((_, calls)) = traced(&["perfex"]) else {
+        return;
+    };
+    // Events 0 and 16 of tests' event map are counted without the cycles estimate: nothing
+    // needs the CPU's name or clock.
+    check(&calls, 2, &["cpuinfo", "cpufreq"]);
+    eprintln!("{} system calls: {calls:#?}", calls.len());
+}
+
+#[test]
+fn cpc_open_and_first_bind_read_only_what_they_use_and_describe_the_backend_as_before() {
+    let Some((stdout, calls)) = traced(&["cpc", "page-faults"]) else {
+        return;
+    };
+    // The nominal clock is read at cpc_open: cpc_buf_tick needs it in signal handlers.
+    check(&calls, 1, &[]);
+    let pmu = perfcompat::backend::perf::PerfBackend::new().is_ok_and(|b| b.caps().pmu);
+    let info = perfcompat::backend::perf::PerfBackend::new()
+        .map(|b| perfcompat::backend::Backend::info(&b).clone())
+        .unwrap();
+    assert!(
+        stdout.contains(&format!("cciname: {}\n", info.description)),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("cpuref: See perf_event_open(2)"),
+        "{stdout}"
+    );
+    for n in &info.notes {
+        assert!(stdout.contains(n.as_str()), "note {n:?} missing: {stdout}");
+    }
+    if !pmu {
+        assert!(stdout.contains("no hardware PMU"), "{stdout}");
+    }
+}
