@@ -128,6 +128,88 @@ extern "C" fn on_sigio(_sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut l
     unsafe { *libc::__errno_location() = saved };
 }
 
+/// Call the handler of signal `sig` on the calling thread now, from inside the overflow signal
+/// handler whose context is `uc`, exactly as the kernel would deliver `sig` with siginfo `info`
+/// where that handler's signal interrupted the thread: with `info` and `uc`, under the mask the
+/// kernel sets (the interrupted mask, the handler's `sa_mask`, and `sig` unless `SA_NODEFER`),
+/// after resetting the disposition for `SA_RESETHAND`. When the returned value is false nothing
+/// was done, because a kernel delivery could differ from a call: `uc` is null; `sig` is ignored
+/// or at its default action; its handler wants the alternate stack (`SA_ONSTACK`); `sig` is
+/// blocked where the thread was interrupted (a `sigwaitinfo` or `signalfd` user); or, when
+/// `maybe_pending`, an earlier `sig` is pending (it must come first). The caller then queues
+/// the signal. `before_call` runs just before the handler is called.
+///
+/// Costs one `rt_sigaction` and one `rt_sigprocmask` (and one `rt_sigpending` when
+/// `maybe_pending`) instead of a second signal's delivery and return. The handler may leave by
+/// `siglongjmp`: nothing of the caller's frames needs dropping (the caller must make the same
+/// true of its own), and the mask it leaves is the one a kernel delivery leaves.
+/// Async-signal-safe; every signal is blocked on entry (the overflow handler's mask).
+///
+/// # Safety
+/// `uc` is null or the `ucontext_t *` of the overflow signal handler running on this thread;
+/// `info` points to a whole `siginfo_t` that stays valid during the call.
+pub unsafe fn call_handler(
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    uc: *mut libc::c_void,
+    maybe_pending: bool,
+    before_call: impl FnOnce(),
+) -> bool {
+    if uc.is_null() {
+        return false;
+    }
+    // SAFETY: plain libc calls on local sets; `uc` is the kernel's context (caller's contract).
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        let interrupted = &(*(uc as *const libc::ucontext_t)).uc_sigmask;
+        let pending = |sig| {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigpending(&mut set) != 0 || libc::sigismember(&set, sig) != 0
+        };
+        if libc::sigaction(sig, std::ptr::null(), &mut act) != 0
+            || act.sa_sigaction == libc::SIG_DFL
+            || act.sa_sigaction == libc::SIG_IGN
+            || act.sa_flags & libc::SA_ONSTACK != 0
+            || libc::sigismember(interrupted, sig) != 0
+            || (maybe_pending && pending(sig))
+        {
+            return false;
+        }
+        // The mask the kernel sets for a handler: the interrupted one, sa_mask, and the signal
+        // itself unless SA_NODEFER. (Bytes past the kernel's sigset in `uc_sigmask` are
+        // whatever follows it in the signal frame; the kernel ignores those bits.)
+        let mut during: libc::sigset_t = std::mem::zeroed();
+        let n = std::mem::size_of::<libc::sigset_t>();
+        let (d, a, b) = (
+            &mut during as *mut libc::sigset_t as *mut u8,
+            interrupted as *const libc::sigset_t as *const u8,
+            &act.sa_mask as *const libc::sigset_t as *const u8,
+        );
+        for i in 0..n {
+            *d.add(i) = *a.add(i) | *b.add(i);
+        }
+        if act.sa_flags & libc::SA_NODEFER == 0 {
+            libc::sigaddset(&mut during, sig);
+        }
+        if act.sa_flags & libc::SA_RESETHAND != 0 {
+            let mut dfl: libc::sigaction = std::mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        }
+        before_call();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &during, std::ptr::null_mut());
+        if act.sa_flags & libc::SA_SIGINFO != 0 {
+            let h: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                std::mem::transmute(act.sa_sigaction);
+            h(sig, info, uc);
+        } else {
+            let h: extern "C" fn(libc::c_int) = std::mem::transmute(act.sa_sigaction);
+            h(sig);
+        }
+    }
+    true
+}
+
 /// `si_fd` of a SIGPOLL-style siginfo (Linux: after `si_band`, a `long` at offset 16).
 ///
 /// # Safety

@@ -116,25 +116,6 @@ thread_local! {
 /// first looks for a pending SIGEMT (the queued one may be for the delivering thread).
 static SENT_TO_ANOTHER: AtomicBool = AtomicBool::new(false);
 
-/// Whether a SIGEMT may be pending on this thread (one system call when one may have been
-/// queued since the last look, none otherwise).
-fn sigemt_pending(sig: c_int) -> bool {
-    let maybe = MAYBE_PENDING.try_with(|m| m.get()).unwrap_or(true)
-        || SENT_TO_ANOTHER.load(Ordering::Relaxed);
-    if !maybe {
-        return false;
-    }
-    // SAFETY: sigpending writes the local set.
-    let pending = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigpending(&mut set) != 0 || libc::sigismember(&set, sig) != 0
-    };
-    if !pending {
-        let _ = MAYBE_PENDING.try_with(|m| m.set(false));
-    }
-    pending
-}
-
 fn hook(ev: &OverflowEvent) {
     if ev.user_data != EMT_TAG {
         return;
@@ -191,63 +172,35 @@ fn info(sig: c_int, code: c_int, pc: usize, mask: u64) -> SigInfo {
 struct SigInfo([u8; 128]);
 
 /// Deliver SIGEMT to the calling thread now, from the engine's overflow handler, as the kernel
-/// would deliver it where the overflow interrupted `uc`; queue it with [`send`] when a direct
-/// call could behave differently (see the module's documentation). Async-signal-safe; every
-/// signal is blocked on entry. Nothing here needs dropping: the handler may `siglongjmp`.
+/// would deliver it where the overflow interrupted `uc` ([`perfcompat::signal::call_handler`]);
+/// queue it with [`send`] when a direct call could behave differently (see the module's
+/// documentation). Async-signal-safe; every signal is blocked on entry. Nothing here needs
+/// dropping: the handler may `siglongjmp`.
 ///
 /// # Safety
 /// `uc` is the `ucontext_t *` of the overflow signal handler that is running on this thread.
 unsafe fn deliver(pc: usize, mask: u64, uc: *mut c_void) {
     let sig = signal();
-    if uc.is_null() {
+    let mut info = info(sig, super::EMT_CPCOVF, pc, mask);
+    let maybe_pending = MAYBE_PENDING.try_with(|m| m.get()).unwrap_or(true)
+        || SENT_TO_ANOTHER.load(Ordering::Relaxed);
+    // SAFETY: `uc` is the running overflow handler's context (caller's contract); `info` is a
+    // whole siginfo.
+    let called = unsafe {
+        perfcompat::signal::call_handler(
+            sig,
+            info.0.as_mut_ptr().cast(),
+            uc,
+            maybe_pending,
+            // No SIGEMT is pending now (or the call would not be made): the next look can
+            // wait for the next queueing. Runs before the handler, which may not return.
+            || {
+                let _ = MAYBE_PENDING.try_with(|m| m.set(false));
+            },
+        )
+    };
+    if !called {
         send(perfcompat::sys::gettid(), pc, mask);
-        return;
-    }
-    // SAFETY: plain libc calls on local sets; `uc` is the kernel's context (caller's contract).
-    unsafe {
-        let mut act: libc::sigaction = std::mem::zeroed();
-        let interrupted = &(*(uc as *const libc::ucontext_t)).uc_sigmask;
-        let queue = libc::sigaction(sig, std::ptr::null(), &mut act) != 0
-            || act.sa_sigaction == libc::SIG_DFL
-            || act.sa_sigaction == libc::SIG_IGN
-            || act.sa_flags & libc::SA_ONSTACK != 0
-            || libc::sigismember(interrupted, sig) != 0
-            || sigemt_pending(sig);
-        if queue {
-            send(perfcompat::sys::gettid(), pc, mask);
-            return;
-        }
-        // The mask the kernel sets for a handler: the interrupted one, sa_mask, and the signal
-        // itself unless SA_NODEFER. (Bytes past the kernel's sigset in `uc_sigmask` are
-        // whatever follows it in the signal frame; the kernel ignores those bits.)
-        let mut during: libc::sigset_t = std::mem::zeroed();
-        let n = std::mem::size_of::<libc::sigset_t>();
-        let (d, a, b) = (
-            &mut during as *mut libc::sigset_t as *mut u8,
-            interrupted as *const libc::sigset_t as *const u8,
-            &act.sa_mask as *const libc::sigset_t as *const u8,
-        );
-        for i in 0..n {
-            *d.add(i) = *a.add(i) | *b.add(i);
-        }
-        if act.sa_flags & libc::SA_NODEFER == 0 {
-            libc::sigaddset(&mut during, sig);
-        }
-        if act.sa_flags & libc::SA_RESETHAND != 0 {
-            let mut dfl: libc::sigaction = std::mem::zeroed();
-            dfl.sa_sigaction = libc::SIG_DFL;
-            libc::sigaction(sig, &dfl, std::ptr::null_mut());
-        }
-        let mut info = info(sig, super::EMT_CPCOVF, pc, mask);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &during, std::ptr::null_mut());
-        if act.sa_flags & libc::SA_SIGINFO != 0 {
-            let h: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
-                std::mem::transmute(act.sa_sigaction);
-            h(sig, info.0.as_mut_ptr() as *mut libc::siginfo_t, uc);
-        } else {
-            let h: extern "C" fn(c_int) = std::mem::transmute(act.sa_sigaction);
-            h(sig);
-        }
     }
 }
 
