@@ -536,6 +536,8 @@ fn main() {
                     "interval",
                     "first_use",
                     "overflow",
+                    "overflow_refresh",
+                    "overflow_freeze",
                     "inherit0",
                     "inherit8",
                     "inherit64",
@@ -712,6 +714,38 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
         "ours/PAPI ≤ 1.0",
         ratio(ours, papi).map(|x| x <= 1.0),
     );
+
+    let _ = writeln!(
+        r,
+        "\nWhat an overflow asks of the kernel (raw `perf_event_open` programs, the same \
+         page-fault workload and period, ns per signal handled, median [min–max]): the floor \
+         under the overflow row. PAPI's way is the kernel stopping the event at each overflow \
+         and one `PERF_EVENT_IOC_REFRESH` in the handler; libcpc's freeze and restart from a \
+         preset, as the library makes them, are a stop, a read of the frozen counts, the new \
+         distance and a start.\n"
+    );
+    let _ = writeln!(r, "| handler | ns | over the bare signal |");
+    let _ = writeln!(r, "|---|---|---|");
+    let bare = s.stats("raw", "overflow");
+    for (op, what) in [
+        ("overflow", "counts only (the bare signal)"),
+        ("overflow_refresh", "`IOC_REFRESH` (PAPI's kernel work)"),
+        (
+            "overflow_freeze",
+            "`IOC_DISABLE`, `read`, `IOC_PERIOD`, `IOC_ENABLE` (libcpc's, as made here)",
+        ),
+    ] {
+        let x = s.stats("raw", op);
+        let _ = writeln!(
+            r,
+            "| {what} | {} | {} |",
+            fmt_ns(x),
+            match (x, bare) {
+                (Some(a), Some(b)) => format!("{:+.0}", a.0 - b.0),
+                _ => "n/a".into(),
+            }
+        );
+    }
 
     let _ = writeln!(
         r,
