@@ -537,6 +537,7 @@ fn main() {
                     "first_use",
                     "overflow",
                     "overflow_refresh",
+                    "overflow_preset",
                     "overflow_freeze",
                     "inherit0",
                     "inherit8",
@@ -720,9 +721,9 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
         "\nWhat an overflow asks of the kernel (raw `perf_event_open` programs, the same \
          page-fault workload and period, ns per signal handled, median [min–max]): the floor \
          under the overflow row. PAPI's way is the kernel stopping the event at each overflow \
-         and one `PERF_EVENT_IOC_REFRESH` in the handler; libcpc's freeze and restart from a \
-         preset, as the library makes them, are a stop, a read of the frozen counts, the new \
-         distance and a start.\n"
+         and one `PERF_EVENT_IOC_REFRESH` in the handler; a restart from a preset (libcpc) \
+         needs at least the new distance too; the library's freeze and restart are a stop, \
+         a read of the frozen counts, the new distance and a start.\n"
     );
     let _ = writeln!(r, "| handler | ns | over the bare signal |");
     let _ = writeln!(r, "|---|---|---|");
@@ -730,6 +731,10 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
     for (op, what) in [
         ("overflow", "counts only (the bare signal)"),
         ("overflow_refresh", "`IOC_REFRESH` (PAPI's kernel work)"),
+        (
+            "overflow_preset",
+            "`IOC_PERIOD`, `IOC_REFRESH` (the least a restart from a preset needs)",
+        ),
         (
             "overflow_freeze",
             "`IOC_DISABLE`, `read`, `IOC_PERIOD`, `IOC_ENABLE` (libcpc's, as made here)",

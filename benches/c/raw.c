@@ -105,15 +105,22 @@ static volatile sig_atomic_t overflows;
  *   OVF_COUNT    nothing (it only counts): the floor of any overflow signal;
  *   OVF_REFRESH  the kernel stops the event at each overflow (an event limit of 1) and the
  *                handler re-enables it with PERF_EVENT_IOC_REFRESH: PAPI's way;
+ *   OVF_PRESET   the least a restart from a preset needs: the kernel stops the event at the
+ *                overflow (event limit 1, no stop call, no read) and the handler sets the new
+ *                distance (IOC_PERIOD) before re-enabling it (IOC_REFRESH);
  *   OVF_FREEZE   libcpc's freeze and restart from a preset as the library makes them: stop
  *                (IOC_DISABLE), read the frozen counts, re-arm the distance (IOC_PERIOD) and
  *                start again (IOC_ENABLE). */
-enum { OVF_COUNT, OVF_REFRESH, OVF_FREEZE };
+enum { OVF_COUNT, OVF_REFRESH, OVF_PRESET, OVF_FREEZE };
 static int ovf_mode, ovf_fd;
 static void on_overflow_kernel(int sig, siginfo_t *si, void *uc) {
     (void)sig, (void)si, (void)uc;
     overflows++;
     if (ovf_mode == OVF_REFRESH) {
+        ioctl(ovf_fd, PERF_EVENT_IOC_REFRESH, 1);
+    } else if (ovf_mode == OVF_PRESET) {
+        uint64_t period = BENCH_OVF_PERIOD;
+        ioctl(ovf_fd, PERF_EVENT_IOC_PERIOD, &period);
         ioctl(ovf_fd, PERF_EVENT_IOC_REFRESH, 1);
     } else if (ovf_mode == OVF_FREEZE) {
         uint64_t v[3], period = BENCH_OVF_PERIOD;
@@ -149,8 +156,8 @@ static int overflow_run(int mode, const char *op) {
     ovf_fd = fd;
     ovf_mode = mode;
     overflows = 0;
-    if (ioctl(fd, mode == OVF_REFRESH ? PERF_EVENT_IOC_REFRESH : PERF_EVENT_IOC_ENABLE,
-              mode == OVF_REFRESH ? 1 : 0) < 0)
+    int limited = mode == OVF_REFRESH || mode == OVF_PRESET;
+    if (ioctl(fd, limited ? PERF_EVENT_IOC_REFRESH : PERF_EVENT_IOC_ENABLE, limited ? 1 : 0) < 0)
         BENCH_FAIL("enable");
     int64_t t0 = bench_now();
     bench_fault_pages(BENCH_OVF_PAGES);
@@ -221,9 +228,10 @@ int main(int argc, char **argv) {
         {0, "inherit0"}, {8, "inherit8"}, {64, "inherit64"}};
     for (int k = 0; k < 3; k++)
         if (bench_wanted(argc, argv, inherits[k].op)) inherit_read(n, inherits[k].threads, inherits[k].op);
-    static const struct { int mode; const char *op; } ovfs[3] = {
-        {OVF_COUNT, "overflow"}, {OVF_REFRESH, "overflow_refresh"}, {OVF_FREEZE, "overflow_freeze"}};
-    for (int k = 0; k < 3; k++)
+    static const struct { int mode; const char *op; } ovfs[4] = {
+        {OVF_COUNT, "overflow"}, {OVF_REFRESH, "overflow_refresh"},
+        {OVF_PRESET, "overflow_preset"}, {OVF_FREEZE, "overflow_freeze"}};
+    for (int k = 0; k < 4; k++)
         if (bench_wanted(argc, argv, ovfs[k].op) && overflow_run(ovfs[k].mode, ovfs[k].op) != 0)
             return 2;
     return 0;
