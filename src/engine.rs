@@ -742,6 +742,13 @@ impl BoundSet {
                 if let Some(when) = b.group.overflow_snapshot(fd, &mut at) {
                     let mask = b.wrapped(&at, &mut rearm);
                     if mask != 0 {
+                        // Nothing counted between the overflow and the stop: the backend may
+                        // find its kernel's period already whole at the restart.
+                        for i in (0..b.n).filter(|i| mask & (1 << i) != 0) {
+                            if raw[i] == at[i] {
+                                b.group.stopped_at_overflow(i);
+                            }
+                        }
                         let _ = DROPPED.try_with(|d| {
                             for (i, c) in d.iter().enumerate().take(b.n) {
                                 c.set(c.get().wrapping_add(raw[i].wrapping_sub(at[i])));

@@ -177,6 +177,13 @@ pub trait Group: Send + Sync {
     /// Ask for an overflow interrupt for request `index` after `distance` more events
     /// (`None`: never). Called while the group is stopped.
     fn arm(&self, index: usize, distance: Option<u64>);
+    /// The group was stopped after request `index`'s overflow with nothing counted since (its
+    /// count at the stop is the one the overflow record holds). A backend whose kernel has then
+    /// reloaded a whole period may skip re-arming the same distance at the next
+    /// [`Group::arm`]; any [`Group::start`] forgets it. Default: nothing.
+    fn stopped_at_overflow(&self, index: usize) {
+        let _ = index;
+    }
     /// Whether the overflow signal that carried `fd` belongs to this group.
     fn owns_fd(&self, fd: i32) -> bool {
         let _ = fd;

@@ -5,6 +5,7 @@
 use std::any::Any;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use perf_event_open_sys::bindings as b;
 
@@ -36,6 +37,15 @@ pub struct PerfGroup {
     // Read with a `read` system call made inline ([`PerfGroup::read_inline`]): the kernel is
     // the host's (not a model), one unit, no `rdpmc` pages.
     pub(super) inline_read: bool,
+    // The kernel sampling period each notifying request was last given (at open or by
+    // `PERF_EVENT_IOC_PERIOD`).
+    pub(super) armed: [AtomicU64; MAX_REQUESTS],
+    // Requests whose kernel period is reloaded whole at an overflow and then untouched until
+    // something counts: the host kernel's counting software events (page faults, context
+    // switches, migrations; not the clocks, whose timers keep running), in a one-unit group.
+    pub(super) reloads_whole: u64,
+    // Requests stopped right at their overflow since the last start ([`Group::stopped_at_overflow`]).
+    pub(super) untouched: AtomicU64,
 }
 
 pub(super) const MAX_PERIOD: u64 = (1u64 << 63) - 1;
@@ -247,6 +257,7 @@ impl Group for PerfGroup {
     }
 
     fn start(&self) {
+        self.untouched.store(0, Ordering::Relaxed);
         for u in &self.units {
             // The group is stopped: a record still in a ring is from an overflow the engine
             // has handled, or from one before a stop whose signal comes late.
@@ -262,18 +273,35 @@ impl Group for PerfGroup {
             return;
         }
         let d: u64 = period(distance, self.scale[index]);
+        // The kernel set a counting software event's period left back to the whole period
+        // when it overflowed (and nothing has counted since: the group was stopped right
+        // there), so re-arming the same period would change nothing: save the system call.
+        let bit = 1u64 << index;
+        if self.untouched.fetch_and(!bit, Ordering::Relaxed) & bit != 0
+            && self.reloads_whole & bit != 0
+            && self.armed[index].load(Ordering::Relaxed) == d
+        {
+            return;
+        }
         for u in &self.units {
             // The kernel reads the new period through a pointer. perf-event-open-sys's
             // `ioctls::PERIOD` passes it by value, which fails with EFAULT and leaves the
             // period the event was opened with (tests/perf.rs
             // restart_rearms_the_overflow_at_a_new_preset catches that).
             // The argument is a pointer to a local that outlives the call.
-            let _ = self.kernel.ioctl(
+            let r = self.kernel.ioctl(
                 u.fds[index].as_raw_fd(),
                 b::PERIOD as u64,
                 &d as *const u64 as usize,
             );
+            // Unknown after a failure: never skip on it.
+            let now = if r.is_ok() { d } else { 0 };
+            self.armed[index].store(now, Ordering::Relaxed);
         }
+    }
+
+    fn stopped_at_overflow(&self, index: usize) {
+        self.untouched.fetch_or(1 << index, Ordering::Relaxed);
     }
 
     fn owns_fd(&self, fd: i32) -> bool {

@@ -21,7 +21,7 @@
 use std::any::Any;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use perf_event_open_sys as sys;
@@ -551,9 +551,36 @@ impl Backend for PerfBackend {
             units.push(Unit { fds, mmaps, rings });
         }
         let inline_read = self.host && units.len() == 1 && units[0].mmaps.is_none();
+        let armed: [AtomicU64; MAX_REQUESTS] = std::array::from_fn(|i| {
+            AtomicU64::new(match reqs.get(i) {
+                Some(r) if notify & (1 << i) != 0 => {
+                    period(crate::virt::distance_to_wrap(r.preset), scale[i])
+                }
+                _ => 0,
+            })
+        });
+        // See `PerfGroup::reloads_whole`: the host's kernel, one unit, counting software events.
+        let reloads_whole = if self.host && units.len() == 1 {
+            resolved.iter().enumerate().fold(0u64, |m, (i, ev)| {
+                let counting = ev.code.type_ == b::PERF_TYPE_SOFTWARE
+                    && ev.code.config != u64::from(b::PERF_COUNT_SW_CPU_CLOCK)
+                    && ev.code.config != u64::from(b::PERF_COUNT_SW_TASK_CLOCK)
+                    && scale[i] == 1.0;
+                if counting && notify & (1 << i) != 0 {
+                    m | 1 << i
+                } else {
+                    m
+                }
+            })
+        } else {
+            0
+        };
         Ok(Box::new(PerfGroup {
             kernel: self.kernel,
             inline_read,
+            armed,
+            reloads_whole,
+            untouched: AtomicU64::new(0),
             single,
             units,
             n: reqs.len(),
