@@ -725,7 +725,11 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
          needs at least the new distance too; the library's freeze and restart are a stop, \
          a read of the frozen counts, the new distance and a start.\n"
     );
-    let _ = writeln!(r, "| handler | ns | over the bare signal |");
+    let _ = writeln!(
+        r,
+        "| handler | ns | over the bare signal (median / minimum; the two disagree when the \
+         machine is noisy) |"
+    );
     let _ = writeln!(r, "|---|---|---|");
     let bare = s.stats("raw", "overflow");
     for (op, what) in [
@@ -746,7 +750,7 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
             "| {what} | {} | {} |",
             fmt_ns(x),
             match (x, bare) {
-                (Some(a), Some(b)) => format!("{:+.0}", a.0 - b.0),
+                (Some(a), Some(b)) => format!("{:+.0} / {:+.0}", a.0 - b.0, a.1 - b.1),
                 _ => "n/a".into(),
             }
         );
