@@ -38,7 +38,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::backend::perf::PerfGroup;
+use crate::backend::perf::DirectRead;
 use crate::backend::{self, Backend, BackendKind, Group, Times};
 use crate::error::{Error, Result};
 use crate::sched::{self, Candidate};
@@ -173,9 +173,9 @@ pub struct BoundSet {
     owner: i32,
     kind: BackendKind,
     group: Box<dyn Group>,
-    // `group` is a perf group that reads inline ([`PerfGroup::read_inline`]); checked once by
-    // downcasting at the bind, and `group` is never replaced.
-    perf_inline: bool,
+    // `group`'s read made here, inline, where its backend has one ([`Group::direct_read`],
+    // asked once at the bind; `group` is never replaced, so it stays valid).
+    direct: Option<DirectRead>,
     notify: u64,
     seq: SeqCount,
     preset: Box<[AtomicU64]>,
@@ -315,13 +315,11 @@ impl BoundSet {
     }
 
     /// Read the group's raw counts into `raw`. Inlined down to the perf backend's system call
-    /// ([`PerfGroup::read_inline`] says why).
+    /// ([`DirectRead`] says why).
     #[inline(always)]
     fn read_raw(&self, raw: &mut [u64]) -> Result<Times> {
-        let r = if self.perf_inline {
-            // SAFETY: `perf_inline` is set only when the bind found `group` to be a PerfGroup.
-            let g = unsafe { &*(self.group.as_ref() as *const dyn Group as *const PerfGroup) };
-            g.read_inline(&mut raw[..self.n])
+        let r = if let Some(d) = &self.direct {
+            d.read(&mut raw[..self.n])
         } else {
             self.group.read(&mut raw[..self.n])
         };
@@ -363,7 +361,7 @@ impl BoundSet {
     }
 
     // Inlined into its callers (the C exports), so that the counter read's system call is made
-    // in their frame: see `PerfGroup::read_inline`.
+    // in their frame: see `DirectRead`.
     #[inline(always)]
     fn sample_into<const TIMED: bool>(
         &self,
@@ -1195,10 +1193,7 @@ pub fn bind_tagged(
         })?;
     }
     let group = backend.open(reqs, &slots, target)?;
-    let perf_inline = group
-        .as_any()
-        .downcast_ref::<PerfGroup>()
-        .is_some_and(PerfGroup::reads_inline);
+    let direct = group.direct_read();
     let b = Arc::new(BoundSet {
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         n,
@@ -1207,7 +1202,7 @@ pub fn bind_tagged(
         owner: gettid(),
         kind: backend.shape().kind,
         group,
-        perf_inline,
+        direct,
         notify,
         seq: SeqCount::new(),
         preset: reqs.iter().map(|r| AtomicU64::new(r.preset)).collect(),

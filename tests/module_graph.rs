@@ -209,3 +209,31 @@ fn a_cycle_is_found() {
         "grouped use"
     );
 }
+
+/// The engine reaches its backends only through the `Backend` and `Group` traits (issue 15):
+/// no downcast of a backend or a group to its concrete type, and no pointer cast from a trait
+/// object (the inline perf read comes from `Group::direct_read`, not from a cast). Comments
+/// aside; the check is seen failing on the text it forbids.
+#[test]
+fn the_engine_does_not_downcast_its_backends() {
+    let forbidden = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(|l| l.split("//").next().unwrap_or(""))
+            .filter(|code| {
+                code.contains("downcast")
+                    || code.contains(".as_any()")
+                    || code.contains("as *const dyn ")
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(
+        forbidden("let g = group.as_any().downcast_ref::<PerfGroup>(); // fine here").len(),
+        1
+    );
+    let engine =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine.rs"))
+            .unwrap();
+    let found = forbidden(&engine);
+    assert!(found.is_empty(), "src/engine.rs downcasts: {found:#?}");
+}

@@ -1,12 +1,12 @@
 //! The sample path on the host's perf backend: the counter read made inline
-//! (`PerfGroup::read_inline`, a `read` system call in the caller's frame) gives what the
+//! (`DirectRead`, from `Group::direct_read`: a `read` system call in the caller's frame) gives what the
 //! backend's ordinary read gives; a sample's time is `CLOCK_MONOTONIC` taken during the sample,
 //! exactly (bracketed by the clock read before and after it, also across CPU migrations);
 //! `sample_untimed` reads the same counts without the clock.
 
 use std::sync::OnceLock;
 
-use perfcompat::backend::perf::{PerfBackend, PerfGroup};
+use perfcompat::backend::perf::PerfBackend;
 use perfcompat::backend::Group;
 use perfcompat::engine::now_ns;
 use perfcompat::{bind_with, Binding, CounterSet, Request, Target};
@@ -25,13 +25,6 @@ fn bind(events: &[&str]) -> Binding {
         set.add(Request::new(*e)).unwrap();
     }
     bind_with(perf(), &set, Target::CurrentThread).unwrap()
-}
-
-fn perf_group(b: &Binding) -> &PerfGroup {
-    b.group()
-        .as_any()
-        .downcast_ref::<PerfGroup>()
-        .expect("a perf group")
 }
 
 /// Pin the calling thread to `cpu` (`false` if it cannot be).
@@ -68,21 +61,24 @@ fn the_inline_read_counts_what_the_group_read_counts() {
         ],
     ] {
         let b = bind(events);
-        let g = perf_group(&b);
+        let g = b.group();
         if perf().caps().pmu {
             // Where rdpmc reads the counters there is no system call to make inline.
             skip("a PMU: the thread's own counters may be read with rdpmc, not inline");
         } else {
             assert!(
-                g.reads_inline(),
+                g.direct_read().is_some(),
                 "{events:?}: the host's kernel, one unit, no rdpmc"
             );
         }
+        let Some(d) = g.direct_read() else {
+            continue;
+        };
         let fault = events.iter().position(|e| *e == "page-faults").unwrap();
         let pages = Pages::new(200);
         let n = events.len();
         let (mut a, mut c) = ([0u64; 4], [0u64; 4]);
-        let ta = g.read_inline(&mut a[..n]).unwrap();
+        let ta = d.read(&mut a[..n]).unwrap();
         let tb = Group::read(g, &mut c[..n]).unwrap();
         assert_eq!(a[fault], c[fault], "{events:?}: no fault between the reads");
         assert!(tb.enabled >= ta.enabled && tb.running >= ta.running);
@@ -90,7 +86,7 @@ fn the_inline_read_counts_what_the_group_read_counts() {
         for i in 0..200 {
             pages.touch(i);
         }
-        let tc = g.read_inline(&mut a[..n]).unwrap();
+        let tc = d.read(&mut a[..n]).unwrap();
         assert_eq!(
             a[fault] - c[fault],
             200,
@@ -111,7 +107,7 @@ fn a_model_kernel_is_not_read_inline() {
     let set = CounterSet::new().with(Request::new("page-faults")).unwrap();
     let b = bind_with(backend, &set, Target::CurrentThread).unwrap();
     assert!(
-        !perf_group(&b).reads_inline(),
+        b.group().direct_read().is_none(),
         "the model's reads go through the Kernel seam"
     );
 }

@@ -177,6 +177,13 @@ pub trait Group: Send + Sync {
     /// Ask for an overflow interrupt for request `index` after `distance` more events
     /// (`None`: never). Called while the group is stopped.
     fn arm(&self, index: usize, distance: Option<u64>);
+    /// A read of the counts the caller can make itself, inlined into its own frame (the perf
+    /// backend's [`perf::DirectRead`]: one `read` system call on the host's kernel), where the
+    /// backend has one; it gives what [`Group::read`] gives and stays valid while the group
+    /// does. Default: none.
+    fn direct_read(&self) -> Option<perf::DirectRead> {
+        None
+    }
     /// The group was stopped after request `index`'s overflow with nothing counted since (its
     /// count at the stop is the one the overflow record holds). A backend whose kernel has then
     /// reloaded a whole period may skip re-arming the same distance at the next

@@ -250,7 +250,7 @@ pub fn pinned_set(events: &[u32], flags: RequestFlags) -> Result<CounterSet> {
 /// Inlined, with its common case (the thread's open pair reused) inlined down to the counter
 /// read, so that the read's system call is made in the C export's frame: every return after a
 /// system call to a frame live before it costs about 8 ns here (see
-/// `backend::perf::PerfGroup::read_inline`). Everything else is out of line.
+/// `backend::perf::DirectRead`). Everything else is out of line.
 #[inline(always)]
 pub fn start(e0: i32, e1: i32) -> Result<u32> {
     let (e0, e1) = events(e0, e1);

@@ -34,7 +34,7 @@ pub struct PerfGroup {
     pub(super) scale: [f64; MAX_REQUESTS],
     pub(super) scaled: bool,
     pub(super) notify: u64,
-    // Read with a `read` system call made inline ([`PerfGroup::read_inline`]): the kernel is
+    // Read with a `read` system call made inline by the caller ([`DirectRead`]): the kernel is
     // the host's (not a model), one unit, no `rdpmc` pages.
     pub(super) inline_read: bool,
     // The kernel sampling period each notifying request was last given (at open or by
@@ -74,23 +74,6 @@ impl PerfGroup {
         })
     }
 
-    /// Convert counts of requests whose events count in other units (the `cycles` fallback
-    /// counts nanoseconds).
-    #[inline(always)]
-    fn apply_scale(&self, out: &mut [u64]) {
-        if self.scaled {
-            self.scale_counts(out);
-        }
-    }
-
-    fn scale_counts(&self, out: &mut [u64]) {
-        for (o, s) in out.iter_mut().zip(&self.scale) {
-            if *s != 1.0 {
-                *o = (*o as f64 * s) as u64;
-            }
-        }
-    }
-
     fn read_unit(&self, u: &Unit, out: &mut [u64]) -> std::result::Result<Times, i32> {
         if let Some(p) = &u.mmaps {
             if let Some(t) = p.read(out) {
@@ -102,10 +85,33 @@ impl PerfGroup {
         let mut buf = [MaybeUninit::<u64>::uninit(); 3 + 2 * MAX_REQUESTS];
         let len = 3 + 2 * self.n;
         let r = self.kernel.read(u.fds[0].as_raw_fd(), &mut buf[..len])?;
-        self.parse(&buf, r, out)
+        self.layout().parse(&buf, r, out)
     }
 
-    /// The counts and times of a `read` of `r` bytes into `buf`.
+    /// How this group's reads are laid out.
+    #[inline(always)]
+    fn layout(&self) -> Layout {
+        Layout {
+            n: self.n,
+            single: self.single,
+            scale: self.scale,
+            scaled: self.scaled,
+        }
+    }
+}
+
+/// The shape of a group's `read()`: how many requests, whether without the group format, and
+/// the scale of each request's counts.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    n: usize,
+    single: bool,
+    scale: [f64; MAX_REQUESTS],
+    scaled: bool,
+}
+
+impl Layout {
+    /// The counts and times of a `read` of `r` bytes into `buf` (not scaled: [`Layout::scale`]).
     #[inline(always)]
     fn parse(
         &self,
@@ -120,61 +126,72 @@ impl PerfGroup {
         let words = r.min(len * 8) / 8;
         // SAFETY: the kernel wrote the first `words` words.
         let buf = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u64>(), words) };
+        let times = Times {
+            enabled: buf[1],
+            running: buf[2],
+        };
         if self.single {
             // value, time enabled, time running
             out[0] = buf[0];
-            return Ok(Times {
-                enabled: buf[1],
-                running: buf[2],
-            });
+        } else {
+            let nr = (buf[0] as usize).min(self.n).min((words - 3) / 2);
+            for (i, o) in out.iter_mut().enumerate().take(nr) {
+                *o = buf[3 + 2 * i];
+            }
         }
-        let nr = (buf[0] as usize).min(self.n).min((words - 3) / 2);
-        for (i, o) in out.iter_mut().enumerate().take(nr) {
-            *o = buf[3 + 2 * i];
-        }
-        Ok(Times {
-            enabled: buf[1],
-            running: buf[2],
-        })
+        Ok(times)
     }
 
-    /// Whether [`PerfGroup::read_inline`] makes its system call inline (else it calls
-    /// [`Group::read`]).
-    pub fn reads_inline(&self) -> bool {
-        self.inline_read
-    }
-
-    /// [`Group::read`], inlined into the caller with its `read` system call made right there.
-    ///
-    /// # Why
-    /// On this kernel (and any with return-stack mitigations on kernel entry) every `ret` after
-    /// a system call to a frame that was live before it is mispredicted: about 8 ns each,
-    /// measured with a `read` of a counter made 0 to 16 calls deep (+120 ns at 16). A sample
-    /// used to return through 8 frames (libc's `read`, the library's own `read` interposer,
-    /// `Kernel::read`, `read_unit`, `Group::read`, the engine's sample, the C export), about
-    /// 60 ns of a 770 ns `cpc_set_sample`. Made here and inlined up to the C export, the
-    /// system call leaves one return to mispredict, the same as a program calling `read`
-    /// itself. The kernel model of the tests goes through [`Group::read`] (no inline call).
-    /// Async-signal-safe; on x86-64 it does not change `errno`.
+    /// Convert counts of requests whose events count in other units (the `cycles` fallback
+    /// counts nanoseconds).
     #[inline(always)]
-    pub fn read_inline(&self, out: &mut [u64]) -> std::result::Result<Times, i32> {
-        if !self.inline_read {
-            return Group::read(self, out);
+    fn scale(&self, out: &mut [u64]) {
+        if self.scaled {
+            self.scale_counts(out);
         }
-        let out = &mut out[..self.n];
+    }
+
+    fn scale_counts(&self, out: &mut [u64]) {
+        for (o, s) in out.iter_mut().zip(&self.scale) {
+            if *s != 1.0 {
+                *o = (*o as f64 * s) as u64;
+            }
+        }
+    }
+}
+
+/// A perf group's counter read made by its caller, inline ([`Group::direct_read`]): the
+/// group's descriptor and read layout, valid while the group is.
+///
+/// # Why
+/// On this kernel (and any with return-stack mitigations on kernel entry) every `ret` after a
+/// system call to a frame that was live before it is mispredicted: about 8 ns each, measured
+/// with a `read` of a counter made 0 to 16 calls deep (+120 ns at 16). A sample used to return
+/// through 8 frames (libc's `read`, the library's own `read` interposer, `Kernel::read`,
+/// `read_unit`, `Group::read`, the engine's sample, the C export), about 60 ns of a 770 ns
+/// `cpc_set_sample`. Made by [`DirectRead::read`], inlined up to the C export, the system call
+/// leaves one return to mispredict, the same as a program calling `read` itself. Only for the
+/// host's kernel with one unit and no `rdpmc` pages: the kernel model of the tests goes through
+/// [`Group::read`].
+#[derive(Debug, Clone, Copy)]
+pub struct DirectRead {
+    fd: i32,
+    layout: Layout,
+}
+
+impl DirectRead {
+    /// [`Group::read`] with its `read` system call made right here. Async-signal-safe; on
+    /// x86-64 it does not change `errno`.
+    #[inline(always)]
+    pub fn read(&self, out: &mut [u64]) -> std::result::Result<Times, i32> {
+        let out = &mut out[..self.layout.n];
         let mut buf = [MaybeUninit::<u64>::uninit(); 3 + 2 * MAX_REQUESTS];
-        let len = (3 + 2 * self.n) * 8;
+        let len = (3 + 2 * self.layout.n) * 8;
         // SAFETY: writes at most `len` bytes into `buf`, which holds more.
-        let r = unsafe {
-            sys_read(
-                self.units[0].fds[0].as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                len,
-            )
-        };
+        let r = unsafe { sys_read(self.fd, buf.as_mut_ptr().cast(), len) };
         let r = usize::try_from(r).map_err(|_| -(r as i32))?;
-        let t = self.parse(&buf, r, out)?;
-        self.apply_scale(out);
+        let t = self.layout.parse(&buf, r, out)?;
+        self.layout.scale(out);
         Ok(t)
     }
 }
@@ -244,7 +261,7 @@ impl Group for PerfGroup {
                 }
             }
         }
-        self.apply_scale(out);
+        self.layout().scale(out);
         Ok(t)
     }
 
@@ -300,6 +317,13 @@ impl Group for PerfGroup {
         }
     }
 
+    fn direct_read(&self) -> Option<DirectRead> {
+        self.inline_read.then(|| DirectRead {
+            fd: self.units[0].fds[0].as_raw_fd(),
+            layout: self.layout(),
+        })
+    }
+
     fn stopped_at_overflow(&self, index: usize) {
         self.untouched.fetch_or(1 << index, Ordering::Relaxed);
     }
@@ -316,7 +340,7 @@ impl Group for PerfGroup {
     fn overflow_snapshot(&self, fd: i32, out: &mut [u64]) -> Option<u64> {
         let out = &mut out[..self.n];
         let s = self.ring_of(fd)?.first_sample(out, self.n)?;
-        self.apply_scale(out);
+        self.layout().scale(out);
         Some(s.time_ns)
     }
 

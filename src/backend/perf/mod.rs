@@ -41,8 +41,8 @@ pub mod names;
 mod rdpmc;
 mod ring;
 
-pub use group::PerfGroup;
 use group::{period, Unit};
+pub use group::{DirectRead, PerfGroup};
 pub(crate) use host::nominal_mhz;
 use host::{cpu_model, thread_countable};
 pub use host::{probe, probe_with, HostCaps};
@@ -71,7 +71,7 @@ pub struct PerfBackend {
     info: OnceLock<BackendInfo>,
     cycles_fallback: OnceLock<bool>,
     // The kernel is the host's (`new`), not a model: groups make their reads inline
-    // ([`PerfGroup::read_inline`]).
+    // ([`DirectRead`]).
     host: bool,
 }
 
