@@ -73,12 +73,17 @@ pub fn install_overflow_handler(dispatch: Dispatch) -> crate::Result<()> {
     if INSTALLED.load(Ordering::Acquire) {
         return Ok(());
     }
+    // INSTALLED turns true only once both handlers are in place: a thread that sees it true
+    // may enable a counter at once, and an overflow signal at its default action ends the
+    // process (tests/signal_install.rs). Concurrent first installs wait for each other here.
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
+    if INSTALLED.load(Ordering::Acquire) {
+        return Ok(());
+    }
     ON_FD.store(dispatch.on_fd as usize, Ordering::Release);
     ON_UNKNOWN.store(dispatch.on_unknown as usize, Ordering::Release);
     let _b = Blocked::all();
-    if INSTALLED.swap(true, Ordering::AcqRel) {
-        return Ok(());
-    }
     // SAFETY: a plain sigaction with an extern "C" handler.
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
@@ -88,7 +93,6 @@ pub fn install_overflow_handler(dispatch: Dispatch) -> crate::Result<()> {
         // need not block them again (see `Blocked`).
         libc::sigfillset(&mut sa.sa_mask);
         if libc::sigaction(overflow_signal(), &sa, std::ptr::null_mut()) != 0 {
-            INSTALLED.store(false, Ordering::Release);
             return Err(crate::Error::last_os("sigaction for the overflow signal"));
         }
         // When the user's real-time signal queue is full (RLIMIT_SIGPENDING counts every
@@ -103,6 +107,7 @@ pub fn install_overflow_handler(dispatch: Dispatch) -> crate::Result<()> {
             libc::sigaction(libc::SIGIO, &sa, std::ptr::null_mut());
         }
     }
+    INSTALLED.store(true, Ordering::Release);
     Ok(())
 }
 
