@@ -39,7 +39,7 @@ use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, AtomicU64, Atomic
 use std::sync::Arc;
 
 use crate::backend::perf::DirectRead;
-use crate::backend::{self, Backend, BackendKind, Group, Times};
+use crate::backend::{self, Backend, BackendKind, Group, KernelStop, Times};
 use crate::error::{Error, Result};
 use crate::sched::{self, Candidate};
 use crate::set::{CounterSet, Request, Target, MAX_REQUESTS};
@@ -699,15 +699,38 @@ impl BoundSet {
     }
 
     /// Overflow interrupt from the backend, for the signal that carried `fd` (-1 when the
-    /// backend detected it itself): find the requests that wrapped, freeze, notify.
-    /// Async-signal-safe.
-    pub(crate) fn interrupt(&self, fd: i32, pc: usize) {
+    /// backend detected it itself; `hup`, the signal's code says the kernel stopped the event
+    /// there): find the requests that wrapped, freeze, notify. Async-signal-safe.
+    pub(crate) fn interrupt(&self, fd: i32, hup: bool, pc: usize) {
         if self.notify == 0 || self.gone() {
             return;
         }
         let fired = self.write(|b| {
+            // First: the backend learns from the signal how the kernel left the group, even
+            // when the set is frozen already.
+            let kstop = if fd >= 0 {
+                b.group.overflow_signalled(fd, hup)
+            } else {
+                KernelStop::No
+            };
             if b.frozen.load(Ordering::Relaxed) {
                 return 0;
+            }
+            if kstop == KernelStop::AtRecord {
+                // The kernel stopped the group at the overflow, and its record holds the
+                // counts at that stop: no stop, no read.
+                let mut at = [0u64; MAX_REQUESTS];
+                let mut rearm = [None::<u64>; MAX_REQUESTS];
+                if let Some((when, times)) = b.group.overflow_snapshot(fd, &mut at) {
+                    let mask = b.wrapped(&at, &mut rearm);
+                    if mask != 0 {
+                        for i in (0..b.n).filter(|i| mask & (1 << i) != 0) {
+                            b.group.stopped_at_overflow(i);
+                        }
+                        b.freeze_at(&at, &at, times, mask, Some(when));
+                        return mask;
+                    }
+                }
             }
             // A signal whose overflow record is gone reports an overflow already handled (two
             // overflows before the first signal was taken; the restart dropped the second's
@@ -717,7 +740,10 @@ impl BoundSet {
             // A signal that finds no record, though, can also be a real overflow whose record
             // the kernel could not write (a full ring while signals were blocked): then a
             // request has wrapped, and the freeze falls back to the read after the stop.
-            if fd >= 0 && b.group.overflow_record_pending(fd) == Some(false) {
+            if kstop == KernelStop::No
+                && fd >= 0
+                && b.group.overflow_record_pending(fd) == Some(false)
+            {
                 let mut raw = [0u64; MAX_REQUESTS];
                 let mut rearm = [None::<u64>; MAX_REQUESTS];
                 match b.read_raw(&mut raw) {
@@ -725,8 +751,11 @@ impl BoundSet {
                     _ => return 0,
                 }
             }
-            // Stop first; the read below is where counting resumes after a restart.
-            b.group.stop();
+            // Stop first (unless the kernel did); the read below is where counting resumes
+            // after a restart.
+            if kstop == KernelStop::No {
+                b.group.stop();
+            }
             let mut raw = [0u64; MAX_REQUESTS];
             let Ok(times) = b.read_raw(&mut raw) else {
                 b.group.start();
@@ -737,7 +766,7 @@ impl BoundSet {
             // perf backend's overflow record), else at the read after the stop.
             let mut at = [0u64; MAX_REQUESTS];
             if fd >= 0 {
-                if let Some(when) = b.group.overflow_snapshot(fd, &mut at) {
+                if let Some((when, _)) = b.group.overflow_snapshot(fd, &mut at) {
                     let mask = b.wrapped(&at, &mut rearm);
                     if mask != 0 {
                         // Nothing counted between the overflow and the stop: the backend may
@@ -1023,7 +1052,7 @@ pub fn with_owned<R>(
 
 /// The perf backend's overflow signal arrived carrying `fd`: find the calling thread's binding
 /// that owns it and process the overflow. Async-signal-safe.
-pub(crate) fn on_overflow_fd(fd: i32, pc: usize) {
+pub(crate) fn on_overflow_fd(fd: i32, hup: bool, pc: usize) {
     let _ = THREAD.try_with(|t| {
         // SAFETY: see `with_current`; the table is not being changed (signals are blocked while
         // it is).
@@ -1035,7 +1064,7 @@ pub(crate) fn on_overflow_fd(fd: i32, pc: usize) {
             // SAFETY: non-null slots are live.
             let b = unsafe { &*s };
             if b.group.owns_fd(fd) {
-                b.interrupt(fd, pc);
+                b.interrupt(fd, hup, pc);
                 return;
             }
         }
@@ -1060,7 +1089,7 @@ pub(crate) fn on_overflow_unknown(pc: usize) {
             let mut raw = [0u64; MAX_REQUESTS];
             let mut rearm = [None::<u64>; MAX_REQUESTS];
             if b.read_raw(&mut raw).is_ok() && b.wrapped(&raw, &mut rearm) != 0 {
-                b.interrupt(-1, pc);
+                b.interrupt(-1, false, pc);
             }
         }
     });
@@ -1251,6 +1280,6 @@ impl backend::Bound for BoundSet {
         BoundSet::group(self)
     }
     fn interrupt(&self, pc: usize) {
-        BoundSet::interrupt(self, -1, pc);
+        BoundSet::interrupt(self, -1, false, pc);
     }
 }

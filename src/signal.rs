@@ -15,8 +15,9 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 /// passed in so that this module does not import the engine.
 #[derive(Clone, Copy)]
 pub struct Dispatch {
-    /// An overflow signal for the counter descriptor `fd`, interrupted at `pc`.
-    pub on_fd: fn(fd: i32, pc: usize),
+    /// An overflow signal for the counter descriptor `fd`, interrupted at `pc`; `hup` when
+    /// its code is `POLL_HUP` (the kernel stopped the event at its overflow limit).
+    pub on_fd: fn(fd: i32, hup: bool, pc: usize),
     /// The kernel's SIGIO fallback: an overflow of an unknown counter, at `pc`.
     pub on_unknown: fn(pc: usize),
 }
@@ -268,13 +269,18 @@ extern "C" fn on_overflow_signal(
     let saved = unsafe { *libc::__errno_location() };
     // SAFETY: installed with SA_SIGINFO for an F_SETSIG signal.
     let (fd, pc) = unsafe { (si_fd(info), interrupted_pc(uc)) };
+    // The band's code: POLL_IN for an overflow, POLL_HUP for one at which the kernel stopped
+    // the event (its overflow limit reached). POLL_HUP is 6 in asm-generic/siginfo.h.
+    const POLL_HUP: i32 = 6;
+    // SAFETY: as above.
+    let hup = unsafe { (*info).si_code } == POLL_HUP;
     // Installed with a full sa_mask: every signal is blocked until the handler returns.
     dispatch(|| {
         let f = ON_FD.load(Ordering::Acquire);
         if f != 0 {
-            // SAFETY: stored from a `fn(i32, usize)` by `install_overflow_handler`.
-            let f: fn(i32, usize) = unsafe { std::mem::transmute(f) };
-            f(fd, pc);
+            // SAFETY: stored from a `fn(i32, bool, usize)` by `install_overflow_handler`.
+            let f: fn(i32, bool, usize) = unsafe { std::mem::transmute(f) };
+            f(fd, hup, pc);
         }
     });
     // Last, with nothing of this handler's left to drop: a user handler called from here may

@@ -14,7 +14,7 @@ use perfcompat::signal::{install_overflow_handler, overflow_signal, Dispatch};
 const CHILD: &str = "SIGNAL_INSTALL_CHILD";
 const TRIES: usize = 400;
 
-fn on_fd(_fd: i32, _pc: usize) {}
+fn on_fd(_fd: i32, _hup: bool, _pc: usize) {}
 fn on_unknown(_pc: usize) {}
 
 /// In the child: the disposition of the overflow signal right now.

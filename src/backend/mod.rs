@@ -161,6 +161,20 @@ pub struct Times {
     pub running: u64,
 }
 
+/// How the kernel left a group at the overflow that a signal reports
+/// ([`Group::overflow_signalled`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelStop {
+    /// Not known to be stopped: the engine stops the group.
+    No,
+    /// The kernel stopped the whole group at that overflow and it has not been started since:
+    /// the engine need not stop it, and the counts it reads are the counts at the stop.
+    Stopped,
+    /// As [`KernelStop::Stopped`], and the overflow record holds the counts at the stop as
+    /// well: nothing counted between the record and the stop, so no read is needed either.
+    AtRecord,
+}
+
 /// The programmed counters of one bound set.
 ///
 /// Every method is async-signal-safe: no allocation, no locks that a signal handler could find
@@ -198,14 +212,23 @@ pub trait Group: Send + Sync {
     }
     /// The raw counts of every request (as [`Group::read`] gives them) at the instant of the
     /// overflow that the signal carrying `fd` reports, as the kernel recorded them then, into
-    /// `out[..n]`; returns that instant (`CLOCK_MONOTONIC` nanoseconds). Consumes the record.
-    /// `None` where there is no such record: the engine then freezes at a read taken after
-    /// stopping the group, which also counts what happened between the overflow and the stop.
-    /// Called with the group stopped.
-    fn overflow_snapshot(&self, fd: i32, out: &mut [u64]) -> Option<u64> {
+    /// `out[..n]`; returns that instant (`CLOCK_MONOTONIC` nanoseconds) and the group's times
+    /// then. Consumes the record. `None` where there is no such record: the engine then freezes
+    /// at a read taken after stopping the group, which also counts what happened between the
+    /// overflow and the stop. Called with the group stopped.
+    fn overflow_snapshot(&self, fd: i32, out: &mut [u64]) -> Option<(u64, Times)> {
         let _ = (fd, out);
         None
     }
+    /// The overflow signal carrying `fd` has arrived; `hup` says that its code is the one the
+    /// kernel gives when it stopped the event there itself (`POLL_HUP`: the event's overflow
+    /// limit was reached). Says how the kernel left the group ([`KernelStop`]); called before
+    /// anything else is done for the signal. Default: [`KernelStop::No`].
+    fn overflow_signalled(&self, fd: i32, hup: bool) -> KernelStop {
+        let _ = (fd, hup);
+        KernelStop::No
+    }
+
     /// Whether an overflow record for the signal carrying `fd` is waiting: `Some(false)` says
     /// the signal is stale (the overflow it reports was handled, or discarded by a restart,
     /// already) and must not touch the group; `None`, that the backend keeps no records for

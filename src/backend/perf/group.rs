@@ -5,13 +5,13 @@
 use std::any::Any;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use perf_event_open_sys::bindings as b;
 
 use super::kernel::Kernel;
 use super::{rdpmc, ring};
-use crate::backend::{Group, Times};
+use crate::backend::{Group, KernelStop, Times};
 use crate::set::MAX_REQUESTS;
 
 /// One kernel group: the members of a set opened on one thread (or one CPU).
@@ -46,6 +46,22 @@ pub struct PerfGroup {
     pub(super) reloads_whole: u64,
     // Requests stopped right at their overflow since the last start ([`Group::stopped_at_overflow`]).
     pub(super) untouched: AtomicU64,
+    // The kernel stops the group at the leader's overflow itself: the leader notifies and
+    // counts a software event of the host's kernel, one thread, one unit, with its overflow
+    // ring. Every start leaves the leader with an overflow limit of exactly one, so at its
+    // next overflow the kernel disables it (the group with it: the leader is off) and signals
+    // with `POLL_HUP`; the engine's handler then needs no `PERF_EVENT_IOC_DISABLE`.
+    //
+    // The limit is 1 after a start, and drops to 0 at the leader's first overflow after it,
+    // which stops the group: so at the next start it is 0 exactly when the leader overflowed
+    // since the last start, which its record says (waiting in its ring, or consumed by the
+    // engine's handler, which then sets `limit_spent`). `PERF_EVENT_IOC_REFRESH` adds one to
+    // the limit (and enables): a start uses it then, and `PERF_EVENT_IOC_ENABLE` otherwise.
+    // Cleared for good if a refresh ever fails (the engine stops the group from then on).
+    pub(super) self_stop: AtomicBool,
+    // The leader's limit is 0 and its record is gone: the handler consumed it, or the group
+    // was never started.
+    pub(super) limit_spent: AtomicBool,
 }
 
 pub(super) const MAX_PERIOD: u64 = (1u64 << 63) - 1;
@@ -64,6 +80,31 @@ pub(super) fn period(distance: Option<u64>, scale: f64) -> u64 {
 }
 
 impl PerfGroup {
+    /// Whether unit `u`'s leader stops itself and its overflow limit is used up (see
+    /// `self_stop`); looked at before a start discards the records.
+    fn limit_spent(&self, u: &Unit) -> bool {
+        self.self_stop.load(Ordering::Relaxed)
+            && (self.limit_spent.load(Ordering::Relaxed)
+                || u.rings.iter().any(|(i, r)| *i == 0 && r.pending()))
+    }
+
+    /// Give unit `u`'s leader an overflow limit of one and enable it
+    /// (`PERF_EVENT_IOC_REFRESH`); false if the kernel refused.
+    fn refresh(&self, u: &Unit) -> bool {
+        if self
+            .kernel
+            .ioctl(u.fds[0].as_raw_fd(), b::REFRESH as u64, 1)
+            .is_ok()
+        {
+            self.limit_spent.store(false, Ordering::Relaxed);
+            true
+        } else {
+            // Stopped by the engine from now on.
+            self.self_stop.store(false, Ordering::Relaxed);
+            false
+        }
+    }
+
     /// The overflow ring of the member whose descriptor is `fd`.
     fn ring_of(&self, fd: i32) -> Option<&ring::Ring> {
         self.units.iter().find_map(|u| {
@@ -276,12 +317,16 @@ impl Group for PerfGroup {
     fn start(&self) {
         self.untouched.store(0, Ordering::Relaxed);
         for u in &self.units {
+            // Looked at before the leader's record is discarded.
+            let refresh = self.limit_spent(u);
             // The group is stopped: a record still in a ring is from an overflow the engine
             // has handled, or from one before a stop whose signal comes late.
             for (_, r) in &u.rings {
                 r.discard();
             }
-            let _ = self.kernel.ioctl(u.fds[0].as_raw_fd(), b::ENABLE as u64, 0);
+            if !(refresh && self.refresh(u)) {
+                let _ = self.kernel.ioctl(u.fds[0].as_raw_fd(), b::ENABLE as u64, 0);
+            }
         }
     }
 
@@ -337,11 +382,43 @@ impl Group for PerfGroup {
         })
     }
 
-    fn overflow_snapshot(&self, fd: i32, out: &mut [u64]) -> Option<u64> {
+    fn overflow_snapshot(&self, fd: i32, out: &mut [u64]) -> Option<(u64, Times)> {
         let out = &mut out[..self.n];
         let s = self.ring_of(fd)?.first_sample(out, self.n)?;
         self.layout().scale(out);
-        Some(s.time_ns)
+        Some((s.time_ns, s.times))
+    }
+
+    fn overflow_signalled(&self, fd: i32, hup: bool) -> KernelStop {
+        if !hup || !self.self_stop.load(Ordering::Relaxed) {
+            return KernelStop::No;
+        }
+        let u = &self.units[0];
+        if u.fds[0].as_raw_fd() != fd {
+            return KernelStop::No;
+        }
+        // POLL_HUP: the leader reached its limit at an overflow and the kernel disabled it.
+        // A record waiting in its ring says no start came after the overflow that used the
+        // limit (a start discards the records), so the group is stopped there (see
+        // `self_stop`). The kernel disables the leader from an interrupt work item raised at
+        // the overflow, which runs before the thread can take another page fault (or switch)
+        // on this CPU: a lone leader counted nothing after its record. Members besides the
+        // leader may have counted the overflowing event after the record (the kernel counts
+        // them one after the other): those are read.
+        match u.rings.iter().find(|(i, _)| *i == 0) {
+            Some((_, r)) if r.pending() => {
+                // The engine consumes the record: remember what it said for the next start.
+                self.limit_spent.store(true, Ordering::Relaxed);
+                if self.n == 1 {
+                    KernelStop::AtRecord
+                } else {
+                    KernelStop::Stopped
+                }
+            }
+            // Stale: a start came after that overflow and gave the limit back (it saw the
+            // record), and no overflow has used it since.
+            _ => KernelStop::No,
+        }
     }
 
     fn overflow_record_pending(&self, fd: i32) -> Option<bool> {

@@ -575,12 +575,18 @@ impl Backend for PerfBackend {
         } else {
             0
         };
+        // See `PerfGroup::self_stop`.
+        let self_stop = reloads_whole & 1 != 0
+            && matches!(target, Target::CurrentThread | Target::Thread(_))
+            && units[0].rings.iter().any(|(i, _)| *i == 0);
         Ok(Box::new(PerfGroup {
             kernel: self.kernel,
             inline_read,
             armed,
             reloads_whole,
             untouched: AtomicU64::new(0),
+            self_stop: AtomicBool::new(self_stop),
+            limit_spent: AtomicBool::new(true),
             single,
             units,
             n: reqs.len(),

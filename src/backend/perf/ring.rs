@@ -42,6 +42,8 @@ pub struct Sample {
     pub time_ns: u64,
     /// Members in the record.
     pub nr: usize,
+    /// The group's time enabled and running at the overflow.
+    pub times: crate::backend::Times,
 }
 
 /// The ring buffer of one notifying event.
@@ -180,6 +182,10 @@ impl Ring {
                     found = Some(Sample {
                         time_ns: rec[0],
                         nr,
+                        times: crate::backend::Times {
+                            enabled: rec[2],
+                            running: rec[3],
+                        },
                     });
                 }
             }

@@ -1,0 +1,135 @@
+//! The kernel stops a notifying page-fault leader at its overflow itself (issue 19): every
+//! start leaves the leader with an overflow limit of one (`PERF_EVENT_IOC_REFRESH`), so the
+//! engine's handler needs no `PERF_EVENT_IOC_DISABLE`, and the group counts nothing after the
+//! overflow even while the overflow signal waits, blocked. Checked through what the engine
+//! reports: the frozen values, the overflows notified, the faults counted between an overflow
+//! and the stop (`engine::dropped_at_freezes`: with the engine's own stop, every fault taken
+//! while the signal was blocked lands there), and exact counts after each restart, including
+//! a restart made while an overflow's signal is still blocked (its start must give the limit
+//! back, or the next overflow would not stop the group and its late signal would freeze a
+//! set whose counters still run).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+use perfcompat::backend::perf::PerfBackend;
+use perfcompat::engine::{self, bind_tagged, OverflowEvent};
+use perfcompat::{CounterSet, Request, Target};
+
+mod common;
+use common::Pages;
+
+const TAG: usize = 0x5709;
+static OVERFLOWS: AtomicU64 = AtomicU64::new(0);
+
+fn hook(ev: &OverflowEvent) {
+    if ev.user_data == TAG {
+        OVERFLOWS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn perf() -> &'static PerfBackend {
+    static B: OnceLock<PerfBackend> = OnceLock::new();
+    B.get_or_init(|| PerfBackend::new().expect("perf_event_open works here"))
+}
+
+/// Block (`true`) or unblock the overflow signal on this thread.
+fn block_overflow_signal(block: bool) {
+    // SAFETY: a mask change on the calling thread.
+    unsafe {
+        let mut s: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut s);
+        libc::sigaddset(&mut s, perfcompat::signal::overflow_signal());
+        let how = if block {
+            libc::SIG_BLOCK
+        } else {
+            libc::SIG_UNBLOCK
+        };
+        assert_eq!(libc::pthread_sigmask(how, &s, std::ptr::null_mut()), 0);
+    }
+}
+
+/// Touches the next `k` fresh pages (one page fault each).
+struct Faults {
+    pages: Pages,
+    next: usize,
+}
+
+impl Faults {
+    fn take(&mut self, k: usize) {
+        for _ in 0..k {
+            self.pages.touch(self.next);
+            self.next += 1;
+        }
+    }
+}
+
+#[test]
+fn the_kernel_stops_the_group_at_the_overflow_even_while_the_signal_waits() {
+    engine::set_overflow_hook(Some(hook));
+    const PERIOD: u64 = 10;
+    let preset = u64::MAX - (PERIOD - 1);
+    let set = CounterSet::new()
+        .with(Request::new("page-faults").preset(preset).notify())
+        .unwrap();
+    let mut f = Faults {
+        pages: Pages::new(4000),
+        next: 0,
+    };
+    // Prefault the stack the handler will use and the code paths below.
+    let mut stack = [0u8; 256 * 1024];
+    for i in (0..stack.len()).step_by(4096) {
+        // SAFETY: in bounds.
+        unsafe { std::ptr::write_volatile(stack.as_mut_ptr().add(i), 1) };
+    }
+    std::hint::black_box(&stack);
+    let b = bind_tagged(perf(), &set, Target::CurrentThread, TAG).unwrap();
+    let mut v = [0u64];
+    b.sample(&mut v).unwrap();
+    let dropped0 = engine::dropped_at_freezes(0);
+    for round in 0..12 {
+        let seen = OVERFLOWS.load(Ordering::SeqCst);
+        block_overflow_signal(true);
+        f.take(PERIOD as usize); // the overflow: the kernel stops the group here
+        f.take(20); // not counted
+        if round % 2 == 1 {
+            // Restart while the overflow's signal waits: counting starts again from the
+            // preset, and the next overflow must stop the group too.
+            b.restart().unwrap();
+            f.take(PERIOD as usize);
+            f.take(5); // not counted
+        }
+        block_overflow_signal(false);
+        assert!(b.is_frozen(), "round {round}: frozen once the signal came");
+        assert_eq!(
+            OVERFLOWS.load(Ordering::SeqCst),
+            seen + 1,
+            "round {round}: one overflow notified (a late signal for an overflow a restart \
+             already passed is not one)"
+        );
+        b.sample(&mut v).unwrap();
+        assert_eq!(v[0], 0, "round {round}: frozen exactly at the wrap");
+        assert_eq!(
+            engine::dropped_at_freezes(0),
+            dropped0,
+            "round {round}: the faults after the overflow were counted before the stop \
+             (the kernel did not stop the group)"
+        );
+        b.restart().unwrap();
+        f.take(3);
+        b.sample(&mut v).unwrap();
+        assert_eq!(
+            v[0],
+            preset + 3,
+            "round {round}: exactly the faults since the restart"
+        );
+        // And the plain case: the signal taken at once.
+        let seen = OVERFLOWS.load(Ordering::SeqCst);
+        f.take(PERIOD as usize - 3);
+        assert_eq!(OVERFLOWS.load(Ordering::SeqCst), seen + 1, "round {round}");
+        b.sample(&mut v).unwrap();
+        assert_eq!(v[0], 0, "round {round}");
+        b.restart().unwrap();
+    }
+    assert_eq!(engine::dropped_at_freezes(0), dropped0);
+}
