@@ -108,10 +108,16 @@ static volatile sig_atomic_t overflows;
  *   OVF_PRESET   the least a restart from a preset needs: the kernel stops the event at the
  *                overflow (event limit 1, no stop call, no read) and the handler sets the new
  *                distance (IOC_PERIOD) before re-enabling it (IOC_REFRESH);
- *   OVF_FREEZE   libcpc's freeze and restart from a preset as the library makes them: stop
- *                (IOC_DISABLE), read the frozen counts, re-arm the distance (IOC_PERIOD) and
- *                start again (IOC_ENABLE). */
-enum { OVF_COUNT, OVF_REFRESH, OVF_PRESET, OVF_FREEZE };
+ *   OVF_FREEZE   libcpc's freeze and restart from a preset as the library made them before
+ *                the kernel stopped the group itself: stop (IOC_DISABLE), read the frozen
+ *                counts, re-arm the distance (IOC_PERIOD) and start again (IOC_ENABLE);
+ *   OVF_LIBCPC   the system calls our libcpc makes today for an overflow handled with
+ *                cpc_set_restart in the SIGEMT handler, and nothing else: the kernel stops
+ *                the event (event limit 1); SIGEMT's disposition is read and the handler's
+ *                mask set (to call the SIGEMT handler as the kernel would deliver it); the
+ *                restart blocks and restores every signal around its update and re-enables
+ *                with IOC_REFRESH. The difference to our libcpc is our own user-space work. */
+enum { OVF_COUNT, OVF_REFRESH, OVF_PRESET, OVF_FREEZE, OVF_LIBCPC };
 static int ovf_mode, ovf_fd;
 static void on_overflow_kernel(int sig, siginfo_t *si, void *uc) {
     (void)sig, (void)si, (void)uc;
@@ -122,6 +128,17 @@ static void on_overflow_kernel(int sig, siginfo_t *si, void *uc) {
         uint64_t period = BENCH_OVF_PERIOD;
         ioctl(ovf_fd, PERF_EVENT_IOC_PERIOD, &period);
         ioctl(ovf_fd, PERF_EVENT_IOC_REFRESH, 1);
+    } else if (ovf_mode == OVF_LIBCPC) {
+        struct sigaction emt;
+        sigset_t all, old, handler;
+        sigaction(SIGRTMIN + 4, NULL, &emt);
+        sigemptyset(&handler);
+        sigaddset(&handler, SIGRTMIN + 4);
+        pthread_sigmask(SIG_SETMASK, &handler, NULL);
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        ioctl(ovf_fd, PERF_EVENT_IOC_REFRESH, 1);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
     } else if (ovf_mode == OVF_FREEZE) {
         uint64_t v[3], period = BENCH_OVF_PERIOD;
         ioctl(ovf_fd, PERF_EVENT_IOC_DISABLE, 0);
@@ -156,7 +173,7 @@ static int overflow_run(int mode, const char *op) {
     ovf_fd = fd;
     ovf_mode = mode;
     overflows = 0;
-    int limited = mode == OVF_REFRESH || mode == OVF_PRESET;
+    int limited = mode == OVF_REFRESH || mode == OVF_PRESET || mode == OVF_LIBCPC;
     if (ioctl(fd, limited ? PERF_EVENT_IOC_REFRESH : PERF_EVENT_IOC_ENABLE, limited ? 1 : 0) < 0)
         BENCH_FAIL("enable");
     int64_t t0 = bench_now();
@@ -228,10 +245,11 @@ int main(int argc, char **argv) {
         {0, "inherit0"}, {8, "inherit8"}, {64, "inherit64"}};
     for (int k = 0; k < 3; k++)
         if (bench_wanted(argc, argv, inherits[k].op)) inherit_read(n, inherits[k].threads, inherits[k].op);
-    static const struct { int mode; const char *op; } ovfs[4] = {
+    static const struct { int mode; const char *op; } ovfs[5] = {
         {OVF_COUNT, "overflow"}, {OVF_REFRESH, "overflow_refresh"},
-        {OVF_PRESET, "overflow_preset"}, {OVF_FREEZE, "overflow_freeze"}};
-    for (int k = 0; k < 4; k++)
+        {OVF_PRESET, "overflow_preset"}, {OVF_FREEZE, "overflow_freeze"},
+        {OVF_LIBCPC, "overflow_libcpc"}};
+    for (int k = 0; k < 5; k++)
         if (bench_wanted(argc, argv, ovfs[k].op) && overflow_run(ovfs[k].mode, ovfs[k].op) != 0)
             return 2;
     return 0;
