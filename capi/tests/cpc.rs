@@ -7,32 +7,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use common::{compile, link_args, repo, run, run_output, skip, tmp};
+use common::{c_program, compile, link_args, repo, run, run_output, skip, tmp};
 
 /// The test program, built once for C (and once for C++ to check the header compiles there).
 fn program() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let out = tmp().join("cpc_abi");
-        compile(
-            Command::new("cc")
-                .args([
-                    "-std=c99",
-                    "-Wall",
-                    "-Wextra",
-                    "-Wpedantic",
-                    "-Werror",
-                    "-pthread",
-                ])
-                .arg("-o")
-                .arg(&out)
-                .arg(repo().join("tests/c/cpc_abi.c"))
-                .arg(format!("-I{}", repo().join("include").display()))
-                .args(link_args()),
-            "tests/c/cpc_abi.c",
-        );
-        out
-    })
+    BIN.get_or_init(|| c_program("cpc_abi", &["-Wpedantic", "-pthread"]))
 }
 
 #[test]
@@ -260,23 +240,7 @@ fn libpctx_runs_a_command_and_cpc_bind_pctx_counts_its_threads() {
 /// the change, 120 of them while two builds loaded the machine.
 #[test]
 fn an_overflow_during_the_bind_is_still_notified() {
-    let bin = tmp().join("cpc_clock_overflow");
-    compile(
-        Command::new("cc")
-            .args([
-                "-std=c99",
-                "-Wall",
-                "-Wextra",
-                "-Wpedantic",
-                "-Werror",
-                "-o",
-            ])
-            .arg(&bin)
-            .arg(repo().join("tests/c/cpc_clock_overflow.c"))
-            .arg(format!("-I{}", repo().join("include").display()))
-            .args(link_args()),
-        "tests/c/cpc_clock_overflow.c",
-    );
+    let bin = c_program("cpc_clock_overflow", &["-Wpedantic"]);
     for _ in 0..8 {
         let out = run_output(&bin, "perf", &[], &[]);
         let stdout = String::from_utf8_lossy(&out.stdout);

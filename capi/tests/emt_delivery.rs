@@ -10,26 +10,13 @@ mod common;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
-use common::{compile, link_args, repo, run_output, tmp};
+use common::{c_program, run_output};
 
 fn program() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let out = tmp().join("cpc_emt_delivery");
-        compile(
-            Command::new("cc")
-                .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-o"])
-                .arg(&out)
-                .arg(repo().join("tests/c/cpc_emt_delivery.c"))
-                .arg(format!("-I{}", repo().join("include").display()))
-                .args(link_args()),
-            "tests/c/cpc_emt_delivery.c",
-        );
-        out
-    })
+    BIN.get_or_init(|| c_program("cpc_emt_delivery", &[]))
 }
 
 fn mode(m: &str) {

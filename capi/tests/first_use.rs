@@ -13,25 +13,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use common::{compile, link_args, repo, skip, tmp, write_file};
+use common::{c_program, skip, tmp, write_file};
 
 /// The program, compiled once (the tests run in parallel: one must not run it while another
 /// writes it).
 fn program() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let out = tmp().join("first_use");
-        compile(
-            Command::new("cc")
-                .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-o"])
-                .arg(&out)
-                .arg(repo().join("tests/c/first_use.c"))
-                .arg(format!("-I{}", repo().join("include").display()))
-                .args(link_args()),
-            "tests/c/first_use.c",
-        );
-        out
-    })
+    BIN.get_or_init(|| c_program("first_use", &[]))
 }
 
 /// libperfex's events 0 and 16 as software events (event 0 is `cycles` otherwise, which

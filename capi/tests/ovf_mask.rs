@@ -5,27 +5,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
-use common::{compile, link_args, repo, run, run_output, tmp};
+use common::{c_program, run, run_output};
 
 fn program() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let out = tmp().join("cpc_ovf_mask");
-        compile(
-            Command::new("cc")
-                .args(["-std=c99", "-Wall", "-Wextra", "-Wpedantic", "-Werror"])
-                .args(["-pthread", "-o"])
-                .arg(&out)
-                .arg(repo().join("tests/c/cpc_ovf_mask.c"))
-                .arg(format!("-I{}", repo().join("include").display()))
-                .args(link_args()),
-            "tests/c/cpc_ovf_mask.c",
-        );
-        out
-    })
+    BIN.get_or_init(|| c_program("cpc_ovf_mask", &["-Wpedantic", "-pthread"]))
 }
 
 #[test]

@@ -24,27 +24,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{compile, link_args, repo, skip, tmp};
+use common::{c_program, skip, tmp};
 
 fn program() -> PathBuf {
-    let out = tmp().join("cpc_syscalls");
-    compile(
-        Command::new("cc")
-            .args([
-                "-std=c99",
-                "-Wall",
-                "-Wextra",
-                "-Wpedantic",
-                "-Werror",
-                "-o",
-            ])
-            .arg(&out)
-            .arg(repo().join("tests/c/cpc_syscalls.c"))
-            .arg(format!("-I{}", repo().join("include").display()))
-            .args(link_args()),
-        "tests/c/cpc_syscalls.c",
-    );
-    out
+    c_program("cpc_syscalls", &["-Wpedantic"])
 }
 
 /// For each "BEGIN x" .. "END x" section of the traced program's output: the system calls

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use common::{compile, link_args, page_fault_map, perfex_bin, repo, run_output, tmp};
+use common::{c_program, page_fault_map, perfex_bin, run_output, tmp};
 
 /// The R10000 event perfex counts, mapped to page faults.
 const EVENT: u32 = 26;
@@ -25,17 +25,7 @@ fn build() -> PathBuf {
 }
 
 fn build_now() -> PathBuf {
-    let out = tmp().join("perfex_under_perfex");
-    compile(
-        Command::new("cc")
-            .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pthread", "-o"])
-            .arg(&out)
-            .arg(repo().join("tests/c/perfex_under_perfex.c"))
-            .arg(format!("-I{}", repo().join("include").display()))
-            .args(link_args()),
-        "tests/c/perfex_under_perfex.c",
-    );
-    out
+    c_program("perfex_under_perfex", &["-pthread"])
 }
 
 /// `perfex <args> <bin> perfex EVENT PAGES` on perf with EVENT counted as page faults; the

@@ -170,6 +170,27 @@ pub fn compile(cmd: &mut Command, what: &str) {
     assert!(st.success(), "compiling {what} failed: {cmd:?}");
 }
 
+/// Compile the test program `tests/c/<name>.c` into `tmp()/<name>`: C99, warnings as errors,
+/// `flags` added, the library's headers, linked with the library ([`link_args`]). Returns its
+/// path. Tests that run in parallel keep the result in a `OnceLock`, so that one does not run
+/// the program while another writes it.
+pub fn c_program(name: &str, flags: &[&str]) -> PathBuf {
+    let out = tmp().join(name);
+    let src = format!("tests/c/{name}.c");
+    compile(
+        Command::new("cc")
+            .args(["-std=c99", "-Wall", "-Wextra", "-Werror"])
+            .args(flags)
+            .arg("-o")
+            .arg(&out)
+            .arg(repo().join(&src))
+            .arg(format!("-I{}", repo().join("include").display()))
+            .args(link_args()),
+        &src,
+    );
+    out
+}
+
 /// Run `bin` on `backend` with `args` and the extra environment `env`.
 pub fn run_output(bin: &Path, backend: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(bin);
