@@ -153,9 +153,23 @@ fn every_c_export_is_a_thin_shim_or_says_why_not() {
     );
 }
 
-/// The calls that decide about threads, affinity and signals: the engine's, never the C
-/// crate's (its `pthread_create` forwards through a pointer, its `va_list` trampoline is C).
-const ENGINE_ONLY: &[&str] = &["sched_", "pthread_", "sigaction", "sigprocmask", "signal"];
+/// The calls that decide about threads, affinity and signals, sending signals included: the
+/// engine's, never the C crate's (its `pthread_create` forwards through a pointer, its
+/// `va_list` trampoline is C).
+const ENGINE_ONLY: &[&str] = &[
+    "sched_",
+    "pthread_",
+    "sigaction",
+    "sigprocmask",
+    "signal",
+    "kill",
+    "tgkill",
+    "raise",
+];
+
+/// System call numbers of the same kind, wherever they appear (`libc::syscall` takes them):
+/// every `rt_sig*` call and `rt_tgsigqueueinfo`, `tgkill`, `kill`.
+const ENGINE_ONLY_SYSCALLS: &[&str] = &["SYS_rt_", "SYS_tgkill", "SYS_kill"];
 
 /// The `libc::` calls of `ENGINE_ONLY` in `text` (code only, comments aside): (line, call).
 fn engine_only_calls(text: &str) -> Vec<(usize, String)> {
@@ -172,7 +186,8 @@ fn engine_only_calls(text: &str) -> Vec<(usize, String)> {
             let engine_only = ENGINE_ONLY
                 .iter()
                 .any(|p| name.starts_with(p) && (p.ends_with('_') || name == *p));
-            if called && engine_only {
+            let syscall = ENGINE_ONLY_SYSCALLS.iter().any(|p| name.starts_with(p));
+            if (called && engine_only) || syscall {
                 out.push((i + 1, name));
             }
         }
@@ -201,11 +216,14 @@ fn the_c_crate_leaves_threads_affinity_and_signals_to_the_engine() {
         engine_only_calls(
             "unsafe { libc::sched_setaffinity(0, n, &s) };\n\
              let t: *mut libc::pthread_t = p; // libc::sigaction(..)\n\
-             libc::pthread_atfork (None, None, None);"
+             libc::pthread_atfork (None, None, None);\n\
+             libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, tid, sig, info);\n\
+             libc::syscall(libc::SYS_read, fd, buf, n);"
         ),
         [
             (1, "sched_setaffinity".into()),
-            (3, "pthread_atfork".into())
+            (3, "pthread_atfork".into()),
+            (4, "SYS_rt_tgsigqueueinfo".into())
         ],
         "the scanner finds calls, not types or comments"
     );

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::set::{Attr, CounterSet, Request, RequestFlags, MAX_REQUESTS};
 
 pub mod cpu;
+pub mod emt;
 pub mod set;
 pub mod thread;
 

@@ -9,7 +9,9 @@ use perfcompat::{Error, Result};
 
 use super::handles::{set_by_key, Cpc};
 use super::CPC_BIND_LWP_INHERIT;
-use super::{cpc_set_t, cpc_t, emt, processorid_t, set_of, uint_t, BAD};
+use perfcompat::cpc::emt;
+
+use super::{cpc_set_t, cpc_t, processorid_t, set_of, uint_t, BAD};
 use crate::edge::call;
 use crate::pctx::pctx_t;
 

@@ -8,7 +8,8 @@
 //! a call does is the engine's (`perfcompat::cpc`). `cpc_set_sample`,
 //! `cpc_buf_get`, `cpc_buf_set`, `cpc_request_preset`, `cpc_set_restart`, `cpc_enable` and
 //! `cpc_disable` are async-signal-safe (no allocation, no locks, no stdio), so a SIGEMT handler
-//! may call them. Overflow notification is described in the `emt` module.
+//! may call them. Overflow notification (SIGEMT, its siginfo and how it is delivered) is the
+//! engine's `perfcompat::cpc::emt`.
 //!
 //! Decisions where the man pages and the original code disagree, or Linux differs, are
 //! commented where they are implemented and listed in the README.
@@ -19,7 +20,6 @@ use perfcompat::{Error, Result};
 
 use crate::edge::{self, Tell};
 
-pub(crate) mod emt;
 pub(crate) mod handles;
 
 mod binding;
@@ -133,7 +133,8 @@ pub type cpc_errhndlr_t = c_void;
 
 // libcpc's flags and subcodes are the engine's and the error channel's numbers.
 const _: () = assert!(
-    CPC_OVF_NOTIFY_EMT == perfcompat::cpc::OVF_NOTIFY_EMT
+    EMT_CPCOVF == perfcompat::cpc::emt::EMT_CPCOVF
+        && CPC_OVF_NOTIFY_EMT == perfcompat::cpc::OVF_NOTIFY_EMT
         && CPC_COUNT_USER == perfcompat::cpc::COUNT_USER
         && CPC_COUNT_SYSTEM == perfcompat::cpc::COUNT_SYSTEM
         && CPC_COUNT_HV == perfcompat::cpc::COUNT_HV

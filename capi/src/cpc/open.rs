@@ -5,7 +5,9 @@ use std::ffi::{c_char, c_int};
 use perfcompat::{Error, Result};
 
 use super::handles::{self, Cpc};
-use super::{cpc_t, emt, uint_t, BAD, CPC_VER_CURRENT};
+use perfcompat::cpc::emt;
+
+use super::{cpc_t, uint_t, BAD, CPC_VER_CURRENT};
 use crate::edge::{call, run, Tell};
 
 /// A new `cpc_t` over `backend`, the overflow notification installed.

@@ -1,8 +1,8 @@
 //! Sampling and overflow: cpc_set_sample(3CPC), and what cpc_bind_curlwp(3CPC) and
 //! cpc_enable(3CPC) say a SIGEMT handler does (`cpc_request_preset`, `cpc_set_restart`,
 //! `cpc_enable`, `cpc_disable`). All of them are async-signal-safe: no allocation, no locks,
-//! errors told through the stack-formatted error channel. The notification itself is the `emt`
-//! module.
+//! errors told through the stack-formatted error channel. The notification itself is the
+//! engine's `perfcompat::cpc::emt`.
 
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;

@@ -26,7 +26,7 @@
 //!
 //! On the perf backend the overflow arrives as the engine's own signal, and SIGEMT is normally
 //! not queued at all: when the hook runs inside the engine's overflow handler, the
-//! notification is kept until the engine is done ([`perfcompat::signal::set_after_overflow`])
+//! notification is kept until the engine is done ([`crate::signal::set_after_overflow`])
 //! and then delivered in that same handler the way the kernel would deliver SIGEMT at that
 //! instant: the program's SIGEMT handler is called with the siginfo described above and the
 //! interrupted context, under the signal mask the kernel would set (the interrupted mask, the
@@ -47,14 +47,18 @@ use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
-use perfcompat::engine::{self, OverflowEvent};
+use crate::engine::{self, OverflowEvent};
+
+/// `si_code` of the SIGEMT that reports a counter overflow (Solaris x86's value; the C
+/// header's `EMT_CPCOVF`).
+pub const EMT_CPCOVF: c_int = 1;
 
 /// `user_data` the libcpc layer gives its bindings that notify: the hook ignores others (the
 /// engine's hook is per process).
-pub(crate) const EMT_TAG: usize = 0x00c0_ffee_0e47;
+pub const EMT_TAG: usize = 0x00c0_ffee_0e47;
 
 /// The default SIGEMT number on Linux architectures without one: real-time signal 63.
-pub(crate) const DEFAULT_SIGEMT: c_int = 63;
+pub const DEFAULT_SIGEMT: c_int = 63;
 
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
@@ -81,7 +85,7 @@ fn system_sigemt() -> Option<c_int> {
 
 /// The signal libcpc notifies with (`PERFCOMPAT_SIGEMT`, else the system's SIGEMT, else 63).
 /// Read once; async-signal-safe afterwards.
-pub(crate) fn signal() -> c_int {
+pub fn signal() -> c_int {
     let s = SIGNAL.load(Ordering::Relaxed);
     if s != 0 {
         return s;
@@ -97,10 +101,10 @@ pub(crate) fn signal() -> c_int {
 }
 
 /// Install the overflow hook (once per process; idempotent).
-pub(crate) fn install() {
+pub fn install() {
     signal();
     engine::set_overflow_hook(Some(hook));
-    perfcompat::signal::set_after_overflow(Some(after_overflow));
+    crate::signal::set_after_overflow(Some(after_overflow));
 }
 
 thread_local! {
@@ -122,7 +126,7 @@ fn hook(ev: &OverflowEvent) {
     }
     // Inside the engine's overflow handler the binding is the interrupted thread's own (the
     // engine finds it in that thread's table): keep the notification for `after_overflow`.
-    if perfcompat::signal::in_overflow_dispatch()
+    if crate::signal::in_overflow_dispatch()
         && KEPT
             .try_with(|k| {
                 let free = k.get().is_none();
@@ -172,7 +176,7 @@ fn info(sig: c_int, code: c_int, pc: usize, mask: u64) -> SigInfo {
 struct SigInfo([u8; 128]);
 
 /// Deliver SIGEMT to the calling thread now, from the engine's overflow handler, as the kernel
-/// would deliver it where the overflow interrupted `uc` ([`perfcompat::signal::call_handler`]);
+/// would deliver it where the overflow interrupted `uc` ([`crate::signal::call_handler`]);
 /// queue it with [`send`] when a direct call could behave differently (see the module's
 /// documentation). Async-signal-safe; every signal is blocked on entry. Nothing here needs
 /// dropping: the handler may `siglongjmp`.
@@ -181,13 +185,13 @@ struct SigInfo([u8; 128]);
 /// `uc` is the `ucontext_t *` of the overflow signal handler that is running on this thread.
 unsafe fn deliver(pc: usize, mask: u64, uc: *mut c_void) {
     let sig = signal();
-    let mut info = info(sig, super::EMT_CPCOVF, pc, mask);
+    let mut info = info(sig, EMT_CPCOVF, pc, mask);
     let maybe_pending = MAYBE_PENDING.try_with(|m| m.get()).unwrap_or(true)
         || SENT_TO_ANOTHER.load(Ordering::Relaxed);
     // SAFETY: `uc` is the running overflow handler's context (caller's contract); `info` is a
     // whole siginfo.
     let called = unsafe {
-        perfcompat::signal::call_handler(
+        crate::signal::call_handler(
             sig,
             info.0.as_mut_ptr().cast(),
             uc,
@@ -200,21 +204,21 @@ unsafe fn deliver(pc: usize, mask: u64, uc: *mut c_void) {
         )
     };
     if !called {
-        send(perfcompat::sys::gettid(), pc, mask);
+        send(crate::sys::gettid(), pc, mask);
     }
 }
 
 /// Where the overflow mask is in the siginfo, from `si_addr`: three pointers on.
 /// `libcpc.h`'s `perfcompat_cpc_ovf_mask` reads the same place.
-pub(crate) const OVF_MASK_FROM_ADDR: usize = 3 * std::mem::size_of::<usize>();
+pub const OVF_MASK_FROM_ADDR: usize = 3 * std::mem::size_of::<usize>();
 
 /// Queue SIGEMT to thread `tid` of this process with `si_code = EMT_CPCOVF`,
 /// `si_addr = pc` and the overflowed requests' `mask` (see the module's documentation).
 /// Async-signal-safe.
-pub(crate) fn send(tid: i32, pc: usize, mask: u64) {
+pub fn send(tid: i32, pc: usize, mask: u64) {
     let sig = signal();
-    let info = info(sig, super::EMT_CPCOVF, pc, mask);
-    if tid == perfcompat::sys::gettid() {
+    let info = info(sig, EMT_CPCOVF, pc, mask);
+    if tid == crate::sys::gettid() {
         let _ = MAYBE_PENDING.try_with(|m| m.set(true));
     } else {
         SENT_TO_ANOTHER.store(true, Ordering::Relaxed);
