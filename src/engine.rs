@@ -716,22 +716,6 @@ impl BoundSet {
             if b.frozen.load(Ordering::Relaxed) {
                 return 0;
             }
-            if kstop == KernelStop::AtRecord {
-                // The kernel stopped the group at the overflow, and its record holds the
-                // counts at that stop: no stop, no read.
-                let mut at = [0u64; MAX_REQUESTS];
-                let mut rearm = [None::<u64>; MAX_REQUESTS];
-                if let Some((when, times)) = b.group.overflow_snapshot(fd, &mut at) {
-                    let mask = b.wrapped(&at, &mut rearm);
-                    if mask != 0 {
-                        for i in (0..b.n).filter(|i| mask & (1 << i) != 0) {
-                            b.group.stopped_at_overflow(i);
-                        }
-                        b.freeze_at(&at, &at, times, mask, Some(when));
-                        return mask;
-                    }
-                }
-            }
             // A signal whose overflow record is gone reports an overflow already handled (two
             // overflows before the first signal was taken; the restart dropped the second's
             // record). Stopping and restarting the group for it would not be free: on a group
@@ -751,39 +735,58 @@ impl BoundSet {
                     _ => return 0,
                 }
             }
-            // Stop first (unless the kernel did); the read below is where counting resumes
-            // after a restart.
-            if kstop == KernelStop::No {
-                b.group.stop();
-            }
+            // The values freeze at the overflow instant when the backend recorded it (the
+            // perf backend's overflow record), else at the read after the stop. Counting
+            // resumes after a restart from that read, or from the record itself where the
+            // kernel stopped the group right there ([`KernelStop::AtRecord`]: no stop, no read).
             let mut raw = [0u64; MAX_REQUESTS];
-            let Ok(times) = b.read_raw(&mut raw) else {
-                b.group.start();
-                return 0;
+            let mut at = [0u64; MAX_REQUESTS];
+            let (times, when) = match kstop {
+                KernelStop::AtRecord => match b.group.overflow_snapshot(fd, &mut at) {
+                    Some((when, times)) => {
+                        raw = at;
+                        (times, Some(when))
+                    }
+                    None => match b.read_raw(&mut raw) {
+                        Ok(times) => (times, None),
+                        Err(_) => return 0,
+                    },
+                },
+                _ => {
+                    // Stop first, unless the kernel did.
+                    if kstop == KernelStop::No {
+                        b.group.stop();
+                    }
+                    let Ok(times) = b.read_raw(&mut raw) else {
+                        b.group.start();
+                        return 0;
+                    };
+                    let when = if fd >= 0 {
+                        b.group.overflow_snapshot(fd, &mut at).map(|(w, _)| w)
+                    } else {
+                        None
+                    };
+                    (times, when)
+                }
             };
             let mut rearm = [None::<u64>; MAX_REQUESTS];
-            // The values freeze at the overflow instant when the backend recorded it (the
-            // perf backend's overflow record), else at the read after the stop.
-            let mut at = [0u64; MAX_REQUESTS];
-            if fd >= 0 {
-                if let Some((when, _)) = b.group.overflow_snapshot(fd, &mut at) {
-                    let mask = b.wrapped(&at, &mut rearm);
-                    if mask != 0 {
-                        // Nothing counted between the overflow and the stop: the backend may
-                        // find its kernel's period already whole at the restart.
-                        for i in (0..b.n).filter(|i| mask & (1 << i) != 0) {
-                            if raw[i] == at[i] {
-                                b.group.stopped_at_overflow(i);
-                            }
+            if let Some(when) = when {
+                let mask = b.wrapped(&at, &mut rearm);
+                if mask != 0 {
+                    // Nothing counted between the overflow and the stop: the backend may
+                    // find its kernel's period already whole at the restart.
+                    for i in (0..b.n).filter(|i| mask & (1 << i) != 0) {
+                        if raw[i] == at[i] {
+                            b.group.stopped_at_overflow(i);
                         }
-                        let _ = DROPPED.try_with(|d| {
-                            for (i, c) in d.iter().enumerate().take(b.n) {
-                                c.set(c.get().wrapping_add(raw[i].wrapping_sub(at[i])));
-                            }
-                        });
-                        b.freeze_at(&at, &raw, times, mask, Some(when));
-                        return mask;
                     }
+                    let _ = DROPPED.try_with(|d| {
+                        for (i, c) in d.iter().enumerate().take(b.n) {
+                            c.set(c.get().wrapping_add(raw[i].wrapping_sub(at[i])));
+                        }
+                    });
+                    b.freeze_at(&at, &raw, times, mask, Some(when));
+                    return mask;
                 }
             }
             let mask = b.wrapped(&raw, &mut rearm);
