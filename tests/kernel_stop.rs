@@ -21,11 +21,16 @@ use common::Pages;
 
 const TAG: usize = 0x5709;
 static OVERFLOWS: AtomicU64 = AtomicU64::new(0);
+const CLOCK_TAG: usize = 0xc10c;
+static CLOCK_OVERFLOWS: AtomicU64 = AtomicU64::new(0);
 
+/// The process's overflow hook, for both tests (it is per process): counts each test's own.
 fn hook(ev: &OverflowEvent) {
-    if ev.user_data == TAG {
-        OVERFLOWS.fetch_add(1, Ordering::SeqCst);
-    }
+    match ev.user_data {
+        TAG => OVERFLOWS.fetch_add(1, Ordering::SeqCst),
+        CLOCK_TAG => CLOCK_OVERFLOWS.fetch_add(1, Ordering::SeqCst),
+        _ => 0,
+    };
 }
 
 fn perf() -> &'static PerfBackend {
@@ -132,4 +137,56 @@ fn the_kernel_stops_the_group_at_the_overflow_even_while_the_signal_waits() {
         b.restart().unwrap();
     }
     assert_eq!(engine::dropped_at_freezes(0), dropped0);
+}
+
+/// This thread's CPU time in nanoseconds (what `task-clock` counts).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a plain clock read into a local.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[test]
+fn a_clock_leader_is_stopped_by_the_engine_not_the_kernel() {
+    // A clock's count runs on until the kernel's disable, so the kernel's stop is not used for
+    // it: with the overflow signal blocked, the clock keeps counting after its overflow until
+    // the engine's handler stops the group, and that time is dropped at the freeze (counted in
+    // neither the frozen values nor after the restart). With the kernel's stop it would not be
+    // counted at all.
+    engine::set_overflow_hook(Some(hook));
+    const PERIOD_NS: u64 = 1_000_000;
+    let set = CounterSet::new()
+        .with(
+            Request::new("task-clock")
+                .preset(u64::MAX - (PERIOD_NS - 1))
+                .notify(),
+        )
+        .unwrap();
+    block_overflow_signal(true);
+    let b = bind_tagged(perf(), &set, Target::CurrentThread, CLOCK_TAG).unwrap();
+    let dropped0 = engine::dropped_at_freezes(0);
+    // Five periods of this thread's CPU time: the overflow comes after the first. Spent in
+    // user mode (the clock counts user time only: a timer tick that lands inside a system
+    // call, such as the CPU-time read itself, makes no overflow).
+    let until = thread_cpu_ns() + 5 * PERIOD_NS;
+    let mut x = 1u64;
+    while thread_cpu_ns() < until {
+        for _ in 0..20_000 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    }
+    block_overflow_signal(false);
+    assert!(b.is_frozen(), "the clock overflowed");
+    assert_eq!(CLOCK_OVERFLOWS.load(Ordering::SeqCst), 1);
+    let dropped = engine::dropped_at_freezes(0) - dropped0;
+    assert!(
+        dropped >= 2 * PERIOD_NS,
+        "the clock counted on after its overflow until the engine stopped it (dropped \
+         {dropped} ns; about {} expected)",
+        4 * PERIOD_NS
+    );
 }
