@@ -721,12 +721,16 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
         r,
         "\nWhat an overflow asks of the kernel (raw `perf_event_open` programs, the same \
          page-fault workload and period, ns per signal handled, median [min–max]): the floor \
-         under the overflow row. PAPI's way is the kernel stopping the event at each overflow \
-         and one `PERF_EVENT_IOC_REFRESH` in the handler; a restart from a preset (libcpc) \
-         needs at least the new distance too; the library's freeze and restart used to be a \
-         stop, a read of the frozen counts, the new distance and a start; today the kernel \
-         stops the group itself, and the last row makes exactly the system calls our libcpc \
-         makes for an overflow handled with `cpc_set_restart` in the SIGEMT handler \
+         under the overflow row. PAPI 7's way (strace) is the kernel stopping the event at \
+         each overflow (an overflow limit of one) and `PERF_EVENT_IOC_DISABLE` and \
+         `PERF_EVENT_IOC_REFRESH` in the handler; re-enabling a stopped event costs the kernel \
+         a reschedule of the thread's counters. A restart from a preset (libcpc) needs at \
+         least the new distance too; the library's freeze and restart used to be a stop, a \
+         read of the frozen counts, the new distance and a start, then the kernel's stop and \
+         a refresh. Today a lone page-fault leader is never stopped: the engine freezes at \
+         the kernel's record of the overflow and the restart reads where counting resumes, \
+         and the last row makes exactly the system calls our libcpc makes for an overflow \
+         handled with `cpc_set_restart` in the SIGEMT handler \
          (`capi/tests/syscalls.rs` counts them), without any of our user-space work.\n"
     );
     let _ = writeln!(
@@ -738,7 +742,11 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
     let bare = s.stats("raw", "overflow");
     for (op, what) in [
         ("overflow", "counts only (the bare signal)"),
-        ("overflow_refresh", "`IOC_REFRESH` (PAPI's kernel work)"),
+        (
+            "overflow_refresh",
+            "`IOC_REFRESH` of the event the kernel stopped (PAPI's kernel work, less its \
+             `IOC_DISABLE`)",
+        ),
         (
             "overflow_preset",
             "`IOC_PERIOD`, `IOC_REFRESH` (the least a restart from a preset needs)",
@@ -751,7 +759,8 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
         (
             "overflow_libcpc",
             "SIGEMT's disposition read, the handler's mask set, every signal blocked and \
-             restored around `IOC_REFRESH` (our libcpc's system calls today)",
+             restored around one `read`, the event never stopped (our libcpc's system calls \
+             today)",
         ),
     ] {
         let x = s.stats("raw", op);

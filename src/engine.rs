@@ -182,10 +182,14 @@ pub struct BoundSet {
     base: Box<[AtomicU64]>,
     origin: Box<[AtomicU64]>,
     frozen_vals: Box<[AtomicU64]>,
-    // The backend's raw counts and times at the freeze: the group is stopped while frozen, so
-    // restart and resume start from them without stopping and reading again (two system calls
-    // fewer on every overflow that the handler restarts).
+    // The backend's raw counts and times at the freeze: the group is stopped while frozen
+    // (unless `runs_on`), so restart and resume start from them without stopping and reading
+    // again (two system calls fewer on every overflow that the handler restarts).
     frozen_raw: Box<[AtomicU64]>,
+    // Frozen at an overflow record while the backend's group counts on
+    // ([`KernelStop::Running`]): `frozen_raw` is the count at the overflow, and where counting
+    // resumes is read at the restart (or at a stop, see `stop_counting_on`).
+    runs_on: AtomicBool,
     frozen_enabled: AtomicU64,
     frozen_running: AtomicU64,
     // Events each request counted in the period that the freeze ended (from its origin to the
@@ -474,17 +478,86 @@ impl BoundSet {
         self.read_raw(raw)
     }
 
+    /// Where counting resumes after a freeze or a stop: the raw counts into `raw`, and whether
+    /// the group is still counting and may go on as it is (no re-arm, no start). `distance`
+    /// gives each notifying request's next overflow distance. Must run inside `write`.
+    ///
+    /// A set frozen while its group counts on ([`KernelStop::Running`]) is read now: when its
+    /// one notifying request has counted nothing since the overflow and keeps its period, the
+    /// kernel's period is already whole and the group goes on (one `read`, the overflow's only
+    /// system call besides the signal's own). Otherwise it is stopped and read (the restart
+    /// then re-arms and starts it). What counted between the overflow and that read is
+    /// dropped, as it is between an overflow and a stop ([`dropped_at_freezes`]).
+    fn resume_raw(
+        &self,
+        raw: &mut [u64; MAX_REQUESTS],
+        distance: impl Fn(usize) -> Option<u64>,
+    ) -> Result<(Times, bool)> {
+        if !(self.frozen.load(Ordering::Relaxed) && self.runs_on.swap(false, Ordering::Relaxed)) {
+            return self.stopped_raw(raw).map(|t| (t, false));
+        }
+        let lone = self.notify.count_ones() == 1;
+        let i = self.notify.trailing_zeros() as usize;
+        if lone && self.group.keeps_period(i, distance(i)) {
+            match self.read_raw(raw) {
+                Ok(times) if raw[i] == self.frozen_raw[i].load(Ordering::Relaxed) => {
+                    self.drop_since_freeze(raw);
+                    return Ok((times, true));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    self.group.stop();
+                    return Err(e);
+                }
+            }
+        }
+        self.group.stop();
+        let times = self.read_raw(raw)?;
+        self.drop_since_freeze(raw);
+        Ok((times, false))
+    }
+
+    /// Count what a group that ran on after its freeze counted since (up to `raw`) as dropped
+    /// at that freeze ([`dropped_at_freezes`]).
+    fn drop_since_freeze(&self, raw: &[u64]) {
+        let _ = DROPPED.try_with(|d| {
+            for (i, c) in d.iter().enumerate().take(self.n) {
+                let since = raw[i].wrapping_sub(self.frozen_raw[i].load(Ordering::Relaxed));
+                c.set(c.get().wrapping_add(since));
+            }
+        });
+    }
+
+    /// A set frozen while its group counts on is signalled again (the kernel's next overflow
+    /// came before the restart): stop the group there, so that a set left frozen does not take
+    /// a signal every period, and resume from the count at that stop. Must run inside `write`.
+    fn stop_counting_on(&self) {
+        if !self.runs_on.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        self.group.stop();
+        let mut raw = [0u64; MAX_REQUESTS];
+        if self.read_raw(&mut raw).is_ok() {
+            self.drop_since_freeze(&raw);
+            for (f, r) in self.frozen_raw.iter().zip(raw.iter()) {
+                f.store(*r, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// (Re)start counting from the current presets: the state at the start of a binding and
     /// after [`BoundSet::restart`]. Must run inside `write`.
     fn start_from_presets(&self) -> Result<()> {
         let mut raw = [0u64; MAX_REQUESTS];
-        let times = self.stopped_raw(&mut raw)?;
+        let (times, running) = self.resume_raw(&mut raw, |i| {
+            virt::distance_to_wrap(self.preset[i].load(Ordering::Relaxed))
+        })?;
         self.end_period(&raw);
         for i in 0..self.n {
             let p = self.preset[i].load(Ordering::Relaxed);
             self.base[i].store(p, Ordering::Relaxed);
             self.origin[i].store(raw[i], Ordering::Relaxed);
-            if self.notify & (1 << i) != 0 {
+            if self.notify & (1 << i) != 0 && !running {
                 self.group.arm(i, virt::distance_to_wrap(p));
             }
         }
@@ -494,7 +567,9 @@ impl BoundSet {
         self.incomplete.store(false, Ordering::Relaxed);
         self.frozen.store(false, Ordering::Release);
         self.generation.store(next_generation(), Ordering::Release);
-        self.group.start();
+        if !running {
+            self.group.start();
+        }
         Ok(())
     }
 
@@ -653,19 +728,21 @@ impl BoundSet {
             if !b.frozen.load(Ordering::Relaxed) {
                 return Err(Error::WrongState("the counters are already running"));
             }
-            let mut raw = [0u64; MAX_REQUESTS];
-            b.stopped_raw(&mut raw)?;
-            b.end_period(&raw);
-            for i in 0..b.n {
-                let from = if reload & (1 << i) != 0 {
+            let from = |i: usize| {
+                if reload & (1 << i) != 0 {
                     b.preset[i].load(Ordering::Relaxed)
                 } else {
                     b.frozen_vals[i].load(Ordering::Relaxed)
-                };
-                b.base[i].store(from, Ordering::Relaxed);
+                }
+            };
+            let mut raw = [0u64; MAX_REQUESTS];
+            let (_, running) = b.resume_raw(&mut raw, |i| virt::distance_to_wrap(from(i)))?;
+            b.end_period(&raw);
+            for i in 0..b.n {
+                b.base[i].store(from(i), Ordering::Relaxed);
                 b.origin[i].store(raw[i], Ordering::Relaxed);
-                if b.notify & (1 << i) != 0 {
-                    b.group.arm(i, virt::distance_to_wrap(from));
+                if b.notify & (1 << i) != 0 && !running {
+                    b.group.arm(i, virt::distance_to_wrap(from(i)));
                 }
             }
             if reload != 0 {
@@ -673,7 +750,9 @@ impl BoundSet {
             }
             b.frozen.store(false, Ordering::Release);
             b.generation.store(next_generation(), Ordering::Release);
-            b.group.start();
+            if !running {
+                b.group.start();
+            }
             Ok(())
         })
     }
@@ -714,6 +793,10 @@ impl BoundSet {
                 KernelStop::No
             };
             if b.frozen.load(Ordering::Relaxed) {
+                // The group counts on after the freeze and overflowed again: stop it now.
+                if fd >= 0 {
+                    b.stop_counting_on();
+                }
                 return 0;
             }
             // A signal whose overflow record is gone reports an overflow already handled (two
@@ -741,6 +824,21 @@ impl BoundSet {
             // kernel stopped the group right there ([`KernelStop::AtRecord`]: no stop, no read).
             let mut raw = [0u64; MAX_REQUESTS];
             let mut at = [0u64; MAX_REQUESTS];
+            // A group that counts on is frozen at its record when the record shows the wrap;
+            // otherwise it is handled as one the kernel did not stop.
+            let mut kstop = kstop;
+            if kstop == KernelStop::Running {
+                if let Some((when, times)) = b.group.overflow_snapshot(fd, &mut at) {
+                    let mut rearm = [None::<u64>; MAX_REQUESTS];
+                    let mask = b.wrapped(&at, &mut rearm);
+                    if mask != 0 {
+                        b.freeze_at(&at, &at, times, mask, Some(when));
+                        b.runs_on.store(true, Ordering::Relaxed);
+                        return mask;
+                    }
+                }
+                kstop = KernelStop::No;
+            }
             let (times, when) = match kstop {
                 KernelStop::AtRecord => match b.group.overflow_snapshot(fd, &mut at) {
                     Some((when, times)) => {
@@ -1086,7 +1184,14 @@ pub(crate) fn on_overflow_unknown(pc: usize) {
         for &s in slots.iter().filter(|s| !s.is_null()) {
             // SAFETY: non-null slots are live.
             let b = unsafe { &*s };
-            if b.notify == 0 || b.kind.is_emulated() || b.gone() || b.is_frozen() {
+            if b.notify == 0 || b.kind.is_emulated() || b.gone() {
+                continue;
+            }
+            if b.is_frozen() {
+                // Possibly the next overflow of a group that counts on after its freeze.
+                if b.runs_on.load(Ordering::Relaxed) {
+                    b.write(|b| b.stop_counting_on());
+                }
                 continue;
             }
             let mut raw = [0u64; MAX_REQUESTS];
@@ -1242,6 +1347,7 @@ pub fn bind_tagged(
         origin: zeroed(n),
         frozen_vals: zeroed(n),
         frozen_raw: zeroed(n),
+        runs_on: AtomicBool::new(false),
         frozen_enabled: AtomicU64::new(0),
         frozen_running: AtomicU64::new(0),
         frozen_events: zeroed(n),

@@ -1,13 +1,18 @@
-//! The kernel stops a notifying page-fault leader at its overflow itself (issue 19): every
-//! start leaves the leader with an overflow limit of one (`PERF_EVENT_IOC_REFRESH`), so the
-//! engine's handler needs no `PERF_EVENT_IOC_DISABLE`, and the group counts nothing after the
-//! overflow even while the overflow signal waits, blocked. Checked through what the engine
-//! reports: the frozen values, the overflows notified, the faults counted between an overflow
-//! and the stop (`engine::dropped_at_freezes`: with the engine's own stop, every fault taken
-//! while the signal was blocked lands there), and exact counts after each restart, including
-//! a restart made while an overflow's signal is still blocked (its start must give the limit
-//! back, or the next overflow would not stop the group and its late signal would freeze a
-//! set whose counters still run).
+//! How the perf backend leaves a notifying page-fault leader at its overflow (issue 19), checked
+//! through what the engine reports: the frozen values, the overflows notified, the faults
+//! counted between an overflow and where counting resumes (`engine::dropped_at_freezes`), and
+//! exact counts after each restart, including restarts made while an overflow's signal is
+//! still blocked.
+//!
+//! - A lone leader on the calling thread counts on after its overflow: the engine freezes at
+//!   the kernel's record of it, and the restart reads where counting resumes (the faults in
+//!   between are dropped), goes on as it is when nothing counted since, and otherwise stops,
+//!   re-arms the whole period and starts again. A second overflow while frozen stops it.
+//! - A leader with other members (and a leader counting another thread) is stopped by the
+//!   kernel at its overflow instead: every start leaves it an overflow limit of one
+//!   (`PERF_EVENT_IOC_REFRESH`), so nothing counts after the overflow even while the signal
+//!   waits (a restart made then must give the limit back, or the next overflow would not
+//!   stop the group and its late signal would freeze a set whose counters still run).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -22,6 +27,8 @@ use common::Pages;
 const TAG: usize = 0x5709;
 static OVERFLOWS: AtomicU64 = AtomicU64::new(0);
 const CLOCK_TAG: usize = 0xc10c;
+const LONE_TAG: usize = 0x10e;
+static LONE_OVERFLOWS: AtomicU64 = AtomicU64::new(0);
 static CLOCK_OVERFLOWS: AtomicU64 = AtomicU64::new(0);
 
 /// The process's overflow hook, for both tests (it is per process): counts each test's own.
@@ -29,6 +36,7 @@ fn hook(ev: &OverflowEvent) {
     match ev.user_data {
         TAG => OVERFLOWS.fetch_add(1, Ordering::SeqCst),
         CLOCK_TAG => CLOCK_OVERFLOWS.fetch_add(1, Ordering::SeqCst),
+        LONE_TAG => LONE_OVERFLOWS.fetch_add(1, Ordering::SeqCst),
         _ => 0,
     };
 }
@@ -54,6 +62,16 @@ fn block_overflow_signal(block: bool) {
     }
 }
 
+/// Whether the overflow signal is pending on this thread.
+fn overflow_signal_pending() -> bool {
+    // SAFETY: reads this thread's pending set into a local.
+    unsafe {
+        let mut s: libc::sigset_t = std::mem::zeroed();
+        assert_eq!(libc::sigpending(&mut s), 0);
+        libc::sigismember(&s, perfcompat::signal::overflow_signal()) == 1
+    }
+}
+
 /// Touches the next `k` fresh pages (one page fault each).
 struct Faults {
     pages: Pages,
@@ -70,7 +88,7 @@ impl Faults {
 }
 
 #[test]
-fn the_kernel_stops_the_group_at_the_overflow_even_while_the_signal_waits() {
+fn a_lone_leader_counts_on_after_its_overflow_and_the_restart_reads_where_it_resumes() {
     engine::set_overflow_hook(Some(hook));
     const PERIOD: u64 = 10;
     let preset = u64::MAX - (PERIOD - 1);
@@ -81,15 +99,131 @@ fn the_kernel_stops_the_group_at_the_overflow_even_while_the_signal_waits() {
         pages: Pages::new(4000),
         next: 0,
     };
-    // Prefault the stack the handler will use and the code paths below.
+    prefault_stack();
+    let b = bind_tagged(perf(), &set, Target::CurrentThread, LONE_TAG).unwrap();
+    let mut v = [0u64];
+    b.sample(&mut v).unwrap();
+    let overflows = || LONE_OVERFLOWS.load(Ordering::SeqCst);
+    for round in 0..12 {
+        let seen = overflows();
+        let dropped0 = engine::dropped_at_freezes(0);
+        block_overflow_signal(true);
+        f.take(PERIOD as usize); // the overflow: the event counts on
+        f.take(20); // two more overflows' signals wait too
+        let after = if round % 2 == 1 {
+            // Restart while the signals wait (the set is not frozen yet): counting starts
+            // again from the preset; the waiting signals are for overflows it passed.
+            b.restart().unwrap();
+            f.take(PERIOD as usize);
+            f.take(5);
+            5
+        } else {
+            20
+        };
+        block_overflow_signal(false);
+        assert!(b.is_frozen(), "round {round}: frozen once the signals came");
+        assert_eq!(
+            overflows(),
+            seen + 1,
+            "round {round}: one overflow notified"
+        );
+        b.sample(&mut v).unwrap();
+        assert_eq!(v[0], 0, "round {round}: frozen exactly at the wrap");
+        // The next signal stopped the event: what it counted after the overflow is dropped.
+        assert_eq!(
+            engine::dropped_at_freezes(0) - dropped0,
+            after,
+            "round {round}: faults counted on after the overflow until the stop"
+        );
+        restart_then_count_3(&b, &mut f, preset, round);
+        // The signal taken at once: frozen at the overflow while the event counts on.
+        let seen = overflows();
+        f.take(PERIOD as usize - 3);
+        assert_eq!(overflows(), seen + 1, "round {round}");
+        // Faults before the restart are dropped, and the restart re-arms the whole period
+        // (the kernel's own period has 4 faults fewer left).
+        let dropped0 = engine::dropped_at_freezes(0);
+        f.take(4);
+        b.sample(&mut v).unwrap();
+        assert_eq!(v[0], 0, "round {round}: still frozen at the wrap");
+        b.restart().unwrap();
+        assert_eq!(engine::dropped_at_freezes(0) - dropped0, 4, "round {round}");
+        // Not even the kernel's overflow comes early (the engine would absorb one and re-arm
+        // the rest, at the cost of a signal): none is pending with the signal blocked.
+        block_overflow_signal(true);
+        f.take(PERIOD as usize - 1);
+        assert!(
+            !overflow_signal_pending(),
+            "round {round}: the kernel's period was not re-armed whole at the restart"
+        );
+        block_overflow_signal(false);
+        b.sample(&mut v).unwrap();
+        assert_eq!(
+            v[0],
+            u64::MAX,
+            "round {round}: one fault short of the next overflow"
+        );
+        assert_eq!(overflows(), seen + 1, "round {round}: no early overflow");
+        f.take(1);
+        assert_eq!(
+            overflows(),
+            seen + 2,
+            "round {round}: the overflow, exactly"
+        );
+        // Nothing counted since: the restart reads and lets the event go on.
+        let dropped0 = engine::dropped_at_freezes(0);
+        b.restart().unwrap();
+        assert_eq!(engine::dropped_at_freezes(0), dropped0, "round {round}");
+        f.take(PERIOD as usize);
+        assert_eq!(
+            overflows(),
+            seen + 3,
+            "round {round}: a whole period after the restart"
+        );
+        b.restart().unwrap();
+    }
+}
+
+/// Restart `b` and take 3 faults: it counts exactly those from its preset.
+fn restart_then_count_3(b: &engine::Binding, f: &mut Faults, preset: u64, round: usize) {
+    b.restart().unwrap();
+    f.take(3);
+    let mut v = [0u64; 2];
+    b.sample(&mut v[..b.len()]).unwrap();
+    assert_eq!(
+        v[0],
+        preset + 3,
+        "round {round}: exactly the faults since the restart"
+    );
+}
+
+/// Touch the stack the overflow handler will use, so that it takes no page fault there.
+fn prefault_stack() {
     let mut stack = [0u8; 256 * 1024];
     for i in (0..stack.len()).step_by(4096) {
         // SAFETY: in bounds.
         unsafe { std::ptr::write_volatile(stack.as_mut_ptr().add(i), 1) };
     }
     std::hint::black_box(&stack);
+}
+
+#[test]
+fn a_group_is_stopped_by_the_kernel_at_the_overflow_even_while_the_signal_waits() {
+    engine::set_overflow_hook(Some(hook));
+    const PERIOD: u64 = 10;
+    let preset = u64::MAX - (PERIOD - 1);
+    let set = CounterSet::new()
+        .with(Request::new("page-faults").preset(preset).notify())
+        .unwrap()
+        .with(Request::new("context-switches"))
+        .unwrap();
+    let mut f = Faults {
+        pages: Pages::new(4000),
+        next: 0,
+    };
+    prefault_stack();
     let b = bind_tagged(perf(), &set, Target::CurrentThread, TAG).unwrap();
-    let mut v = [0u64];
+    let mut v = [0u64; 2];
     b.sample(&mut v).unwrap();
     let dropped0 = engine::dropped_at_freezes(0);
     for round in 0..12 {
@@ -120,14 +254,7 @@ fn the_kernel_stops_the_group_at_the_overflow_even_while_the_signal_waits() {
             "round {round}: the faults after the overflow were counted before the stop \
              (the kernel did not stop the group)"
         );
-        b.restart().unwrap();
-        f.take(3);
-        b.sample(&mut v).unwrap();
-        assert_eq!(
-            v[0],
-            preset + 3,
-            "round {round}: exactly the faults since the restart"
-        );
+        restart_then_count_3(&b, &mut f, preset, round);
         // And the plain case: the signal taken at once.
         let seen = OVERFLOWS.load(Ordering::SeqCst);
         f.take(PERIOD as usize - 3);

@@ -58,7 +58,16 @@ pub struct PerfGroup {
     // engine's handler, which then sets `limit_spent`). `PERF_EVENT_IOC_REFRESH` adds one to
     // the limit (and enables): a start uses it then, and `PERF_EVENT_IOC_ENABLE` otherwise.
     // Cleared for good if a refresh ever fails (the engine stops the group from then on).
+    // Used for groups that `runs_on` does not take.
     pub(super) self_stop: AtomicBool,
+    // A lone notifying leader counting a software event of the host's kernel on the calling
+    // thread, with its overflow ring: nothing stops it at its overflow
+    // ([`KernelStop::Running`]). The record gives the engine the count at the overflow, the
+    // kernel reloads the whole period there, and the restart reads the count once: when it has
+    // not moved, the event goes on counting as it is. Measured against the kernel's stop and
+    // `PERF_EVENT_IOC_REFRESH` at every overflow, about 2 µs less per overflow here (the
+    // disable at the overflow and the re-enable's reschedule of the thread's counters).
+    pub(super) runs_on: bool,
     // The leader's limit is 0 and its record is gone: the handler consumed it, or the group
     // was never started.
     pub(super) limit_spent: AtomicBool,
@@ -369,6 +378,11 @@ impl Group for PerfGroup {
         })
     }
 
+    fn keeps_period(&self, index: usize, distance: Option<u64>) -> bool {
+        self.reloads_whole & (1 << index) != 0
+            && self.armed[index].load(Ordering::Relaxed) == period(distance, self.scale[index])
+    }
+
     fn stopped_at_overflow(&self, index: usize) {
         self.untouched.fetch_or(1 << index, Ordering::Relaxed);
     }
@@ -390,6 +404,13 @@ impl Group for PerfGroup {
     }
 
     fn overflow_signalled(&self, fd: i32, hup: bool) -> KernelStop {
+        if self.runs_on {
+            let u = &self.units[0];
+            return match u.rings.iter().find(|(i, _)| *i == 0) {
+                Some((_, r)) if u.fds[0].as_raw_fd() == fd && r.pending() => KernelStop::Running,
+                _ => KernelStop::No,
+            };
+        }
         if !hup || !self.self_stop.load(Ordering::Relaxed) {
             return KernelStop::No;
         }

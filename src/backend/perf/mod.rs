@@ -575,10 +575,12 @@ impl Backend for PerfBackend {
         } else {
             0
         };
-        // See `PerfGroup::self_stop`.
-        let self_stop = reloads_whole & 1 != 0
-            && matches!(target, Target::CurrentThread | Target::Thread(_))
-            && units[0].rings.iter().any(|(i, _)| *i == 0);
+        // See `PerfGroup::runs_on` and `PerfGroup::self_stop`.
+        let leader_records = reloads_whole & 1 != 0 && units[0].rings.iter().any(|(i, _)| *i == 0);
+        let runs_on = leader_records && target == Target::CurrentThread && reqs.len() == 1;
+        let self_stop = leader_records
+            && !runs_on
+            && matches!(target, Target::CurrentThread | Target::Thread(_));
         Ok(Box::new(PerfGroup {
             kernel: self.kernel,
             inline_read,
@@ -586,6 +588,7 @@ impl Backend for PerfBackend {
             reloads_whole,
             untouched: AtomicU64::new(0),
             self_stop: AtomicBool::new(self_stop),
+            runs_on,
             limit_spent: AtomicBool::new(true),
             single,
             units,
