@@ -130,10 +130,11 @@ fn a_lone_leader_counts_on_after_its_overflow_and_the_restart_reads_where_it_res
         b.sample(&mut v).unwrap();
         assert_eq!(v[0], 0, "round {round}: frozen exactly at the wrap");
         // The next signal stopped the event: what it counted after the overflow is dropped.
-        assert_eq!(
-            engine::dropped_at_freezes(0) - dropped0,
+        dropped_since(
+            dropped0,
             after,
-            "round {round}: faults counted on after the overflow until the stop"
+            round,
+            "faults counted on after the overflow until the stop",
         );
         restart_then_count_3(&b, &mut f, preset, round);
         // The signal taken at once: frozen at the overflow while the event counts on.
@@ -147,7 +148,12 @@ fn a_lone_leader_counts_on_after_its_overflow_and_the_restart_reads_where_it_res
         b.sample(&mut v).unwrap();
         assert_eq!(v[0], 0, "round {round}: still frozen at the wrap");
         b.restart().unwrap();
-        assert_eq!(engine::dropped_at_freezes(0) - dropped0, 4, "round {round}");
+        dropped_since(
+            dropped0,
+            4,
+            round,
+            "faults between the freeze and the restart",
+        );
         // Not even the kernel's overflow comes early (the engine would absorb one and re-arm
         // the rest, at the cost of a signal): none is pending with the signal blocked.
         block_overflow_signal(true);
@@ -173,7 +179,12 @@ fn a_lone_leader_counts_on_after_its_overflow_and_the_restart_reads_where_it_res
         // Nothing counted since: the restart reads and lets the event go on.
         let dropped0 = engine::dropped_at_freezes(0);
         b.restart().unwrap();
-        assert_eq!(engine::dropped_at_freezes(0), dropped0, "round {round}");
+        dropped_since(
+            dropped0,
+            0,
+            round,
+            "faults between the overflow and the restart",
+        );
         f.take(PERIOD as usize);
         assert_eq!(
             overflows(),
@@ -181,6 +192,21 @@ fn a_lone_leader_counts_on_after_its_overflow_and_the_restart_reads_where_it_res
             "round {round}: a whole period after the restart"
         );
         b.restart().unwrap();
+    }
+}
+
+/// The faults dropped at freezes since `before` are exactly `expected`; in round 0 at least
+/// that: the handler's paths run for the first time then, and a page of their code or data
+/// touched for the first time between the overflow and the stop is a page fault too.
+fn dropped_since(before: u64, expected: u64, round: usize, what: &str) {
+    let dropped = engine::dropped_at_freezes(0) - before;
+    if round == 0 {
+        assert!(
+            dropped >= expected,
+            "round 0: {what}: {dropped} < {expected}"
+        );
+    } else {
+        assert_eq!(dropped, expected, "round {round}: {what}");
     }
 }
 
