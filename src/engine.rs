@@ -520,10 +520,19 @@ impl BoundSet {
     /// Count what a group that ran on after its freeze counted since (up to `raw`) as dropped
     /// at that freeze ([`dropped_at_freezes`]).
     fn drop_since_freeze(&self, raw: &[u64]) {
+        let mut from = [0u64; MAX_REQUESTS];
+        for (f, r) in from.iter_mut().zip(self.frozen_raw.iter()) {
+            *f = r.load(Ordering::Relaxed);
+        }
+        self.add_dropped(&from, raw);
+    }
+
+    /// Add what each request counted from raw counts `from` to `to` to the events dropped at
+    /// freezes on this thread ([`dropped_at_freezes`]).
+    fn add_dropped(&self, from: &[u64], to: &[u64]) {
         let _ = DROPPED.try_with(|d| {
             for (i, c) in d.iter().enumerate().take(self.n) {
-                let since = raw[i].wrapping_sub(self.frozen_raw[i].load(Ordering::Relaxed));
-                c.set(c.get().wrapping_add(since));
+                c.set(c.get().wrapping_add(to[i].wrapping_sub(from[i])));
             }
         });
     }
@@ -878,11 +887,7 @@ impl BoundSet {
                             b.group.stopped_at_overflow(i);
                         }
                     }
-                    let _ = DROPPED.try_with(|d| {
-                        for (i, c) in d.iter().enumerate().take(b.n) {
-                            c.set(c.get().wrapping_add(raw[i].wrapping_sub(at[i])));
-                        }
-                    });
+                    b.add_dropped(&at, &raw);
                     b.freeze_at(&at, &raw, times, mask, Some(when));
                     return mask;
                 }

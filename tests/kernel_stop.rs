@@ -14,7 +14,7 @@
 //!   waits (a restart made then must give the limit back, or the next overflow would not
 //!   stop the group and its late signal would freeze a set whose counters still run).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use perfcompat::backend::perf::PerfBackend;
@@ -28,6 +28,8 @@ const TAG: usize = 0x5709;
 static OVERFLOWS: AtomicU64 = AtomicU64::new(0);
 const CLOCK_TAG: usize = 0xc10c;
 const LONE_TAG: usize = 0x10e;
+const OTHER_TAG: usize = 0x07e;
+static OTHER_OVERFLOWS: AtomicU64 = AtomicU64::new(0);
 static LONE_OVERFLOWS: AtomicU64 = AtomicU64::new(0);
 static CLOCK_OVERFLOWS: AtomicU64 = AtomicU64::new(0);
 
@@ -37,6 +39,7 @@ fn hook(ev: &OverflowEvent) {
         TAG => OVERFLOWS.fetch_add(1, Ordering::SeqCst),
         CLOCK_TAG => CLOCK_OVERFLOWS.fetch_add(1, Ordering::SeqCst),
         LONE_TAG => LONE_OVERFLOWS.fetch_add(1, Ordering::SeqCst),
+        OTHER_TAG => OTHER_OVERFLOWS.fetch_add(1, Ordering::SeqCst),
         _ => 0,
     };
 }
@@ -79,6 +82,14 @@ struct Faults {
 }
 
 impl Faults {
+    /// 4000 fresh pages to fault on.
+    fn new() -> Faults {
+        Faults {
+            pages: Pages::new(4000),
+            next: 0,
+        }
+    }
+
     fn take(&mut self, k: usize) {
         for _ in 0..k {
             self.pages.touch(self.next);
@@ -92,13 +103,8 @@ fn a_lone_leader_counts_on_after_its_overflow_and_the_restart_reads_where_it_res
     engine::set_overflow_hook(Some(hook));
     const PERIOD: u64 = 10;
     let preset = u64::MAX - (PERIOD - 1);
-    let set = CounterSet::new()
-        .with(Request::new("page-faults").preset(preset).notify())
-        .unwrap();
-    let mut f = Faults {
-        pages: Pages::new(4000),
-        next: 0,
-    };
+    let set = notifying_page_faults(preset);
+    let mut f = Faults::new();
     prefault_stack();
     let b = bind_tagged(perf(), &set, Target::CurrentThread, LONE_TAG).unwrap();
     let mut v = [0u64];
@@ -223,6 +229,13 @@ fn restart_then_count_3(b: &engine::Binding, f: &mut Faults, preset: u64, round:
     );
 }
 
+/// A set of one request: page faults, notifying from `preset`.
+fn notifying_page_faults(preset: u64) -> CounterSet {
+    CounterSet::new()
+        .with(Request::new("page-faults").preset(preset).notify())
+        .unwrap()
+}
+
 /// Touch the stack the overflow handler will use, so that it takes no page fault there.
 fn prefault_stack() {
     let mut stack = [0u8; 256 * 1024];
@@ -243,10 +256,7 @@ fn a_group_is_stopped_by_the_kernel_at_the_overflow_even_while_the_signal_waits(
         .unwrap()
         .with(Request::new("context-switches"))
         .unwrap();
-    let mut f = Faults {
-        pages: Pages::new(4000),
-        next: 0,
-    };
+    let mut f = Faults::new();
     prefault_stack();
     let b = bind_tagged(perf(), &set, Target::CurrentThread, TAG).unwrap();
     let mut v = [0u64; 2];
@@ -342,4 +352,110 @@ fn a_clock_leader_is_stopped_by_the_engine_not_the_kernel() {
          {dropped} ns; about {} expected)",
         4 * PERIOD_NS
     );
+}
+
+/// Faults the worker of `a_lone_leader_counting_another_thread_...` is to take (it sets it
+/// back to 0 when done), and when to stop.
+static WORKER_TAKE: AtomicUsize = AtomicUsize::new(0);
+static WORKER_DONE: AtomicBool = AtomicBool::new(false);
+
+/// Have the worker take `k` faults, and wait until it has.
+fn worker_takes(k: usize) {
+    WORKER_TAKE.store(k, Ordering::SeqCst);
+    while WORKER_TAKE.load(Ordering::SeqCst) != 0 {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn a_lone_leader_counting_another_thread_is_stopped_by_the_kernel_at_its_record() {
+    // The kernel's stop where the set counts another thread (`cpc_bind_pctx`, `cputrack`):
+    // the overflow signal goes to the binding's owner, here this thread, while the worker
+    // faults on. With the signal blocked the worker takes 20 faults after the overflow: none
+    // is counted (the kernel stopped the event; its record is its count at the stop, no read),
+    // where the engine's own stop would count them until its handler ran.
+    engine::set_overflow_hook(Some(hook));
+    const PERIOD: u64 = 10;
+    let preset = u64::MAX - (PERIOD - 1);
+    let set = notifying_page_faults(preset);
+    let tid = std::sync::atomic::AtomicI32::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut f = Faults::new();
+            prefault_stack();
+            tid.store(engine::gettid(), Ordering::SeqCst);
+            while !WORKER_DONE.load(Ordering::SeqCst) {
+                let k = WORKER_TAKE.load(Ordering::SeqCst);
+                if k > 0 {
+                    f.take(k);
+                    WORKER_TAKE.store(0, Ordering::SeqCst);
+                }
+                std::hint::spin_loop();
+            }
+        });
+        // Stops the worker however this thread leaves the scope (a failed assertion too).
+        struct StopWorker;
+        impl Drop for StopWorker {
+            fn drop(&mut self) {
+                WORKER_DONE.store(true, Ordering::SeqCst);
+                WORKER_TAKE.store(0, Ordering::SeqCst);
+            }
+        }
+        let _stop = StopWorker;
+        while tid.load(Ordering::SeqCst) == 0 {
+            std::hint::spin_loop();
+        }
+        let b = bind_tagged(
+            perf(),
+            &set,
+            Target::Thread(tid.load(Ordering::SeqCst)),
+            OTHER_TAG,
+        )
+        .unwrap();
+        let overflows = || OTHER_OVERFLOWS.load(Ordering::SeqCst);
+        let mut v = [0u64];
+        for round in 0..12 {
+            let seen = overflows();
+            let dropped0 = engine::dropped_at_freezes(0);
+            block_overflow_signal(true);
+            worker_takes(PERIOD as usize + 20);
+            block_overflow_signal(false);
+            assert!(b.is_frozen(), "round {round}: frozen once the signal came");
+            assert_eq!(
+                overflows(),
+                seen + 1,
+                "round {round}: one overflow notified"
+            );
+            b.sample(&mut v).unwrap();
+            assert_eq!(v[0], 0, "round {round}: frozen exactly at the wrap");
+            assert_eq!(
+                engine::dropped_at_freezes(0),
+                dropped0,
+                "round {round}: the worker's faults after the overflow were counted before \
+                 the stop (the kernel did not stop the event)"
+            );
+            b.restart().unwrap();
+            worker_takes(3);
+            b.sample(&mut v).unwrap();
+            assert_eq!(
+                v[0],
+                preset + 3,
+                "round {round}: exactly the faults since the restart"
+            );
+            // The signal taken as it comes: this thread waits for it.
+            worker_takes(PERIOD as usize - 3);
+            let t0 = std::time::Instant::now();
+            while overflows() == seen + 1 {
+                assert!(
+                    t0.elapsed().as_secs() < 30,
+                    "round {round}: no overflow signal"
+                );
+                std::hint::spin_loop();
+            }
+            b.sample(&mut v).unwrap();
+            assert_eq!(v[0], 0, "round {round}");
+            b.restart().unwrap();
+        }
+        drop(b);
+    });
 }

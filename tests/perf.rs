@@ -371,16 +371,10 @@ fn a_full_signal_queue_falls_back_to_sigio_and_still_freezes() {
     if std::env::var_os(CHILD).is_some() {
         std::process::exit(sigio_child());
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "a_full_signal_queue_falls_back_to_sigio_and_still_freezes",
-            "--test-threads=1",
-            "--nocapture",
-        ])
-        .env(CHILD, "1")
-        .output()
-        .unwrap();
+    let out = run_as_child(
+        "a_full_signal_queue_falls_back_to_sigio_and_still_freezes",
+        CHILD,
+    );
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(
         out.status.signal(),
@@ -396,6 +390,115 @@ fn a_full_signal_queue_falls_back_to_sigio_and_still_freezes() {
          failed): {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Run this test binary again for test `test` alone, with `env` set (see
+/// [`a_full_signal_queue_falls_back_to_sigio_and_still_freezes`] for why not `fork`).
+fn run_as_child(test: &str, env: &str) -> std::process::Output {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--test-threads=1", "--nocapture"])
+        .env(env, "1")
+        .output()
+        .unwrap()
+}
+
+/// A lone page-fault leader counts on after its overflow (`KernelStop::Running`); when its
+/// next overflow comes as the kernel's SIGIO fallback (the real-time signal queue full, here
+/// `RLIMIT_SIGPENDING` 1 and a blocked signal of ours pending), the still frozen set's event
+/// is stopped there as for its own signal, so a set left frozen is not signalled every
+/// period: the faults between the freeze and that stop are dropped, none after it.
+#[test]
+fn a_frozen_set_that_counts_on_is_stopped_by_the_sigio_fallback_too() {
+    const CHILD: &str = "PERFCOMPAT_TEST_SIGIO_FROZEN_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        std::process::exit(sigio_frozen_child());
+    }
+    let out = run_as_child(
+        "a_frozen_set_that_counts_on_is_stopped_by_the_sigio_fallback_too",
+        CHILD,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The child of [`a_frozen_set_that_counts_on_is_stopped_by_the_sigio_fallback_too`].
+fn sigio_frozen_child() -> i32 {
+    const PERIOD: u64 = 50;
+    let pages = Pages::new(400);
+    let set = CounterSet::new()
+        .with(
+            Request::new("page-faults")
+                .preset(u64::MAX - (PERIOD - 1))
+                .notify(),
+        )
+        .unwrap();
+    let Ok(b) = bind_with(perf(), &set, Target::CurrentThread) else {
+        return 2;
+    };
+    let mut next = 0;
+    let mut take = |k: usize| {
+        for _ in 0..k {
+            pages.touch(next);
+            next += 1;
+        }
+    };
+    take(PERIOD as usize); // the overflow, by the overflow signal: frozen, counting on
+    if !b.is_frozen() {
+        return 3;
+    }
+    let filler = libc::SIGRTMIN() + 5;
+    // SAFETY: plain system calls on this process: the limit, a mask, a queued signal.
+    unsafe {
+        let one = libc::rlimit {
+            rlim_cur: 1,
+            rlim_max: 1,
+        };
+        libc::setrlimit(libc::RLIMIT_SIGPENDING, &one);
+        let mut m: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut m);
+        libc::sigaddset(&mut m, filler);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &m, std::ptr::null_mut());
+        // To this thread, where it is blocked (a process-directed one could end the test
+        // harness's other thread). The limit counts every process of the user: EAGAIN says
+        // the queue is full already, as wanted.
+        if libc::syscall(libc::SYS_tgkill, libc::getpid(), engine::gettid(), filler) != 0
+            && *libc::__errno_location() != libc::EAGAIN
+        {
+            return 4;
+        }
+    }
+    let dropped0 = engine::dropped_at_freezes(0);
+    take(PERIOD as usize); // the next overflow: no room for the signal, SIGIO instead
+    take(20); // after the stop: not counted
+    let dropped = engine::dropped_at_freezes(0) - dropped0;
+    if dropped != PERIOD - 1 && dropped != PERIOD {
+        eprintln!("dropped {dropped} faults before the restart, expected {PERIOD}");
+        return 5;
+    }
+    if b.restart().is_err() {
+        return 6;
+    }
+    if engine::dropped_at_freezes(0) - dropped0 != dropped {
+        eprintln!("the restart found the event still counting");
+        return 7;
+    }
+    take(3);
+    let mut v = [0u64];
+    match b.sample(&mut v) {
+        Ok(_) if v[0] == u64::MAX - (PERIOD - 1) + 3 => 0,
+        _ => {
+            eprintln!(
+                "after the restart: {}",
+                v[0].wrapping_sub(u64::MAX - (PERIOD - 1))
+            );
+            8
+        }
+    }
 }
 
 /// The child of [`a_full_signal_queue_falls_back_to_sigio_and_still_freezes`]: its exit code.

@@ -23,6 +23,13 @@ pub(super) struct Unit {
     pub(super) rings: Vec<(usize, ring::Ring)>,
 }
 
+impl Unit {
+    /// The overflow ring of the group's leader, if it has one.
+    pub(super) fn leader_ring(&self) -> Option<&ring::Ring> {
+        self.rings.iter().find(|(i, _)| *i == 0).map(|(_, r)| r)
+    }
+}
+
 /// The programmed counters of one set on the perf backend.
 pub struct PerfGroup {
     pub(super) kernel: &'static dyn Kernel,
@@ -94,7 +101,7 @@ impl PerfGroup {
     fn limit_spent(&self, u: &Unit) -> bool {
         self.self_stop.load(Ordering::Relaxed)
             && (self.limit_spent.load(Ordering::Relaxed)
-                || u.rings.iter().any(|(i, r)| *i == 0 && r.pending()))
+                || u.leader_ring().is_some_and(ring::Ring::pending))
     }
 
     /// Give unit `u`'s leader an overflow limit of one and enable it
@@ -406,8 +413,8 @@ impl Group for PerfGroup {
     fn overflow_signalled(&self, fd: i32, hup: bool) -> KernelStop {
         if self.runs_on {
             let u = &self.units[0];
-            return match u.rings.iter().find(|(i, _)| *i == 0) {
-                Some((_, r)) if u.fds[0].as_raw_fd() == fd && r.pending() => KernelStop::Running,
+            return match u.leader_ring() {
+                Some(r) if u.fds[0].as_raw_fd() == fd && r.pending() => KernelStop::Running,
                 _ => KernelStop::No,
             };
         }
@@ -426,8 +433,8 @@ impl Group for PerfGroup {
         // on this CPU: a lone leader counted nothing after its record. Members besides the
         // leader may have counted the overflowing event after the record (the kernel counts
         // them one after the other): those are read.
-        match u.rings.iter().find(|(i, _)| *i == 0) {
-            Some((_, r)) if r.pending() => {
+        match u.leader_ring() {
+            Some(r) if r.pending() => {
                 // The engine consumes the record: remember what it said for the next start.
                 self.limit_spent.store(true, Ordering::Relaxed);
                 if self.n == 1 {

@@ -576,7 +576,7 @@ impl Backend for PerfBackend {
             0
         };
         // See `PerfGroup::runs_on` and `PerfGroup::self_stop`.
-        let leader_records = reloads_whole & 1 != 0 && units[0].rings.iter().any(|(i, _)| *i == 0);
+        let leader_records = reloads_whole & 1 != 0 && units[0].leader_ring().is_some();
         let runs_on = leader_records && target == Target::CurrentThread && reqs.len() == 1;
         let self_stop = leader_records
             && !runs_on
