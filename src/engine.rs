@@ -159,6 +159,13 @@ pub struct SampleInfo {
     pub enabled_ns: u64,
 }
 
+/// [`BoundSet`]'s state word: frozen.
+const FROZEN: u64 = 1;
+/// Frozen at an overflow record while the group counts on.
+const RUNS_ON: u64 = 2;
+/// One write more (the rest of the word counts writes).
+const EPOCH: u64 = 4;
+
 fn zeroed(n: usize) -> Box<[AtomicU64]> {
     (0..n).map(|_| AtomicU64::new(0)).collect()
 }
@@ -186,10 +193,16 @@ pub struct BoundSet {
     // (unless `runs_on`), so restart and resume start from them without stopping and reading
     // again (two system calls fewer on every overflow that the handler restarts).
     frozen_raw: Box<[AtomicU64]>,
-    // Frozen at an overflow record while the backend's group counts on
-    // ([`KernelStop::Running`]): `frozen_raw` is the count at the overflow, and where counting
-    // resumes is read at the restart (or at a stop, see `stop_counting_on`).
-    runs_on: AtomicBool,
+    // FROZEN, RUNS_ON and a count of writes (EPOCH): one word, so that the restart of a set
+    // that counts on can take effect in one compare-and-swap without blocking signals
+    // (`restart_counting_on`). RUNS_ON: frozen at an overflow record while the backend's
+    // group counts on ([`KernelStop::Running`]): `frozen_raw` is the count at the overflow,
+    // and where counting resumes is read at the restart (or at a stop, see
+    // `stop_counting_on`).
+    state: AtomicU64,
+    // `sigsafe::thread_key` of the thread that bound the set: the only one that makes
+    // unblocked writes to `seq` (`restart_counting_on`).
+    owner_key: usize,
     frozen_enabled: AtomicU64,
     frozen_running: AtomicU64,
     // Events each request counted in the period that the freeze ended (from its origin to the
@@ -197,7 +210,6 @@ pub struct BoundSet {
     // [`BoundSet::sample_totals`] report across restarts.
     frozen_events: Box<[AtomicU64]>,
     sums: Box<[AtomicU64]>,
-    frozen: AtomicBool,
     frozen_at: AtomicU64,
     overflowed: AtomicU64,
     enabled0: AtomicU64,
@@ -305,7 +317,28 @@ impl BoundSet {
 
     /// Whether the set is frozen.
     pub fn is_frozen(&self) -> bool {
-        self.frozen.load(Ordering::Acquire)
+        self.state.load(Ordering::Acquire) & FROZEN != 0
+    }
+
+    /// Whether the set is frozen at an overflow while its group counts on.
+    fn runs_on(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & RUNS_ON != 0
+    }
+
+    /// Set `set` and clear `clear` in the state word, a write more. Must run inside `write`.
+    fn set_state(&self, set: u64, clear: u64) {
+        let s = self.state.load(Ordering::Relaxed);
+        self.state
+            .store(((s | set) & !clear).wrapping_add(EPOCH), Ordering::Release);
+    }
+
+    /// Clear RUNS_ON, and say whether it was set. Must run inside `write`.
+    fn take_runs_on(&self) -> bool {
+        let was = self.runs_on();
+        if was {
+            self.set_state(0, RUNS_ON);
+        }
+        was
     }
 
     /// Requests that overflowed since the last restart.
@@ -315,7 +348,12 @@ impl BoundSet {
 
     /// Run `f` as the only writer (see [`SeqCount`]).
     fn write<R>(&self, f: impl FnOnce(&Self) -> R) -> R {
-        self.seq.write(|| f(self))
+        self.seq.write(|| {
+            let r = f(self);
+            // Every write changes the state word (see `restart_counting_on`).
+            self.state.fetch_add(EPOCH, Ordering::Release);
+            r
+        })
     }
 
     /// Read the group's raw counts into `raw`. Inlined down to the perf backend's system call
@@ -391,7 +429,7 @@ impl BoundSet {
         };
         loop {
             let s1 = self.seq.begin();
-            let frozen = self.frozen.load(Ordering::Relaxed);
+            let frozen = self.state.load(Ordering::Acquire) & FROZEN != 0;
             let mut times = Times::default();
             if frozen {
                 for (i, o) in out.iter_mut().enumerate().take(self.n) {
@@ -463,7 +501,7 @@ impl BoundSet {
         // disabled. Then the read kept at the freeze is one short, and the next overflow
         // would come one event early against it. On the binding's own thread nothing can be
         // in flight while its handler runs.
-        if self.frozen.load(Ordering::Relaxed) && self.target == Target::CurrentThread {
+        if self.is_frozen() && self.target == Target::CurrentThread {
             for (r, f) in raw.iter_mut().zip(self.frozen_raw.iter()) {
                 *r = f.load(Ordering::Relaxed);
             }
@@ -472,7 +510,7 @@ impl BoundSet {
                 running: self.frozen_running.load(Ordering::Relaxed),
             });
         }
-        if !self.frozen.load(Ordering::Relaxed) {
+        if !self.is_frozen() {
             self.group.stop();
         }
         self.read_raw(raw)
@@ -493,7 +531,7 @@ impl BoundSet {
         raw: &mut [u64; MAX_REQUESTS],
         distance: impl Fn(usize) -> Option<u64>,
     ) -> Result<(Times, bool)> {
-        if !(self.frozen.load(Ordering::Relaxed) && self.runs_on.swap(false, Ordering::Relaxed)) {
+        if !(self.is_frozen() && self.take_runs_on()) {
             return self.stopped_raw(raw).map(|t| (t, false));
         }
         let lone = self.notify.count_ones() == 1;
@@ -515,6 +553,75 @@ impl BoundSet {
         let times = self.read_raw(raw)?;
         self.drop_since_freeze(raw);
         Ok((times, false))
+    }
+
+    /// The set was just frozen at raw counts `at` while its group counts on: mark it so, and
+    /// make ready now what a restart that finds nothing counted since needs
+    /// ([`BoundSet::restart_counting_on`], which then changes nothing but the state word): the
+    /// period's events go into the totals (the frozen set reports the same totals, its period
+    /// adding nothing more), and counting goes on from `at`. A restart or resume that finds
+    /// otherwise sets the origin again. Must run inside `write`.
+    fn count_on_from(&self, at: &[u64]) {
+        for i in 0..self.n {
+            let events = self.frozen_events[i].swap(0, Ordering::Relaxed);
+            let sum = self.sums[i].load(Ordering::Relaxed);
+            self.sums[i].store(sum.wrapping_add(events), Ordering::Relaxed);
+            self.origin[i].store(at[i], Ordering::Relaxed);
+        }
+        self.set_state(RUNS_ON, 0);
+    }
+
+    /// Restart a set frozen at an overflow while its group counts on, without blocking
+    /// signals (two system calls fewer on the overflow path), when that restart changes
+    /// nothing but the state word: one request, its preset unchanged and its kernel period
+    /// whole (nothing counted since the overflow: one `read` shows it), on the thread that
+    /// bound the set. False when it could not (the caller then restarts with signals blocked);
+    /// a handler that wrote to the set meanwhile, on this thread or another, makes it fail.
+    /// Async-signal-safe.
+    fn restart_counting_on(&self) -> bool {
+        let st = self.state.load(Ordering::Acquire);
+        if st & (FROZEN | RUNS_ON) != FROZEN | RUNS_ON
+            || self.n != 1
+            || self.notify != 1
+            || self.owner_key != crate::sigsafe::thread_key()
+        {
+            return false;
+        }
+        let Some(snapshot) = self.seq.snapshot() else {
+            return false;
+        };
+        let preset = self.preset[0].load(Ordering::Relaxed);
+        if preset != self.base[0].load(Ordering::Relaxed)
+            || !self.group.keeps_period(0, virt::distance_to_wrap(preset))
+        {
+            return false;
+        }
+        let mut raw = [0u64; 1];
+        let Ok(times) = self.read_raw(&mut raw) else {
+            return false;
+        };
+        if raw[0] != self.frozen_raw[0].load(Ordering::Relaxed) {
+            return false;
+        }
+        self.seq
+            .write_unblocked(snapshot, || {
+                // Plain stores that every other write makes again; the compare-and-swap fails
+                // if one came in between (every write changes the state word).
+                self.enabled0.store(times.enabled, Ordering::Relaxed);
+                self.running0.store(times.running, Ordering::Relaxed);
+                self.overflowed.store(0, Ordering::Relaxed);
+                self.incomplete.store(false, Ordering::Relaxed);
+                self.generation.store(next_generation(), Ordering::Release);
+                self.state
+                    .compare_exchange(
+                        st,
+                        (st & !(FROZEN | RUNS_ON)).wrapping_add(EPOCH),
+                        Ordering::Release,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+            })
+            .unwrap_or(false)
     }
 
     /// Count what a group that ran on after its freeze counted since (up to `raw`) as dropped
@@ -541,7 +648,7 @@ impl BoundSet {
     /// came before the restart): stop the group there, so that a set left frozen does not take
     /// a signal every period, and resume from the count at that stop. Must run inside `write`.
     fn stop_counting_on(&self) {
-        if !self.runs_on.swap(false, Ordering::Relaxed) {
+        if !self.take_runs_on() {
             return;
         }
         self.group.stop();
@@ -574,7 +681,7 @@ impl BoundSet {
         self.running0.store(times.running, Ordering::Relaxed);
         self.overflowed.store(0, Ordering::Relaxed);
         self.incomplete.store(false, Ordering::Relaxed);
-        self.frozen.store(false, Ordering::Release);
+        self.set_state(0, FROZEN);
         self.generation.store(next_generation(), Ordering::Release);
         if !running {
             self.group.start();
@@ -588,7 +695,7 @@ impl BoundSet {
         if self.generation.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let frozen = self.frozen.load(Ordering::Relaxed);
+        let frozen = self.is_frozen();
         for i in 0..self.n {
             let events = if frozen {
                 self.frozen_events[i].load(Ordering::Relaxed)
@@ -606,6 +713,9 @@ impl BoundSet {
     pub fn restart(&self) -> Result<()> {
         if self.gone() {
             return Err(Error::NotBound);
+        }
+        if self.restart_counting_on() {
+            return Ok(());
         }
         self.write(|b| b.start_from_presets())
     }
@@ -653,7 +763,7 @@ impl BoundSet {
         self.overflowed.fetch_or(overflowed, Ordering::Relaxed);
         self.frozen_enabled.store(times.enabled, Ordering::Relaxed);
         self.frozen_running.store(times.running, Ordering::Relaxed);
-        self.frozen.store(true, Ordering::Release);
+        self.set_state(FROZEN, 0);
         self.generation.store(next_generation(), Ordering::Release);
     }
 
@@ -680,7 +790,7 @@ impl BoundSet {
             return Err(Error::NotBound);
         }
         self.write(|b| {
-            if b.frozen.load(Ordering::Relaxed) {
+            if b.is_frozen() {
                 return Err(Error::WrongState("the counters are already stopped"));
             }
             b.freeze(b.notify)?;
@@ -702,7 +812,7 @@ impl BoundSet {
             return Err(Error::NotBound);
         }
         self.write(|b| {
-            if b.frozen.load(Ordering::Relaxed) {
+            if b.is_frozen() {
                 return Err(Error::WrongState("the counters are already stopped"));
             }
             b.freeze(0)
@@ -734,7 +844,7 @@ impl BoundSet {
             return Err(Error::NotBound);
         }
         self.write(|b| {
-            if !b.frozen.load(Ordering::Relaxed) {
+            if !b.is_frozen() {
                 return Err(Error::WrongState("the counters are already running"));
             }
             let from = |i: usize| {
@@ -757,7 +867,7 @@ impl BoundSet {
             if reload != 0 {
                 b.overflowed.store(0, Ordering::Relaxed);
             }
-            b.frozen.store(false, Ordering::Release);
+            b.set_state(0, FROZEN);
             b.generation.store(next_generation(), Ordering::Release);
             if !running {
                 b.group.start();
@@ -801,7 +911,7 @@ impl BoundSet {
             } else {
                 KernelStop::No
             };
-            if b.frozen.load(Ordering::Relaxed) {
+            if b.is_frozen() {
                 // The group counts on after the freeze and overflowed again: stop it now.
                 if fd >= 0 {
                     b.stop_counting_on();
@@ -842,7 +952,7 @@ impl BoundSet {
                     let mask = b.wrapped(&at, &mut rearm);
                     if mask != 0 {
                         b.freeze_at(&at, &at, times, mask, Some(when));
-                        b.runs_on.store(true, Ordering::Relaxed);
+                        b.count_on_from(&at);
                         return mask;
                     }
                 }
@@ -1194,7 +1304,7 @@ pub(crate) fn on_overflow_unknown(pc: usize) {
             }
             if b.is_frozen() {
                 // Possibly the next overflow of a group that counts on after its freeze.
-                if b.runs_on.load(Ordering::Relaxed) {
+                if b.runs_on() {
                     b.write(|b| b.stop_counting_on());
                 }
                 continue;
@@ -1352,12 +1462,12 @@ pub fn bind_tagged(
         origin: zeroed(n),
         frozen_vals: zeroed(n),
         frozen_raw: zeroed(n),
-        runs_on: AtomicBool::new(false),
         frozen_enabled: AtomicU64::new(0),
         frozen_running: AtomicU64::new(0),
         frozen_events: zeroed(n),
         sums: zeroed(n),
-        frozen: AtomicBool::new(false),
+        state: AtomicU64::new(0),
+        owner_key: crate::sigsafe::thread_key(),
         frozen_at: AtomicU64::new(0),
         overflowed: AtomicU64::new(0),
         enabled0: AtomicU64::new(0),

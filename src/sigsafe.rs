@@ -15,6 +15,9 @@ thread_local! {
     /// blocked) are active on this thread: inside one, blocking again is a no-op, which saves
     /// two system calls per state change on the overflow path.
     static ALL_BLOCKED: Cell<u32> = const { Cell::new(0) };
+    /// The [`SeqCount`] (its address) whose unblocked write window this thread has open
+    /// ([`SeqCount::write_unblocked`]), 0 for none.
+    static WINDOW: Cell<usize> = const { Cell::new(0) };
 }
 
 /// All signals blocked on this thread until dropped (then the previous mask is restored).
@@ -74,8 +77,58 @@ pub(crate) fn while_all_blocked<R>(f: impl FnOnce() -> R) -> R {
 /// signal blocked on their thread; readers retry while it is odd or when it moved. So a handler
 /// never observes a half-made change on its own thread, two threads never write at once, and a
 /// reader only ever waits for a writer on another thread, which always finishes.
+///
+/// One kind of write leaves signals unblocked ([`SeqCount::write_unblocked`]): a change that
+/// takes effect in one compare-and-swap, claimed only if nothing was written since a snapshot.
+/// A handler that interrupts it on its own thread cannot wait for it to finish: a reader there
+/// reads through the open window (every state it can see is whole: before or after the one
+/// compare-and-swap), and a writer there writes through it (with every signal blocked, as
+/// always), moving the counter on so that the interrupted write's compare-and-swap and the
+/// handler's readers see the change.
 #[derive(Debug, Default)]
 pub struct SeqCount(std::sync::atomic::AtomicU64);
+
+/// Where [`SeqCount::write_unblocked`] calls the hook of [`set_window_hook`].
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WindowPoint {
+    /// The window is open, the counter not claimed yet.
+    BeforeClaim,
+    /// Claimed, before the write.
+    Claimed,
+    /// Written, before the claim is released.
+    Written,
+}
+
+static WINDOW_HOOK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// For tests: call `hook` at each point of every unblocked write (where a signal handler could
+/// interrupt it), on the writing thread; `None` removes it. Not part of the API.
+#[doc(hidden)]
+pub fn set_window_hook(hook: Option<fn(WindowPoint)>) {
+    WINDOW_HOOK.store(hook.map_or(0, |h| h as usize), Ordering::Release);
+}
+
+#[inline]
+fn window_hook(at: WindowPoint) {
+    let h = WINDOW_HOOK.load(Ordering::Relaxed);
+    if h != 0 {
+        // SAFETY: only ever stored from a `fn(WindowPoint)` by `set_window_hook`.
+        let h: fn(WindowPoint) = unsafe { std::mem::transmute(h) };
+        h(at);
+    }
+}
+
+/// The mark of a claim made by [`SeqCount::write_unblocked`] (never set in an even value).
+const UNBLOCKED: u64 = 1 << 63;
+
+/// A key for the calling thread, unique among live threads (the address of one of its
+/// thread-locals): what a caller of [`SeqCount::write_unblocked`] can compare to make sure it
+/// is the one thread that makes unblocked writes to a counter.
+#[inline]
+pub fn thread_key() -> usize {
+    WINDOW.with(|w| w as *const Cell<usize> as usize)
+}
 
 impl SeqCount {
     /// A counter with no write in progress.
@@ -97,10 +150,76 @@ impl SeqCount {
             {
                 break;
             }
+            if s & 1 != 0 && self.window_open_here(s) {
+                // A handler interrupted this thread's unblocked write of this counter: write
+                // through it (nothing can interrupt this write), and move the counter on, odd
+                // still, for the interrupted write to release.
+                let r = f();
+                self.0.fetch_add(2, Ordering::Release);
+                return r;
+            }
             std::hint::spin_loop();
         }
         let r = f();
         self.0.fetch_add(1, Ordering::Release);
+        r
+    }
+
+    /// Whether this thread has this counter's unblocked write window open (it is running a
+    /// signal handler that interrupted that write), given the counter's odd value `s`.
+    #[cold]
+    fn window_open_here(&self, s: u64) -> bool {
+        s & UNBLOCKED != 0
+            && WINDOW.try_with(|w| w.get()).unwrap_or(0) == self as *const SeqCount as usize
+    }
+
+    /// A snapshot to hand to [`SeqCount::write_unblocked`], or `None` while a write is in
+    /// progress.
+    #[inline]
+    pub fn snapshot(&self) -> Option<u64> {
+        let s = self.0.load(Ordering::Acquire);
+        (s & 1 == 0).then_some(s)
+    }
+
+    /// Run `f` as the only writer without blocking signals, if nothing was written since
+    /// `snapshot` ([`SeqCount::snapshot`]); `None` (and `f` not run) otherwise.
+    ///
+    /// `f` must make its change take effect in one compare-and-swap of a word that every
+    /// other write changes too, with only plain stores before it that every other write
+    /// makes again: a handler may interrupt it on this thread and read or write through the
+    /// open window (see the type's documentation), and the compare-and-swap then fails.
+    /// Only one thread may ever make unblocked writes to a counter (the claim is marked as
+    /// the unblocked one, not as that thread's: a handler on another thread must not take it
+    /// for its own).
+    #[inline]
+    pub fn write_unblocked<R>(&self, snapshot: u64, f: impl FnOnce() -> R) -> Option<R> {
+        let me = self as *const SeqCount as usize;
+        // Open before the claim: a handler that comes between finds the counter even (or
+        // claimed by another thread's blocked write, without the mark) and waits as usual.
+        let outer = WINDOW.try_with(|w| w.replace(me)).ok()?;
+        window_hook(WindowPoint::BeforeClaim);
+        let r = if self
+            .0
+            .compare_exchange(
+                snapshot,
+                (snapshot + 1) | UNBLOCKED,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            window_hook(WindowPoint::Claimed);
+            let r = f();
+            window_hook(WindowPoint::Written);
+            // Writers through the window have moved the counter on by twos; nothing else can
+            // change it while the claim is held.
+            let s = self.0.load(Ordering::Relaxed);
+            self.0.store((s & !UNBLOCKED) + 1, Ordering::Release);
+            Some(r)
+        } else {
+            None
+        };
+        let _ = WINDOW.try_with(|w| w.set(outer));
         r
     }
 
@@ -110,7 +229,9 @@ impl SeqCount {
     pub fn begin(&self) -> u64 {
         loop {
             let s = self.0.load(Ordering::Acquire);
-            if s & 1 == 0 {
+            if s & 1 == 0 || self.window_open_here(s) {
+                // (Odd with this thread's unblocked write open: every state is whole, and a
+                // writer through the window moves the counter, see `write`.)
                 return s;
             }
             std::hint::spin_loop();
