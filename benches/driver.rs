@@ -783,9 +783,10 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
          read of the frozen counts, the new distance and a start, then the kernel's stop and \
          a refresh. Today a lone page-fault leader is never stopped: the engine freezes at \
          the kernel's record of the overflow and the restart reads where counting resumes, \
-         and the last row makes exactly the system calls our libcpc makes for an overflow \
-         handled with `cpc_set_restart` in the SIGEMT handler \
-         (`capi/tests/syscalls.rs` counts them), without any of our user-space work.\n"
+         and the last row asks exactly what our libcpc asks of the kernel for an overflow \
+         handled with `cpc_set_restart` in the SIGEMT handler (the same overflow record, \
+         read; the same system calls, which `capi/tests/syscalls.rs` counts), without any of \
+         our user-space work.\n"
     );
     let _ = writeln!(
         r,
@@ -812,9 +813,9 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
         ),
         (
             "overflow_libcpc",
-            "SIGEMT's disposition read, the handler's mask set, every signal blocked and \
-             restored around one `read`, the event never stopped (our libcpc's system calls \
-             today)",
+            "the overflow record written by the kernel and read by the handler, SIGEMT's \
+             disposition read, the handler's mask set, one `read`, the event never stopped \
+             (the kernel's part of our libcpc's overflow today)",
         ),
     ] {
         let x = s.stats("raw", op);
@@ -833,8 +834,8 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
     let (ours, papi) = (s.stats("libcpc", "overflow"), s.stats("PAPI", "overflow"));
     let _ = writeln!(
         r,
-        "\nOur system calls alone cost {} PAPI's whole overflow; our libcpc costs {} those \
-         system calls: the rest is our own user-space work.",
+        "\nThe kernel's part of our overflow alone costs {} PAPI's whole overflow; our libcpc \
+         costs {} that part: the rest is our own user-space work.",
         ratio(floor, papi).map_or("n/a".into(), |x| format!("{x:.2}×")),
         ratio(ours, floor).map_or("n/a".into(), |x| format!("{x:.2}×")),
     );

@@ -583,6 +583,7 @@ impl BoundSet {
         if st & (FROZEN | RUNS_ON) != FROZEN | RUNS_ON
             || self.n != 1
             || self.notify != 1
+            || self.owner_key == 0
             || self.owner_key != crate::sigsafe::thread_key()
         {
             return false;

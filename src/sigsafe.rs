@@ -3,7 +3,9 @@
 //! lock-free readers retry on ([`SeqCount`]). A signal handler therefore never sees a half-made
 //! change on its own thread, and readers only ever wait (briefly) for another thread, never for
 //! the thread they interrupted. That is what makes sample, restart and the overflow path
-//! async-signal-safe.
+//! async-signal-safe. The one exception, a change that takes effect in one compare-and-swap,
+//! is made without blocking signals ([`SeqCount::write_unblocked`]): a handler on its thread
+//! reads or writes through it instead of waiting.
 //!
 //! A leaf module (it imports nothing from the crate): the engine and the backends both use it.
 
@@ -123,11 +125,14 @@ fn window_hook(at: WindowPoint) {
 const UNBLOCKED: u64 = 1 << 63;
 
 /// A key for the calling thread, unique among live threads (the address of one of its
-/// thread-locals): what a caller of [`SeqCount::write_unblocked`] can compare to make sure it
-/// is the one thread that makes unblocked writes to a counter.
+/// thread-locals), 0 while the thread's locals are being destroyed: what a caller of
+/// [`SeqCount::write_unblocked`] can compare to make sure it is the one thread that makes
+/// unblocked writes to a counter.
 #[inline]
 pub fn thread_key() -> usize {
-    WINDOW.with(|w| w as *const Cell<usize> as usize)
+    WINDOW
+        .try_with(|w| w as *const Cell<usize> as usize)
+        .unwrap_or(0)
 }
 
 impl SeqCount {

@@ -111,16 +111,17 @@ static volatile sig_atomic_t overflows;
  *   OVF_FREEZE   libcpc's freeze and restart from a preset as the library made them before
  *                the kernel stopped the group itself: stop (IOC_DISABLE), read the frozen
  *                counts, re-arm the distance (IOC_PERIOD) and start again (IOC_ENABLE);
- *   OVF_LIBCPC   the system calls our libcpc makes today for an overflow handled with
+ *   OVF_LIBCPC   what the kernel does for our libcpc today for an overflow handled with
  *                cpc_set_restart in the SIGEMT handler, and nothing else: the event is never
- *                stopped (no event limit); SIGEMT's disposition is read and the handler's mask
- *                set (to call the SIGEMT handler as the kernel would deliver it); the restart
- *                blocks and restores every signal around one read of the count, where counting
- *                resumes (nothing counted since the overflow: the kernel's period is whole).
- *                The difference to our libcpc is our own user-space work and its overflow
- *                record. */
+ *                stopped (no event limit) and has the same overflow record (a ring with the
+ *                time and the group's values, read by the handler); SIGEMT's disposition is
+ *                read and the handler's mask set (to call the SIGEMT handler as the kernel
+ *                would deliver it); the restart reads the count once, where counting resumes
+ *                (nothing counted since the overflow: the kernel's period is whole). The
+ *                difference to our libcpc is our own user-space work. */
 enum { OVF_COUNT, OVF_REFRESH, OVF_PRESET, OVF_FREEZE, OVF_LIBCPC };
 static int ovf_mode, ovf_fd;
+static struct perf_event_mmap_page *ovf_ring;
 static void on_overflow_kernel(int sig, siginfo_t *si, void *uc) {
     (void)sig, (void)si, (void)uc;
     overflows++;
@@ -131,17 +132,21 @@ static void on_overflow_kernel(int sig, siginfo_t *si, void *uc) {
         ioctl(ovf_fd, PERF_EVENT_IOC_PERIOD, &period);
         ioctl(ovf_fd, PERF_EVENT_IOC_REFRESH, 1);
     } else if (ovf_mode == OVF_LIBCPC) {
+        /* The overflow record: header, time, then the group (nr, enabled, running, value, id). */
+        uint64_t head = __atomic_load_n(&ovf_ring->data_head, __ATOMIC_ACQUIRE);
+        uint64_t tail = ovf_ring->data_tail, rec[7];
+        const volatile uint64_t *data = (const uint64_t *)((char *)ovf_ring + ovf_ring->data_offset);
+        for (int k = 0; k < 7; k++) rec[k] = data[(tail / 8 + k) % (ovf_ring->data_size / 8)];
+        if (head == tail || rec[2] != 1) overflows = -1000000; /* reported as too few */
+        __atomic_store_n(&ovf_ring->data_tail, head, __ATOMIC_RELEASE);
         struct sigaction emt;
-        sigset_t all, old, handler;
+        sigset_t handler;
         sigaction(SIGRTMIN + 4, NULL, &emt);
         sigemptyset(&handler);
         sigaddset(&handler, SIGRTMIN + 4);
         pthread_sigmask(SIG_SETMASK, &handler, NULL);
-        uint64_t v[3];
-        sigfillset(&all);
-        pthread_sigmask(SIG_BLOCK, &all, &old);
+        uint64_t v[5];
         if (read(ovf_fd, v, sizeof v) <= 0) overflows = -1000000; /* reported as too few */
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
     } else if (ovf_mode == OVF_FREEZE) {
         uint64_t v[3], period = BENCH_OVF_PERIOD;
         ioctl(ovf_fd, PERF_EVENT_IOC_DISABLE, 0);
@@ -167,8 +172,25 @@ static int overflow_run(int mode, const char *op) {
     a.disabled = 1;
     a.exclude_kernel = 0;
     a.read_format = PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
+    if (mode == OVF_LIBCPC) {
+        /* Our libcpc's notifying leader: the overflow record, in the group format. */
+        a.read_format |= PERF_FORMAT_GROUP | PERF_FORMAT_ID;
+        a.sample_type = PERF_SAMPLE_TIME | PERF_SAMPLE_READ;
+        a.use_clockid = 1;
+        a.clockid = CLOCK_MONOTONIC;
+        a.exclude_kernel = 1;
+        a.exclude_hv = 1;
+    }
     int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
     if (fd < 0) BENCH_FAIL("perf_event_open");
+    void *ring = NULL;
+    if (mode == OVF_LIBCPC) {
+        ring = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (ring == MAP_FAILED) BENCH_FAIL("mmap of the overflow ring");
+        ((volatile char *)ring)[0];
+        ((volatile char *)ring)[4096];
+        ovf_ring = ring;
+    }
     struct f_owner_ex owner = {F_OWNER_TID, (pid_t)syscall(SYS_gettid)};
     fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK);
     fcntl(fd, F_SETSIG, SIGRTMIN + 3);
@@ -183,6 +205,7 @@ static int overflow_run(int mode, const char *op) {
     bench_fault_pages(BENCH_OVF_PAGES);
     int64_t dt = bench_now() - t0;
     ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+    if (ring) munmap(ring, 2 * 4096);
     close(fd);
     if (overflows < BENCH_OVF_PAGES / BENCH_OVF_PERIOD) {
         fprintf(stderr, "raw %s: %d signals, expected %d\n", op, (int)overflows,
