@@ -1,16 +1,17 @@
 /* The overflow row measured in one process: our libcpc and PAPI 7 take turns, in blocks of
- * BENCH_OVF_PAGES / 10 page faults, on the same workload (one overflow every BENCH_OVF_PERIOD
+ * BENCH_OVF_PAGES / 50 page faults, on the same workload (one overflow every BENCH_OVF_PERIOD
  * faults, the handler restarts: SIGEMT + cpc_set_restart for ours, PAPI_overflow's handler for
- * PAPI). Separate processes differ by a few percent from run to run here; blocks in one
- * process, alternated, see the same machine state, so their medians compare more closely.
- * usage: pair BLOCKS; prints "overflow_ours NS" and "overflow_papi NS" per block. */
+ * PAPI). Separate processes differ by a few percent from run to run here, and a page fault's
+ * cost drifts within a run; short blocks in one process, alternated ours, PAPI, PAPI, ours,
+ * see the same machine state, so each of ours compares closely with the PAPI block next to it.
+ * usage: pair PAIRS; prints "overflow_ours NS" and "overflow_papi NS" per block, in pairs. */
 #include "common.h"
 #include <errno.h>
 #include <signal.h>
 #include <libcpc.h>
 #include <papi.h>
 
-#define BLOCK_PAGES (BENCH_OVF_PAGES / 10)
+#define BLOCK_PAGES (BENCH_OVF_PAGES / 50)
 
 static cpc_t *cpc;
 static cpc_set_t *set;
