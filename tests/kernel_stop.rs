@@ -22,7 +22,7 @@ use perfcompat::engine::{self, bind_tagged, OverflowEvent};
 use perfcompat::{CounterSet, Request, Target};
 
 mod common;
-use common::Pages;
+use common::{prefault_stack, Faults};
 
 const TAG: usize = 0x5709;
 static OVERFLOWS: AtomicU64 = AtomicU64::new(0);
@@ -72,29 +72,6 @@ fn overflow_signal_pending() -> bool {
         let mut s: libc::sigset_t = std::mem::zeroed();
         assert_eq!(libc::sigpending(&mut s), 0);
         libc::sigismember(&s, perfcompat::signal::overflow_signal()) == 1
-    }
-}
-
-/// Touches the next `k` fresh pages (one page fault each).
-struct Faults {
-    pages: Pages,
-    next: usize,
-}
-
-impl Faults {
-    /// 4000 fresh pages to fault on.
-    fn new() -> Faults {
-        Faults {
-            pages: Pages::new(4000),
-            next: 0,
-        }
-    }
-
-    fn take(&mut self, k: usize) {
-        for _ in 0..k {
-            self.pages.touch(self.next);
-            self.next += 1;
-        }
     }
 }
 
@@ -234,16 +211,6 @@ fn notifying_page_faults(preset: u64) -> CounterSet {
     CounterSet::new()
         .with(Request::new("page-faults").preset(preset).notify())
         .unwrap()
-}
-
-/// Touch the stack the overflow handler will use, so that it takes no page fault there.
-fn prefault_stack() {
-    let mut stack = [0u8; 256 * 1024];
-    for i in (0..stack.len()).step_by(4096) {
-        // SAFETY: in bounds.
-        unsafe { std::ptr::write_volatile(stack.as_mut_ptr().add(i), 1) };
-    }
-    std::hint::black_box(&stack);
 }
 
 #[test]

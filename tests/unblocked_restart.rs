@@ -19,7 +19,7 @@ use perfcompat::sigsafe::{set_window_hook, WindowPoint};
 use perfcompat::{CounterSet, Request, Target};
 
 mod common;
-use common::Pages;
+use common::{prefault_stack, Faults};
 
 const TAG: usize = 0xb10c;
 const PERIOD: u64 = 10;
@@ -119,31 +119,6 @@ extern "C" fn on_usr1(_: i32, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
     RAN.store(true, Ordering::SeqCst);
 }
 
-/// Touches the next `k` fresh pages (one page fault each).
-struct Faults {
-    pages: Pages,
-    next: usize,
-}
-
-impl Faults {
-    fn take(&mut self, k: usize) {
-        for _ in 0..k {
-            self.pages.touch(self.next);
-            self.next += 1;
-        }
-    }
-}
-
-/// Touch the stack the handlers will use, so that they take no page fault there.
-fn prefault_stack() {
-    let mut stack = [0u8; 256 * 1024];
-    for i in (0..stack.len()).step_by(4096) {
-        // SAFETY: in bounds.
-        unsafe { std::ptr::write_volatile(stack.as_mut_ptr().add(i), 1) };
-    }
-    std::hint::black_box(&stack);
-}
-
 fn sample(b: &Binding) -> (u64, bool) {
     let mut v = [0u64];
     let info = b.sample(&mut v).unwrap();
@@ -163,10 +138,7 @@ fn run(point: WindowPoint, action: Action) {
     let set = CounterSet::new()
         .with(Request::new("page-faults").preset(PRESET).notify())
         .unwrap();
-    let mut f = Box::new(Faults {
-        pages: Pages::new(4000),
-        next: 0,
-    });
+    let mut f = Box::new(Faults::new());
     prefault_stack();
     let b = Box::new(bind_tagged(perf(), &set, Target::CurrentThread, TAG).unwrap());
     BINDING.store(&*b as *const Binding as *mut Binding, Ordering::SeqCst);

@@ -232,3 +232,38 @@ pub fn rust_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out.sort();
     out
 }
+
+/// Touches the next `k` fresh pages of 4000 (one page fault each).
+pub struct Faults {
+    pages: Pages,
+    next: usize,
+}
+
+impl Faults {
+    /// 4000 fresh pages to fault on.
+    pub fn new() -> Faults {
+        Faults {
+            pages: Pages::new(4000),
+            next: 0,
+        }
+    }
+
+    /// Touch the next `k` pages.
+    pub fn take(&mut self, k: usize) {
+        for _ in 0..k {
+            self.pages.touch(self.next);
+            self.next += 1;
+        }
+    }
+}
+
+/// Touch 256 KiB of stack below the caller's frame, so that the signal handlers run later
+/// from frames no deeper take no page fault there.
+pub fn prefault_stack() {
+    let mut stack = [0u8; 256 * 1024];
+    for i in (0..stack.len()).step_by(4096) {
+        // SAFETY: in bounds.
+        unsafe { std::ptr::write_volatile(stack.as_mut_ptr().add(i), 1) };
+    }
+    std::hint::black_box(&stack);
+}
