@@ -277,3 +277,60 @@ fn the_kernels_next_overflow_in_the_window_is_handled_through_it() {
     run(WindowPoint::Claimed, Action::Faults);
     run(WindowPoint::Written, Action::Faults);
 }
+
+#[test]
+fn another_thread_sampling_meanwhile_sees_every_state_whole() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    engine::set_overflow_hook(Some(hook));
+    set_window_hook(None);
+    let set = CounterSet::new()
+        .with(Request::new("page-faults").preset(PRESET).notify())
+        .unwrap();
+    let mut f = Faults::new();
+    prefault_stack();
+    let b = bind_tagged(perf(), &set, Target::CurrentThread, TAG).unwrap();
+    for _ in 0..2 {
+        f.take(PERIOD as usize);
+        b.restart().unwrap();
+    }
+    let done = AtomicBool::new(false);
+    let (samples, frozen) = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let (mut n, mut frozen) = (0u64, 0u64);
+            while !done.load(Ordering::Relaxed) {
+                let mut v = [0u64];
+                let info = b.sample(&mut v).unwrap();
+                // Frozen: exactly at the wrap. Counting: the faults since the restart, at most
+                // a period (the wrap is read before the owner's handler freezes the set) and a
+                // fault or two of its own.
+                if info.frozen {
+                    assert_eq!(v[0], 0, "a frozen sample");
+                    frozen += 1;
+                } else {
+                    let since = v[0].wrapping_sub(PRESET);
+                    assert!(
+                        since <= PERIOD + 2,
+                        "a running sample: {since} since the restart"
+                    );
+                }
+                n += 1;
+            }
+            (n, frozen)
+        });
+        for _ in 0..300 {
+            f.take(PERIOD as usize);
+            assert_eq!(sample(&b), (0, true), "frozen at the overflow");
+            // Let the reader see the frozen set.
+            std::thread::yield_now();
+            b.restart().unwrap();
+            assert!(!sample(&b).1, "restarted");
+        }
+        done.store(true, Ordering::Relaxed);
+        reader.join().unwrap()
+    });
+    assert!(
+        samples > 0 && frozen > 0,
+        "{samples} samples, {frozen} frozen"
+    );
+    eprintln!("{samples} samples from another thread, {frozen} of a frozen set");
+}
