@@ -557,7 +557,8 @@ impl BoundSet {
 
     /// The set was just frozen at raw counts `at` while its group counts on: mark it so, and
     /// make ready now what a restart that finds nothing counted since needs
-    /// ([`BoundSet::restart_counting_on`], which then changes nothing but the state word): the
+    /// ([`BoundSet::restart_counting_on`], which then writes only the state word and fields
+    /// that the restart made with signals blocked sets again should it fail): the
     /// period's events go into the totals (the frozen set reports the same totals, its period
     /// adding nothing more), and counting goes on from `at`. A restart or resume that finds
     /// otherwise sets the origin again. Must run inside `write`.
@@ -606,8 +607,9 @@ impl BoundSet {
         }
         self.seq
             .write_unblocked(snapshot, || {
-                // Plain stores that every other write makes again; the compare-and-swap fails
-                // if one came in between (every write changes the state word).
+                // Plain stores that the restart with signals blocked makes again should the
+                // compare-and-swap fail, as it does when any write came in between (every
+                // write changes the state word).
                 self.enabled0.store(times.enabled, Ordering::Relaxed);
                 self.running0.store(times.running, Ordering::Relaxed);
                 self.overflowed.store(0, Ordering::Relaxed);

@@ -190,9 +190,10 @@ impl SeqCount {
     /// `snapshot` ([`SeqCount::snapshot`]); `None` (and `f` not run) otherwise.
     ///
     /// `f` must make its change take effect in one compare-and-swap of a word that every
-    /// other write changes too, with only plain stores before it that every other write
-    /// makes again: a handler may interrupt it on this thread and read or write through the
-    /// open window (see the type's documentation), and the compare-and-swap then fails.
+    /// other write changes too, with only plain stores before it that the caller makes again
+    /// (with signals blocked) when that compare-and-swap fails: a handler may interrupt `f` on
+    /// this thread and read or write through the open window (see the type's documentation),
+    /// and the compare-and-swap then fails.
     /// Only one thread may ever make unblocked writes to a counter (the claim is marked as
     /// the unblocked one, not as that thread's: a handler on another thread must not take it
     /// for its own).
