@@ -152,7 +152,8 @@ pub struct SampleInfo {
     pub complete: bool,
     /// Requests that overflowed since the last restart (bit i = request i).
     pub overflowed: u64,
-    /// Nanoseconds the counters were running since the last (re)start.
+    /// Nanoseconds the counters were running since the last (re)start (up to the freeze, for
+    /// a frozen set).
     pub running_ns: u64,
     /// Nanoseconds the counters were enabled since the last (re)start; more than
     /// `running_ns` when the kernel multiplexed them.
@@ -430,11 +431,16 @@ impl BoundSet {
         loop {
             let s1 = self.seq.begin();
             let frozen = self.state.load(Ordering::Acquire) & FROZEN != 0;
-            let mut times = Times::default();
+            let times;
             if frozen {
                 for (i, o) in out.iter_mut().enumerate().take(self.n) {
                     *o = self.frozen_vals[i].load(Ordering::Relaxed);
                 }
+                // The times of the freeze, as the values.
+                times = Times {
+                    enabled: self.frozen_enabled.load(Ordering::Relaxed),
+                    running: self.frozen_running.load(Ordering::Relaxed),
+                };
                 if let Some(t) = totals.as_deref_mut() {
                     for (i, t) in t.iter_mut().enumerate().take(self.n) {
                         *t = self.sums[i]

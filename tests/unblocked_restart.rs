@@ -168,6 +168,14 @@ fn run(point: WindowPoint, action: Action) {
         f.take(PERIOD as usize);
         assert_eq!(OVERFLOWS.load(Ordering::SeqCst), seen + 1, "{what} {round}");
         assert_eq!(sample(&b), (0, true), "{what} {round}: frozen at the wrap");
+        // A frozen set's times are those of its period up to the freeze.
+        let info = b.sample(&mut [0u64]).unwrap();
+        assert!(
+            info.running_ns <= info.enabled_ns && info.enabled_ns < 10_000_000_000,
+            "{what} {round}: frozen times {} running of {} enabled ns",
+            info.running_ns,
+            info.enabled_ns
+        );
         RAN.store(false, Ordering::SeqCst);
         ACTION.store(
             ACTIONS.iter().position(|a| *a == action).unwrap() as i32,
