@@ -542,13 +542,13 @@ impl BoundSet {
         }
         let lone = self.notify.count_ones() == 1;
         let i = self.notify.trailing_zeros() as usize;
-        if lone && self.group.keeps_period(i, distance(i)) {
-            match self.read_raw(raw) {
-                Ok(times) if raw[i] == self.frozen_raw[i].load(Ordering::Relaxed) => {
+        if lone {
+            match self.counted_nothing_since(i, distance(i), &mut raw[..]) {
+                Ok(Some(times)) => {
                     self.drop_since_freeze(raw);
                     return Ok((times, true));
                 }
-                Ok(_) => {}
+                Ok(None) => {}
                 Err(e) => {
                     self.group.stop();
                     return Err(e);
@@ -559,6 +559,23 @@ impl BoundSet {
         let times = self.read_raw(raw)?;
         self.drop_since_freeze(raw);
         Ok((times, false))
+    }
+
+    /// For notifying request `i` of a set frozen while its group counts on: the times of a read
+    /// (into `raw`) that shows nothing counted since the overflow, when its kernel period is
+    /// also whole at `distance` (then the group can go on as it is); `None` otherwise, without
+    /// a read when the period is not whole.
+    fn counted_nothing_since(
+        &self,
+        i: usize,
+        distance: Option<u64>,
+        raw: &mut [u64],
+    ) -> Result<Option<Times>> {
+        if !self.group.keeps_period(i, distance) {
+            return Ok(None);
+        }
+        let times = self.read_raw(raw)?;
+        Ok((raw[i] == self.frozen_raw[i].load(Ordering::Relaxed)).then_some(times))
     }
 
     /// The set was just frozen at raw counts `at` while its group counts on: mark it so, and
@@ -599,18 +616,15 @@ impl BoundSet {
             return false;
         };
         let preset = self.preset[0].load(Ordering::Relaxed);
-        if preset != self.base[0].load(Ordering::Relaxed)
-            || !self.group.keeps_period(0, virt::distance_to_wrap(preset))
-        {
+        if preset != self.base[0].load(Ordering::Relaxed) {
             return false;
         }
         let mut raw = [0u64; 1];
-        let Ok(times) = self.read_raw(&mut raw) else {
+        let Ok(Some(times)) =
+            self.counted_nothing_since(0, virt::distance_to_wrap(preset), &mut raw)
+        else {
             return false;
         };
-        if raw[0] != self.frozen_raw[0].load(Ordering::Relaxed) {
-            return false;
-        }
         self.seq
             .write_unblocked(snapshot, || {
                 // Plain stores that the restart with signals blocked makes again should the

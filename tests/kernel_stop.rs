@@ -22,7 +22,7 @@ use perfcompat::engine::{self, bind_tagged, OverflowEvent};
 use perfcompat::{CounterSet, Request, Target};
 
 mod common;
-use common::{prefault_stack, Faults};
+use common::{notifying_page_faults, prefault_stack, Faults};
 
 const TAG: usize = 0x5709;
 static OVERFLOWS: AtomicU64 = AtomicU64::new(0);
@@ -104,14 +104,7 @@ fn a_lone_leader_counts_on_after_its_overflow_and_the_restart_reads_where_it_res
             20
         };
         block_overflow_signal(false);
-        assert!(b.is_frozen(), "round {round}: frozen once the signals came");
-        assert_eq!(
-            overflows(),
-            seen + 1,
-            "round {round}: one overflow notified"
-        );
-        b.sample(&mut v).unwrap();
-        assert_eq!(v[0], 0, "round {round}: frozen exactly at the wrap");
+        frozen_at_one_overflow(&b, overflows() - seen, round);
         // The next signal stopped the event: what it counted after the overflow is dropped.
         dropped_since(
             dropped0,
@@ -178,6 +171,16 @@ fn a_lone_leader_counts_on_after_its_overflow_and_the_restart_reads_where_it_res
     }
 }
 
+/// Once the blocked signals came: `b` is frozen exactly at the wrap, and `notified` (the
+/// overflows notified since they were blocked) is one.
+fn frozen_at_one_overflow(b: &engine::Binding, notified: u64, round: usize) {
+    assert!(b.is_frozen(), "round {round}: frozen once the signals came");
+    assert_eq!(notified, 1, "round {round}: one overflow notified");
+    let mut v = [0u64; 2];
+    b.sample(&mut v[..b.len()]).unwrap();
+    assert_eq!(v[0], 0, "round {round}: frozen exactly at the wrap");
+}
+
 /// The faults dropped at freezes since `before` are exactly `expected`; in round 0 at least
 /// that: the handler's paths run for the first time then, and a page of their code or data
 /// touched for the first time between the overflow and the stop is a page fault too.
@@ -206,21 +209,12 @@ fn restart_then_count_3(b: &engine::Binding, f: &mut Faults, preset: u64, round:
     );
 }
 
-/// A set of one request: page faults, notifying from `preset`.
-fn notifying_page_faults(preset: u64) -> CounterSet {
-    CounterSet::new()
-        .with(Request::new("page-faults").preset(preset).notify())
-        .unwrap()
-}
-
 #[test]
 fn a_group_is_stopped_by_the_kernel_at_the_overflow_even_while_the_signal_waits() {
     engine::set_overflow_hook(Some(hook));
     const PERIOD: u64 = 10;
     let preset = u64::MAX - (PERIOD - 1);
-    let set = CounterSet::new()
-        .with(Request::new("page-faults").preset(preset).notify())
-        .unwrap()
+    let set = notifying_page_faults(preset)
         .with(Request::new("context-switches"))
         .unwrap();
     let mut f = Faults::new();
@@ -242,15 +236,8 @@ fn a_group_is_stopped_by_the_kernel_at_the_overflow_even_while_the_signal_waits(
             f.take(5); // not counted
         }
         block_overflow_signal(false);
-        assert!(b.is_frozen(), "round {round}: frozen once the signal came");
-        assert_eq!(
-            OVERFLOWS.load(Ordering::SeqCst),
-            seen + 1,
-            "round {round}: one overflow notified (a late signal for an overflow a restart \
-             already passed is not one)"
-        );
-        b.sample(&mut v).unwrap();
-        assert_eq!(v[0], 0, "round {round}: frozen exactly at the wrap");
+        // (A late signal for an overflow a restart already passed is not one.)
+        frozen_at_one_overflow(&b, OVERFLOWS.load(Ordering::SeqCst) - seen, round);
         assert_eq!(
             engine::dropped_at_freezes(0),
             dropped0,
@@ -387,14 +374,7 @@ fn a_lone_leader_counting_another_thread_is_stopped_by_the_kernel_at_its_record(
             block_overflow_signal(true);
             worker_takes(PERIOD as usize + 20);
             block_overflow_signal(false);
-            assert!(b.is_frozen(), "round {round}: frozen once the signal came");
-            assert_eq!(
-                overflows(),
-                seen + 1,
-                "round {round}: one overflow notified"
-            );
-            b.sample(&mut v).unwrap();
-            assert_eq!(v[0], 0, "round {round}: frozen exactly at the wrap");
+            frozen_at_one_overflow(&b, overflows() - seen, round);
             assert_eq!(
                 engine::dropped_at_freezes(0),
                 dropped0,

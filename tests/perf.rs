@@ -10,7 +10,7 @@ use perfcompat::engine::{self, OverflowEvent};
 use perfcompat::{bind_with, CounterSet, Error, Request, RequestFlags, Target};
 
 mod common;
-use common::{sample, skip, Pages};
+use common::{notifying_page_faults, run_as_child, sample, skip, Pages};
 
 fn perf() -> &'static PerfBackend {
     static B: OnceLock<PerfBackend> = OnceLock::new();
@@ -392,16 +392,6 @@ fn a_full_signal_queue_falls_back_to_sigio_and_still_freezes() {
     );
 }
 
-/// Run this test binary again for test `test` alone, with `env` set (see
-/// [`a_full_signal_queue_falls_back_to_sigio_and_still_freezes`] for why not `fork`).
-fn run_as_child(test: &str, env: &str) -> std::process::Output {
-    std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--test-threads=1", "--nocapture"])
-        .env(env, "1")
-        .output()
-        .unwrap()
-}
-
 /// A lone page-fault leader counts on after its overflow (`KernelStop::Running`); when its
 /// next overflow comes as the kernel's SIGIO fallback (the real-time signal queue full, here
 /// `RLIMIT_SIGPENDING` 1 and a blocked signal of ours pending), the still frozen set's event
@@ -430,13 +420,7 @@ fn a_frozen_set_that_counts_on_is_stopped_by_the_sigio_fallback_too() {
 fn sigio_frozen_child() -> i32 {
     const PERIOD: u64 = 50;
     let pages = Pages::new(400);
-    let set = CounterSet::new()
-        .with(
-            Request::new("page-faults")
-                .preset(u64::MAX - (PERIOD - 1))
-                .notify(),
-        )
-        .unwrap();
+    let set = notifying_page_faults(u64::MAX - (PERIOD - 1));
     let Ok(b) = bind_with(perf(), &set, Target::CurrentThread) else {
         return 2;
     };

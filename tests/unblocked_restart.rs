@@ -16,10 +16,10 @@ use std::sync::{Mutex, OnceLock};
 use perfcompat::backend::perf::PerfBackend;
 use perfcompat::engine::{self, bind_tagged, Binding, OverflowEvent};
 use perfcompat::sigsafe::{set_window_hook, WindowPoint};
-use perfcompat::{CounterSet, Request, Target};
+use perfcompat::Target;
 
 mod common;
-use common::{prefault_stack, Faults};
+use common::{notifying_page_faults, prefault_stack, Faults};
 
 const TAG: usize = 0xb10c;
 const PERIOD: u64 = 10;
@@ -135,9 +135,7 @@ fn run(point: WindowPoint, action: Action) {
     // A handler that waits for the interrupted write never returns: end the test then.
     // SAFETY: plain system call; SIGALRM's default action ends the process.
     unsafe { libc::alarm(60) };
-    let set = CounterSet::new()
-        .with(Request::new("page-faults").preset(PRESET).notify())
-        .unwrap();
+    let set = notifying_page_faults(PRESET);
     let mut f = Box::new(Faults::new());
     prefault_stack();
     let b = Box::new(bind_tagged(perf(), &set, Target::CurrentThread, TAG).unwrap());
@@ -259,31 +257,35 @@ fn run(point: WindowPoint, action: Action) {
     unsafe { libc::alarm(0) };
 }
 
+/// `run` with the signal raised at each point of the window in turn.
+fn at_every_point(action: Action) {
+    for point in [
+        WindowPoint::BeforeClaim,
+        WindowPoint::Claimed,
+        WindowPoint::Written,
+    ] {
+        run(point, action);
+    }
+}
+
 #[test]
 fn a_sample_in_the_window_sees_the_set_before_or_after_the_restart() {
-    run(WindowPoint::Claimed, Action::Sample);
-    run(WindowPoint::Written, Action::Sample);
+    at_every_point(Action::Sample);
 }
 
 #[test]
 fn a_restart_in_the_window_goes_through_and_the_interrupted_one_is_made_again() {
-    run(WindowPoint::BeforeClaim, Action::Restart);
-    run(WindowPoint::Claimed, Action::Restart);
-    run(WindowPoint::Written, Action::Restart);
+    at_every_point(Action::Restart);
 }
 
 #[test]
 fn a_stop_in_the_window_comes_before_or_after_the_restart() {
-    run(WindowPoint::BeforeClaim, Action::Stop);
-    run(WindowPoint::Claimed, Action::Stop);
-    run(WindowPoint::Written, Action::Stop);
+    at_every_point(Action::Stop);
 }
 
 #[test]
 fn the_kernels_next_overflow_in_the_window_is_handled_through_it() {
-    run(WindowPoint::BeforeClaim, Action::Faults);
-    run(WindowPoint::Claimed, Action::Faults);
-    run(WindowPoint::Written, Action::Faults);
+    at_every_point(Action::Faults);
 }
 
 #[test]
@@ -291,9 +293,7 @@ fn another_thread_sampling_meanwhile_sees_every_state_whole() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     engine::set_overflow_hook(Some(hook));
     set_window_hook(None);
-    let set = CounterSet::new()
-        .with(Request::new("page-faults").preset(PRESET).notify())
-        .unwrap();
+    let set = notifying_page_faults(PRESET);
     let mut f = Faults::new();
     prefault_stack();
     let b = bind_tagged(perf(), &set, Target::CurrentThread, TAG).unwrap();

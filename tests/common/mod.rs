@@ -267,3 +267,27 @@ pub fn prefault_stack() {
     }
     std::hint::black_box(&stack);
 }
+
+/// A set of one request: page faults, notifying from `preset` (its overflow comes after
+/// `u64::MAX - preset + 1` faults).
+pub fn notifying_page_faults(preset: u64) -> perfcompat::CounterSet {
+    perfcompat::CounterSet::new()
+        .with(
+            perfcompat::Request::new("page-faults")
+                .preset(preset)
+                .notify(),
+        )
+        .unwrap()
+}
+
+/// Run this test binary again for test `test` alone, with `env` set: a child process for a
+/// test that changes process-wide state (limits, signal queues). Not `fork`: a fork of a
+/// process whose other test threads hold a lock (a `OnceLock` being initialised, the engine's
+/// tables) can hang the child forever.
+pub fn run_as_child(test: &str, env: &str) -> std::process::Output {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--test-threads=1", "--nocapture"])
+        .env(env, "1")
+        .output()
+        .unwrap()
+}
