@@ -41,7 +41,6 @@ static inline int bench_wanted(int argc, char **argv, const char *op) {
 
 #define BENCH_FAIL(what) do { perror(what); exit(2); } while (0)
 
-#endif
 
 /* The events every program counts, in the same order: software events everywhere, hardware
  * events where the driver found a PMU (BENCH_HW=1). */
@@ -58,3 +57,5 @@ static const char *const BENCH_PAPI_HW[4] = {"perf::CYCLES", "perf::INSTRUCTIONS
 /* Overflow benchmarks: page faults, one overflow every BENCH_OVF_PERIOD faults. */
 #define BENCH_OVF_PERIOD 10
 #define BENCH_OVF_PAGES 20000
+
+#endif

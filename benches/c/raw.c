@@ -1,6 +1,7 @@
 /* The floor: the raw perf_event_open system calls each operation needs.
  * usage: raw ITERATIONS [operation...] */
 #include "common.h"
+#include "rawperf.h"
 #include <linux/perf_event.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -9,41 +10,16 @@
 #include <pthread.h>
 #include <unistd.h>
 
-static int open_event_fmt(int i, int group, uint64_t read_format, int inherit) {
-    struct perf_event_attr a;
-    memset(&a, 0, sizeof a);
-    a.size = sizeof a;
-    if (bench_hw()) {
-        static const uint64_t hw[4] = {PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_HW_INSTRUCTIONS,
-                                       PERF_COUNT_HW_BRANCH_MISSES, PERF_COUNT_HW_CACHE_MISSES};
-        a.type = PERF_TYPE_HARDWARE;
-        a.config = hw[i];
-    } else {
-        static const uint64_t sw[4] = {PERF_COUNT_SW_TASK_CLOCK, PERF_COUNT_SW_PAGE_FAULTS,
-                                       PERF_COUNT_SW_CONTEXT_SWITCHES, PERF_COUNT_SW_CPU_MIGRATIONS};
-        a.type = PERF_TYPE_SOFTWARE;
-        a.config = sw[i];
-    }
-    a.read_format = read_format;
-    a.inherit = (unsigned)inherit;
-    a.disabled = group < 0;
-    a.exclude_kernel = 1;
-    a.exclude_hv = 1;
-    int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, group, 0);
-    if (fd < 0) BENCH_FAIL("perf_event_open");
-    return fd;
-}
-
 /* Groups read every member at once; a lone event is read without the group format (the
  * cheapest read that still gives the enabled and running times). */
 static int open_event(int i, int group) {
-    return open_event_fmt(i, group, PERF_FORMAT_GROUP | PERF_FORMAT_ID |
+    return bench_open_raw(i, group, PERF_FORMAT_GROUP | PERF_FORMAT_ID |
                                         PERF_FORMAT_TOTAL_TIME_ENABLED |
                                         PERF_FORMAT_TOTAL_TIME_RUNNING, 0);
 }
 
 static int open_single(void) {
-    int fd = open_event_fmt(0, -1, PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING, 0);
+    int fd = bench_open_raw(0, -1, PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING, 0);
     if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) < 0) BENCH_FAIL("enable");
     return fd;
 }
@@ -76,7 +52,7 @@ static void *inherit_child(void *arg) {
 }
 
 static void inherit_read(long n, int threads, const char *op) {
-    int fd = open_event_fmt(0, -1, PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING, 1);
+    int fd = bench_open_raw(0, -1, PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING, 1);
     if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) < 0) BENCH_FAIL("enable");
     pthread_t tids[64];
     pthread_barrier_init(&inherit_done, NULL, (unsigned)threads + 1);
