@@ -622,6 +622,7 @@ fn main() {
                     "sample1_ours",
                     "sample1_raw",
                     "sample1_papi",
+                    "sample1_clock",
                     "sample3_ours",
                     "sample4_ours",
                     "interval_ours",
@@ -677,8 +678,11 @@ fn one_process_rows(r: &mut String, s: &Samples) {
     let _ = writeln!(
         r,
         "\nThe same counting rows in one process (`benches/c/rows.c`): ours, raw and PAPI take \
-         turns on one thread in blocks of about a millisecond, six blocks a cycle (ours, raw, \
-         PAPI, PAPI, raw, ours), {n} cycles a row over the rounds. ns per call, median \
+         turns on one thread in blocks of about a millisecond, eight blocks a cycle (ours, raw, \
+         raw + clock, PAPI, PAPI, raw + clock, raw, ours), {n} cycles a row over the rounds. \
+         Raw + clock is the raw `read()` and one `clock_gettime(CLOCK_MONOTONIC)`: the least a \
+         sample needs, since `cpc_buf_hrtime` is the time of the sample (libperfex reports no \
+         time). ns per call, median \
          [min–max] over cycles; each ratio is the median [min–max] over cycles of the cycle's \
          own ratio. Separate processes differ by several percent from run to run here; blocks \
          next to each other in one process see the same machine. Ours makes the same `read()` \
@@ -687,9 +691,10 @@ fn one_process_rows(r: &mut String, s: &Samples) {
     );
     let _ = writeln!(
         r,
-        "| operation | ours | raw | PAPI | ours/raw | ours/PAPI | raw/PAPI | target | |"
+        "| operation | ours | raw | raw + clock | PAPI | ours/raw | (raw + clock)/raw | \
+         ours/PAPI | raw/PAPI | target | |"
     );
-    let _ = writeln!(r, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(r, "|---|---|---|---|---|---|---|---|---|---|---|");
     for (op, label, by, sample) in [
         ("sample1", "sample 1 event", "cpc_set_sample", true),
         ("sample3", "sample 3 events", "cpc_set_sample", true),
@@ -702,8 +707,9 @@ fn one_process_rows(r: &mut String, s: &Samples) {
         ),
     ] {
         let stat = |who: &str| median(cycles(op, who).cloned().unwrap_or_default());
-        let (or, op_, rp) = (
+        let (or, cr, op_, rp) = (
             per_cycle(op, "ours", "raw"),
+            per_cycle(op, "clock", "raw"),
             per_cycle(op, "ours", "papi"),
             per_cycle(op, "raw", "papi"),
         );
@@ -725,11 +731,17 @@ fn one_process_rows(r: &mut String, s: &Samples) {
         };
         let _ = writeln!(
             r,
-            "| {label} | {} ({by}) | {} | {} | {} | {} | {} | {} | {verdict} |",
+            "| {label} | {} ({by}) | {} | {} | {} | {} | {} | {} | {} | {} | {verdict} |",
             fmt_in(stat("ours"), false),
             fmt_in(stat("raw"), false),
+            if sample {
+                fmt_in(stat("clock"), false)
+            } else {
+                "n/a (no time)".into()
+            },
             fmt_in(stat("papi"), false),
             fmt_ratio(or),
+            if sample { fmt_ratio(cr) } else { "n/a".into() },
             fmt_ratio(op_),
             fmt_ratio(rp),
             if sample {

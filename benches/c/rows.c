@@ -1,14 +1,16 @@
 /* The counting rows measured in one process: our library, raw perf_event_open and PAPI 7 take
- * turns on the same thread, in blocks of about a millisecond, in cycles of six blocks (ours,
- * raw, PAPI, PAPI, raw, ours: a cost that drifts steadily within a cycle weighs the same on
- * each). Separate processes differ by several percent from run to run here (where their pages
+ * turns on the same thread, in blocks of about a millisecond, in cycles of eight blocks (ours,
+ * raw, clock, PAPI, PAPI, clock, raw, ours: a cost that drifts steadily within a cycle weighs
+ * the same on each). Separate processes differ by several percent from run to run here (where their pages
  * land, what else runs); blocks next to each other in one process see the same machine.
  *   sampleK   K events (1, 3, 4): cpc_set_sample of a bound set; read() of an open group (one
- *             event: no group format, as benches/c/raw.c); PAPI_read of a started event set.
+ *             event: no group format, as benches/c/raw.c); PAPI_read of a started event set;
+ *             "clock": the same read() and a clock_gettime(CLOCK_MONOTONIC), the least a
+ *             sample needs for cpc_buf_hrtime (the time of the sample).
  *   interval  2 events: start_counters + read_counters; two read()s of an open group;
- *             PAPI_start + PAPI_stop.
- * usage: rows CYCLES; prints, per cycle and row, "<row>_ours NS", "<row>_raw NS" and
- * "<row>_papi NS" (ns per call, the mean of the cycle's two blocks of each). The driver maps
+ *             PAPI_start + PAPI_stop; "clock": the two read()s (libperfex reports no time).
+ * usage: rows CYCLES; prints, per cycle and row, "<row>_ours NS", "<row>_raw NS",
+ * "<row>_clock NS" and "<row>_papi NS" (ns per call, the mean of the cycle's two blocks of each). The driver maps
  * libperfex's events 0 and 16 to the first two events (PERFCOMPAT_EVENTS). */
 #include "common.h"
 #include "rawperf.h"
@@ -55,8 +57,9 @@ static void papi_drop(int es) {
     PAPI_destroy_eventset(&es);
 }
 
-enum who { OURS, RAW, PAPI };
-static const enum who ORDER[6] = {OURS, RAW, PAPI, PAPI, RAW, OURS};
+enum who { OURS, RAW, CLOCK, PAPI };
+static const enum who ORDER[8] = {OURS, RAW, CLOCK, PAPI, PAPI, CLOCK, RAW, OURS};
+static volatile int64_t clock_sink;
 
 /* One block of `n` calls of `who` for row `k` (1, 3, 4: samples; 2: the interval); ns per call. */
 static double block(int k, enum who who, long n, cpc_set_t *set, cpc_buf_t *cbuf, int fd, int es) {
@@ -67,7 +70,7 @@ static double block(int k, enum who who, long n, cpc_set_t *set, cpc_buf_t *cbuf
             if (who == OURS) {
                 int g = start_counters(0, 16);
                 if (read_counters(0, &c0, 16, &c1) != g) fail("read_counters");
-            } else if (who == RAW) {
+            } else if (who == RAW || who == CLOCK) {
                 raw_read(fd);
                 raw_read(fd);
             } else {
@@ -79,7 +82,10 @@ static double block(int k, enum who who, long n, cpc_set_t *set, cpc_buf_t *cbuf
         for (long i = 0; i < n; i++) {
             if (who == OURS) cpc_set_sample(cpc, set, cbuf);
             else if (who == RAW) raw_read(fd);
-            else PAPI_read(es, pv);
+            else if (who == CLOCK) {
+                raw_read(fd);
+                clock_sink = bench_now();
+            } else PAPI_read(es, pv);
         }
     }
     return (double)(bench_now() - t0) / n;
@@ -113,11 +119,11 @@ int main(int argc, char **argv) {
         }
         /* A cycle untimed first: every path's code and data in place. */
         for (int c = -1; c < cycles; c++) {
-            double sum[3] = {0, 0, 0};
-            for (int b = 0; b < 6; b++) sum[ORDER[b]] += block(k, ORDER[b], n, set, cbuf, fd, es);
+            double sum[4] = {0, 0, 0, 0};
+            for (int b = 0; b < 8; b++) sum[ORDER[b]] += block(k, ORDER[b], n, set, cbuf, fd, es);
             if (c < 0) continue;
-            printf("%s_ours %.1f\n%s_raw %.1f\n%s_papi %.1f\n", name, sum[OURS] / 2, name,
-                   sum[RAW] / 2, name, sum[PAPI] / 2);
+            printf("%s_ours %.1f\n%s_raw %.1f\n%s_clock %.1f\n%s_papi %.1f\n", name,
+                   sum[OURS] / 2, name, sum[RAW] / 2, name, sum[CLOCK] / 2, name, sum[PAPI] / 2);
         }
         if (k != 2) {
             PAPI_stop(es, pv);
