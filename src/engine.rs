@@ -256,6 +256,7 @@ fn read_error(errno: i32) -> Error {
 impl BoundSet {
     /// Whether this binding was made by the process before a fork() that made this one: its
     /// counters belong to the parent. Async-signal-safe (one atomic load).
+    #[inline]
     pub fn inherited_from_parent(&self) -> bool {
         self.fork_gen != FORKS.load(Ordering::Relaxed)
     }
@@ -312,6 +313,7 @@ impl BoundSet {
     }
 
     /// The current generation number.
+    #[inline]
     pub fn generation(&self) -> u32 {
         self.generation.load(Ordering::Acquire)
     }
