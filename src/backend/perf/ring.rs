@@ -114,14 +114,21 @@ impl Ring {
         }
     }
 
-    /// Copy `out.len()` bytes starting at ring position `pos` (the data area wraps).
-    fn copy(&self, pos: u64, out: &mut [u8]) {
-        let (off, size) = self.data_area();
-        for (k, o) in out.iter_mut().enumerate() {
-            let at = (pos as usize + k) % size;
-            // SAFETY: `off + at` is inside the mapping.
-            *o = unsafe { ptr::read_volatile(self.base.add(off + at)) };
-        }
+    /// The 8-byte word at ring position `pos` (a multiple of 8) of the data area `area`
+    /// (`data_area()`), which wraps. Records and their fields are 8-byte aligned and the area
+    /// is a whole number of pages, so a word never straddles the wrap. The offset is a mask
+    /// when the area is a power of two in size, as the kernel makes it: a division per read
+    /// (this was a byte copy with one per byte) cost the overflow handler about 200 ns.
+    #[inline]
+    fn word(&self, (off, size): (usize, usize), pos: u64) -> u64 {
+        let at = if size.is_power_of_two() {
+            pos as usize & (size - 1)
+        } else {
+            pos as usize % size
+        };
+        // SAFETY: `off + at + 8 <= off + size`, inside the mapping (`at` is a multiple of 8
+        // below `size`, a multiple of 8); page-aligned `off` makes the read aligned.
+        unsafe { ptr::read_volatile(self.base.add(off + at).cast::<u64>()) }
     }
 
     /// Whether a record is waiting to be read.
@@ -148,7 +155,7 @@ impl Ring {
     /// the ring was full, or the signal was for an overflow already handled).
     pub fn first_sample(&self, raw: &mut [u64], n: usize) -> Option<Sample> {
         let pg = self.page();
-        let (_, size) = self.data_area();
+        let area = self.data_area();
         // SAFETY: fields of the live metadata page.
         let head = unsafe { ptr::read_volatile(&(*pg).data_head) };
         fence(Ordering::Acquire);
@@ -157,23 +164,24 @@ impl Ring {
         let mut found = None;
         // A record: header {u32 type, u16 misc, u16 size}, then for SAMPLE with SAMPLE_TYPE
         // and the group read format: time, nr, time_enabled, time_running, {value, id} x nr.
+        // The kernel keeps every record's size a multiple of 8; anything else is not a record.
         let mut rec = [0u64; 4 + 2 * MAX_REQUESTS + 1];
-        while head.wrapping_sub(tail) >= 8 && (head.wrapping_sub(tail) as usize) <= size {
-            let mut hdr = [0u8; 8];
-            self.copy(tail, &mut hdr);
+        while head.wrapping_sub(tail) >= 8
+            && (head.wrapping_sub(tail) as usize) <= area.1
+            && tail % 8 == 0
+        {
+            let hdr = self.word(area, tail).to_ne_bytes();
             let kind = u32::from_ne_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
             let len = u16::from_ne_bytes([hdr[6], hdr[7]]) as u64;
-            if len < 8 || len > head.wrapping_sub(tail) {
+            if len < 8 || len % 8 != 0 || len > head.wrapping_sub(tail) {
                 break;
             }
             if found.is_none() && kind == b::PERF_RECORD_SAMPLE {
-                let body = ((len - 8) as usize).min(rec.len() * 8);
-                let mut bytes = [0u8; (4 + 2 * MAX_REQUESTS + 1) * 8];
-                self.copy(tail.wrapping_add(8), &mut bytes[..body]);
-                for (w, c) in rec.iter_mut().zip(bytes.chunks_exact(8)) {
-                    *w = u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+                let words = ((len - 8) / 8) as usize;
+                let words = words.min(rec.len());
+                for (k, w) in rec.iter_mut().enumerate().take(words) {
+                    *w = self.word(area, tail.wrapping_add(8 * (k as u64 + 1)));
                 }
-                let words = body / 8;
                 let nr = rec[1] as usize;
                 if words >= 4 && nr >= n && words >= 4 + 2 * n {
                     for (i, r) in raw.iter_mut().enumerate().take(n) {
