@@ -903,19 +903,21 @@ impl BoundSet {
 
     /// The notifying requests that wrapped at raw counts `raw` (bit mask), and for the others
     /// the events left to their wrap.
-    fn wrapped(&self, raw: &[u64], rearm: &mut [Option<u64>; MAX_REQUESTS]) -> u64 {
+    fn wrapped(&self, raw: &[u64], mut rearm: Option<&mut [Option<u64>; MAX_REQUESTS]>) -> u64 {
         let mut mask = 0u64;
-        for (i, r) in rearm.iter_mut().enumerate().take(self.n) {
-            *r = None;
-            if self.notify & (1 << i) == 0 {
-                continue;
+        for i in 0..self.n {
+            let mut left = None;
+            if self.notify & (1 << i) != 0 {
+                let base = self.base[i].load(Ordering::Relaxed);
+                let events = raw[i].wrapping_sub(self.origin[i].load(Ordering::Relaxed));
+                match virt::distance_to_wrap(base) {
+                    Some(d) if events >= d => mask |= 1 << i,
+                    Some(d) => left = Some(d - events),
+                    None => {}
+                }
             }
-            let base = self.base[i].load(Ordering::Relaxed);
-            let events = raw[i].wrapping_sub(self.origin[i].load(Ordering::Relaxed));
-            match virt::distance_to_wrap(base) {
-                Some(d) if events >= d => mask |= 1 << i,
-                Some(d) => *r = Some(d - events),
-                None => {}
+            if let Some(r) = rearm.as_deref_mut() {
+                r[i] = left;
             }
         }
         mask
@@ -956,9 +958,8 @@ impl BoundSet {
                 && b.group.overflow_record_pending(fd) == Some(false)
             {
                 let mut raw = [0u64; MAX_REQUESTS];
-                let mut rearm = [None::<u64>; MAX_REQUESTS];
                 match b.read_raw(&mut raw) {
-                    Ok(_) if b.wrapped(&raw, &mut rearm) != 0 => {}
+                    Ok(_) if b.wrapped(&raw, None) != 0 => {}
                     _ => return 0,
                 }
             }
@@ -966,15 +967,13 @@ impl BoundSet {
             // perf backend's overflow record), else at the read after the stop. Counting
             // resumes after a restart from that read, or from the record itself where the
             // kernel stopped the group right there ([`KernelStop::AtRecord`]: no stop, no read).
-            let mut raw = [0u64; MAX_REQUESTS];
             let mut at = [0u64; MAX_REQUESTS];
             // A group that counts on is frozen at its record when the record shows the wrap;
             // otherwise it is handled as one the kernel did not stop.
             let mut kstop = kstop;
             if kstop == KernelStop::Running {
                 if let Some((when, times)) = b.group.overflow_snapshot(fd, &mut at) {
-                    let mut rearm = [None::<u64>; MAX_REQUESTS];
-                    let mask = b.wrapped(&at, &mut rearm);
+                    let mask = b.wrapped(&at, None);
                     if mask != 0 {
                         b.freeze_at(&at, &at, times, mask, Some(when));
                         b.count_on_from(&at);
@@ -983,6 +982,9 @@ impl BoundSet {
                 }
                 kstop = KernelStop::No;
             }
+            // Declared here, not above: the lone leader's path returns before, and zeroing
+            // buffers it does not use cost it time on every overflow.
+            let mut raw = [0u64; MAX_REQUESTS];
             let (times, when) = match kstop {
                 KernelStop::AtRecord => match b.group.overflow_snapshot(fd, &mut at) {
                     Some((when, times)) => {
@@ -1011,9 +1013,8 @@ impl BoundSet {
                     (times, when)
                 }
             };
-            let mut rearm = [None::<u64>; MAX_REQUESTS];
             if let Some(when) = when {
-                let mask = b.wrapped(&at, &mut rearm);
+                let mask = b.wrapped(&at, None);
                 if mask != 0 {
                     // Nothing counted between the overflow and the stop: the backend may
                     // find its kernel's period already whole at the restart.
@@ -1027,7 +1028,8 @@ impl BoundSet {
                     return mask;
                 }
             }
-            let mask = b.wrapped(&raw, &mut rearm);
+            let mut rearm = [None::<u64>; MAX_REQUESTS];
+            let mask = b.wrapped(&raw, Some(&mut rearm));
             if mask == 0 {
                 // The backend could not be armed that far (perf periods stop at 2^63):
                 // arm again for the rest of the distance.
@@ -1335,8 +1337,7 @@ pub(crate) fn on_overflow_unknown(pc: usize) {
                 continue;
             }
             let mut raw = [0u64; MAX_REQUESTS];
-            let mut rearm = [None::<u64>; MAX_REQUESTS];
-            if b.read_raw(&mut raw).is_ok() && b.wrapped(&raw, &mut rearm) != 0 {
+            if b.read_raw(&mut raw).is_ok() && b.wrapped(&raw, None) != 0 {
                 b.interrupt(-1, false, pc);
             }
         }

@@ -23,7 +23,6 @@ use std::sync::atomic::{fence, Ordering};
 use perf_event_open_sys::bindings::{self as b, perf_event_mmap_page};
 
 use super::kernel::Kernel;
-use crate::set::MAX_REQUESTS;
 
 const PAGE: usize = 4096;
 /// One metadata page, one data page: a record is at most 8 + 8 + 24 + 16 x 64 bytes, and the
@@ -165,7 +164,6 @@ impl Ring {
         // A record: header {u32 type, u16 misc, u16 size}, then for SAMPLE with SAMPLE_TYPE
         // and the group read format: time, nr, time_enabled, time_running, {value, id} x nr.
         // The kernel keeps every record's size a multiple of 8; anything else is not a record.
-        let mut rec = [0u64; 4 + 2 * MAX_REQUESTS + 1];
         while head.wrapping_sub(tail) >= 8
             && (head.wrapping_sub(tail) as usize) <= area.1
             && tail % 8 == 0
@@ -176,23 +174,21 @@ impl Ring {
             if len < 8 || len % 8 != 0 || len > head.wrapping_sub(tail) {
                 break;
             }
-            if found.is_none() && kind == b::PERF_RECORD_SAMPLE {
-                let words = ((len - 8) / 8) as usize;
-                let words = words.min(rec.len());
-                for (k, w) in rec.iter_mut().enumerate().take(words) {
-                    *w = self.word(area, tail.wrapping_add(8 * (k as u64 + 1)));
-                }
-                let nr = rec[1] as usize;
-                if words >= 4 && nr >= n && words >= 4 + 2 * n {
+            // The record's words are read where they are: no buffer to zero.
+            let words = ((len - 8) / 8) as usize;
+            let at = |k: usize| self.word(area, tail.wrapping_add(8 * (k as u64 + 1)));
+            if found.is_none() && kind == b::PERF_RECORD_SAMPLE && words >= 4 {
+                let nr = at(1) as usize;
+                if nr >= n && words >= 4 + 2 * n {
                     for (i, r) in raw.iter_mut().enumerate().take(n) {
-                        *r = rec[4 + 2 * i];
+                        *r = at(4 + 2 * i);
                     }
                     found = Some(Sample {
-                        time_ns: rec[0],
+                        time_ns: at(0),
                         nr,
                         times: crate::backend::Times {
-                            enabled: rec[2],
-                            running: rec[3],
+                            enabled: at(2),
+                            running: at(3),
                         },
                     });
                 }
