@@ -452,10 +452,14 @@ impl BoundSet {
                 }
             } else {
                 times = self.read_raw(raw)?;
-                for (i, o) in out.iter_mut().enumerate().take(self.n) {
-                    let base = self.base[i].load(Ordering::Relaxed);
-                    let origin = self.origin[i].load(Ordering::Relaxed);
-                    *o = virt::virtual_value(base, raw[i].wrapping_sub(origin));
+                // One pass over slices cut to `n` once: no bounds check, no index per value.
+                let n = self.n;
+                let sources = raw[..n]
+                    .iter()
+                    .zip(self.base[..n].iter().zip(&self.origin[..n]));
+                for (o, (r, (base, origin))) in out[..n].iter_mut().zip(sources) {
+                    let events = r.wrapping_sub(origin.load(Ordering::Relaxed));
+                    *o = virt::virtual_value(base.load(Ordering::Relaxed), events);
                 }
                 if let Some(t) = totals.as_deref_mut() {
                     for (i, t) in t.iter_mut().enumerate().take(self.n) {

@@ -191,9 +191,12 @@ impl Layout {
             // value, time enabled, time running
             out[0] = buf[0];
         } else {
+            // {value, id} pairs after nr, time enabled, time running; both slices cut to `nr`
+            // once, so the loop has no bounds check.
             let nr = (buf[0] as usize).min(self.n).min((words - 3) / 2);
-            for (i, o) in out.iter_mut().enumerate().take(nr) {
-                *o = buf[3 + 2 * i];
+            let (out, pairs) = (&mut out[..nr], &buf[3..3 + 2 * nr]);
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = pairs[2 * i];
             }
         }
         Ok(times)
