@@ -130,6 +130,13 @@ pub fn dropped_at_freezes(index: usize) -> u64 {
 static NEXT_GENERATION: AtomicU32 = AtomicU32::new(0);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// A [`BoundSet`]'s generation word: generation `g`, and whether its interval was seen
+/// incomplete.
+#[inline]
+fn gen_word(g: u32, incomplete: bool) -> u64 {
+    (u64::from(g) << 1) | u64::from(incomplete)
+}
+
 /// A fresh generation number: positive, never 0, fits in a C `int`, unique within the process
 /// until it wraps after 2^31 - 1 numbers. ABI layers that keep their own generations (libperfex)
 /// draw from the same sequence.
@@ -215,8 +222,12 @@ pub struct BoundSet {
     overflowed: AtomicU64,
     enabled0: AtomicU64,
     running0: AtomicU64,
-    generation: AtomicU32,
-    incomplete: AtomicBool,
+    // The generation number (bits 1..33) and whether the interval since the last restart was
+    // seen incomplete (bit 0), in one word: a sample marks the interval it read with one
+    // compare-and-swap from the value it read in its sequence section, so a restart that came
+    // after that section (a new interval) makes the mark fail instead of landing on the new
+    // interval. Set with `gen_word`.
+    gen: AtomicU64,
     detached: AtomicBool,
     user_data: AtomicUsize,
     // FORKS when the binding was made: a child of fork() has copies of the parent's counter
@@ -315,7 +326,40 @@ impl BoundSet {
     /// The current generation number.
     #[inline]
     pub fn generation(&self) -> u32 {
-        self.generation.load(Ordering::Acquire)
+        (self.gen.load(Ordering::Acquire) >> 1) as u32
+    }
+
+    /// Mark the interval of generation word `word` (read by a sample in its sequence section)
+    /// incomplete, with a new generation: the kernel could not count the whole interval.
+    /// Returns the word the sample reports. When the mark fails, a restart began a new interval
+    /// since the sample's read (or another sample marked this one): the sample's interval is
+    /// incomplete all the same, and the generation it reports is not its start's. Out of line:
+    /// only multiplexed counters come here.
+    #[cold]
+    #[inline(never)]
+    fn mark_incomplete(&self, word: u64) -> u64 {
+        crate::sigsafe::window_hook(crate::sigsafe::WindowPoint::BeforeIncompleteMark);
+        let marked = gen_word(next_generation(), true);
+        match self
+            .gen
+            .compare_exchange(word, marked, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => marked,
+            Err(now) => now | 1,
+        }
+    }
+
+    /// Start a new generation: a new interval, not seen incomplete (`keep_incomplete`: the same
+    /// interval goes on, as it was seen).
+    fn new_generation(&self, keep_incomplete: bool) {
+        let g = gen_word(next_generation(), false);
+        if keep_incomplete {
+            let _ = self
+                .gen
+                .fetch_update(Ordering::Release, Ordering::Relaxed, |w| Some(g | (w & 1)));
+        } else {
+            self.gen.store(g, Ordering::Release);
+        }
     }
 
     /// Whether the set is frozen.
@@ -484,19 +528,19 @@ impl BoundSet {
                 .running
                 .wrapping_sub(self.running0.load(Ordering::Relaxed));
             let overflowed = self.overflowed.load(Ordering::Relaxed);
+            let mut word = self.gen.load(Ordering::Acquire);
             if !self.seq.valid(s1) {
                 continue;
             }
             let complete = frozen || running >= enabled;
-            if !complete && !self.incomplete.swap(true, Ordering::AcqRel) {
-                // The kernel could not count the whole interval: say so through the generation.
-                self.generation.store(next_generation(), Ordering::Release);
+            if !complete && word & 1 == 0 {
+                word = self.mark_incomplete(word);
             }
             return Ok(SampleInfo {
-                generation: self.generation(),
+                generation: (word >> 1) as u32,
                 hrtime,
                 frozen,
-                complete: complete && !self.incomplete.load(Ordering::Acquire),
+                complete: complete && word & 1 == 0,
                 overflowed,
                 running_ns: running,
                 enabled_ns: enabled,
@@ -639,8 +683,7 @@ impl BoundSet {
                 self.enabled0.store(times.enabled, Ordering::Relaxed);
                 self.running0.store(times.running, Ordering::Relaxed);
                 self.overflowed.store(0, Ordering::Relaxed);
-                self.incomplete.store(false, Ordering::Relaxed);
-                self.generation.store(next_generation(), Ordering::Release);
+                self.new_generation(false);
                 self.state
                     .compare_exchange(
                         st,
@@ -709,9 +752,8 @@ impl BoundSet {
         self.enabled0.store(times.enabled, Ordering::Relaxed);
         self.running0.store(times.running, Ordering::Relaxed);
         self.overflowed.store(0, Ordering::Relaxed);
-        self.incomplete.store(false, Ordering::Relaxed);
         self.set_state(0, FROZEN);
-        self.generation.store(next_generation(), Ordering::Release);
+        self.new_generation(false);
         if !running {
             self.group.start();
         }
@@ -721,7 +763,7 @@ impl BoundSet {
     /// Fold the events of the period that ends now into the totals: up to the freeze when
     /// frozen, else up to `raw` (read after the stop). Nothing before the first start.
     fn end_period(&self, raw: &[u64]) {
-        if self.generation.load(Ordering::Relaxed) == 0 {
+        if self.gen.load(Ordering::Relaxed) >> 1 == 0 {
             return;
         }
         let frozen = self.is_frozen();
@@ -793,7 +835,7 @@ impl BoundSet {
         self.frozen_enabled.store(times.enabled, Ordering::Relaxed);
         self.frozen_running.store(times.running, Ordering::Relaxed);
         self.set_state(FROZEN, 0);
-        self.generation.store(next_generation(), Ordering::Release);
+        self.new_generation(true);
     }
 
     /// Run the process's overflow hooks for this binding's overflowed requests, as if their
@@ -897,7 +939,7 @@ impl BoundSet {
                 b.overflowed.store(0, Ordering::Relaxed);
             }
             b.set_state(0, FROZEN);
-            b.generation.store(next_generation(), Ordering::Release);
+            b.new_generation(true);
             if !running {
                 b.group.start();
             }
@@ -1502,8 +1544,7 @@ pub fn bind_tagged(
         overflowed: AtomicU64::new(0),
         enabled0: AtomicU64::new(0),
         running0: AtomicU64::new(0),
-        generation: AtomicU32::new(0),
-        incomplete: AtomicBool::new(false),
+        gen: AtomicU64::new(0),
         detached: AtomicBool::new(false),
         user_data: AtomicUsize::new(user_data),
         fork_gen: FORKS.load(Ordering::Relaxed),

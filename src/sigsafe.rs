@@ -90,7 +90,8 @@ pub(crate) fn while_all_blocked<R>(f: impl FnOnce() -> R) -> R {
 #[derive(Debug, Default)]
 pub struct SeqCount(std::sync::atomic::AtomicU64);
 
-/// Where [`SeqCount::write_unblocked`] calls the hook of [`set_window_hook`].
+/// Where [`SeqCount::write_unblocked`] (and a sample that marks its set incomplete) calls the
+/// hook of [`set_window_hook`].
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WindowPoint {
@@ -100,6 +101,10 @@ pub enum WindowPoint {
     Claimed,
     /// Written, before the claim is released.
     Written,
+    /// Not a write: a sample found its interval incomplete, after its sequence check, and is
+    /// about to mark the set (`BoundSet::sample`); a write made here starts a new interval
+    /// that the mark must not reach.
+    BeforeIncompleteMark,
 }
 
 static WINDOW_HOOK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -112,7 +117,7 @@ pub fn set_window_hook(hook: Option<fn(WindowPoint)>) {
 }
 
 #[inline]
-fn window_hook(at: WindowPoint) {
+pub(crate) fn window_hook(at: WindowPoint) {
     let h = WINDOW_HOOK.load(Ordering::Relaxed);
     if h != 0 {
         // SAFETY: only ever stored from a `fn(WindowPoint)` by `set_window_hook`.

@@ -6,7 +6,8 @@
 //! return the raw counts unscaled.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use perfcompat::backend::{
     Backend, BackendInfo, BackendKind, CounterInfo, EventInfo, Group, Times,
@@ -14,7 +15,27 @@ use perfcompat::backend::{
 use perfcompat::engine::bind_with;
 use perfcompat::sched::{Candidate, Slot};
 use perfcompat::set::{CounterSet, Request, Target};
-use perfcompat::Result;
+use perfcompat::sigsafe::{set_window_hook, WindowPoint};
+use perfcompat::{Binding, Result};
+
+/// The tests of this file take turns: they share the backend's count and times.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Take this test's turn, with the count and times at 0, and bind one request on the
+/// time-shared backend.
+fn turn() -> (std::sync::MutexGuard<'static, ()>, Binding) {
+    let one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for x in [&COUNT, &ENABLED, &RUNNING] {
+        x.store(0, Ordering::SeqCst);
+    }
+    let set = CounterSet::new()
+        .with(Request::new("instructions"))
+        .unwrap();
+    (
+        one,
+        bind_with(backend(), &set, Target::CurrentThread).unwrap(),
+    )
+}
 
 /// The count and times the group reports, set by the test.
 static COUNT: AtomicU64 = AtomicU64::new(0);
@@ -85,11 +106,7 @@ fn backend() -> &'static TimeShared {
 
 #[test]
 fn a_multiplexed_interval_is_flagged_and_changes_the_generation_unscaled() {
-    let be = backend();
-    let set = CounterSet::new()
-        .with(Request::new("instructions"))
-        .unwrap();
-    let b = bind_with(be, &set, Target::CurrentThread).unwrap();
+    let (_one, b) = turn();
     let g0 = b.generation();
     let mut v = [0u64];
 
@@ -122,4 +139,66 @@ fn a_multiplexed_interval_is_flagged_and_changes_the_generation_unscaled() {
     RUNNING.store(8_500, Ordering::SeqCst);
     let s = b.sample(&mut v).unwrap();
     assert_eq!((s.complete, s.generation, v[0]), (true, g1, 100), "{s:?}");
+}
+
+thread_local! {
+    /// The binding the window hook restarts, on the thread that armed it (0: none).
+    static RESTART_AT_MARK: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The window hook: when a sample of the armed thread is about to mark its set incomplete,
+/// restart the set there, once (as a signal handler that interrupted the sample could).
+fn restart_at_mark(at: WindowPoint) {
+    if at != WindowPoint::BeforeIncompleteMark {
+        return;
+    }
+    let p = RESTART_AT_MARK.with(|r| r.replace(0));
+    if p != 0 {
+        // SAFETY: armed by the test below with its live binding, on this thread.
+        let b = unsafe { &*(p as *const Binding) };
+        b.restart().unwrap();
+        RESTARTS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+static RESTARTS: AtomicUsize = AtomicUsize::new(0);
+
+/// A sample that saw its interval incomplete marks that interval, not the one a restart began
+/// between the sample's read and its mark: the next sample of the new, whole interval is
+/// complete, under the restart's generation. (Before the generation and the flag were one
+/// word, the late mark landed on the new interval: incomplete, and a generation no start
+/// returned.)
+#[test]
+fn an_incomplete_mark_does_not_reach_the_interval_a_restart_began() {
+    let (_one, b) = turn();
+    let mut v = [0u64];
+    // The interval so far ran the counter only part of the time.
+    COUNT.store(100, Ordering::SeqCst);
+    ENABLED.store(2_000, Ordering::SeqCst);
+    RUNNING.store(1_000, Ordering::SeqCst);
+    set_window_hook(Some(restart_at_mark));
+    RESTART_AT_MARK.with(|r| r.set(&b as *const Binding as usize));
+    let s = b.sample(&mut v).unwrap();
+    set_window_hook(None);
+    assert_eq!(
+        RESTARTS.load(Ordering::SeqCst),
+        1,
+        "the hook restarted the set"
+    );
+    assert!(
+        !s.complete,
+        "the sample's own interval was incomplete: {s:?}"
+    );
+    let g = b.generation();
+    assert_ne!(s.generation, 0);
+    // The new interval runs the counter the whole time.
+    COUNT.store(150, Ordering::SeqCst);
+    ENABLED.store(3_000, Ordering::SeqCst);
+    RUNNING.store(2_000, Ordering::SeqCst);
+    let s = b.sample(&mut v).unwrap();
+    assert_eq!(
+        (s.complete, s.generation, v[0]),
+        (true, g, 50),
+        "the restart's interval is whole and keeps its generation: {s:?}"
+    );
 }

@@ -71,6 +71,8 @@ fn point_code(p: WindowPoint) -> i32 {
         WindowPoint::BeforeClaim => 0,
         WindowPoint::Claimed => 1,
         WindowPoint::Written => 2,
+        // Not a point of the restart's window (a sample marking its set incomplete).
+        WindowPoint::BeforeIncompleteMark => 3,
     }
 }
 
