@@ -110,7 +110,9 @@ pub enum WindowPoint {
 static WINDOW_HOOK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// For tests: call `hook` at each point of every unblocked write (where a signal handler could
-/// interrupt it), on the writing thread; `None` removes it. Not part of the API.
+/// interrupt it), on the writing thread, and where a sample is about to mark its set
+/// incomplete ([`WindowPoint::BeforeIncompleteMark`]), on the sampling thread; `None` removes
+/// it. Not part of the API.
 #[doc(hidden)]
 pub fn set_window_hook(hook: Option<fn(WindowPoint)>) {
     WINDOW_HOOK.store(hook.map_or(0, |h| h as usize), Ordering::Release);

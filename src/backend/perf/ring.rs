@@ -106,7 +106,9 @@ impl Ring {
                 ptr::read_volatile(&(*pg).data_size) as usize,
             )
         };
-        if size == 0 || off + size > MAP_LEN {
+        // An area that is not within the mapping, or not in whole 8-byte words, is not one
+        // the kernel made: use the layout it makes (`word` relies on both).
+        if size == 0 || off.saturating_add(size) > MAP_LEN || off % 8 != 0 || size % 8 != 0 {
             (PAGE, PAGE * DATA_PAGES)
         } else {
             (off, size)
@@ -115,7 +117,8 @@ impl Ring {
 
     /// The 8-byte word at ring position `pos` (a multiple of 8) of the data area `area`
     /// (`data_area()`), which wraps. Records and their fields are 8-byte aligned and the area
-    /// is a whole number of pages, so a word never straddles the wrap. The offset is a mask
+    /// is in whole 8-byte words inside the mapping (`data_area` sees to it), so a word never
+    /// straddles the wrap. The offset is a mask
     /// when the area is a power of two in size, as the kernel makes it: a division per read
     /// (this was a byte copy with one per byte) cost the overflow handler about 200 ns.
     #[inline]
@@ -125,8 +128,9 @@ impl Ring {
         } else {
             pos as usize % size
         };
-        // SAFETY: `off + at + 8 <= off + size`, inside the mapping (`at` is a multiple of 8
-        // below `size`, a multiple of 8); page-aligned `off` makes the read aligned.
+        // SAFETY: `off + at + 8 <= off + size <= MAP_LEN`, inside the mapping (`at` is a
+        // multiple of 8 below `size`, a multiple of 8); `off`, a multiple of 8 on the
+        // page-aligned mapping, makes the read aligned.
         unsafe { ptr::read_volatile(self.base.add(off + at).cast::<u64>()) }
     }
 
