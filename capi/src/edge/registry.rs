@@ -45,8 +45,20 @@ fn entry(p: usize, kind: Kind) -> Option<usize> {
     (p != 0 && p.is_multiple_of(8)).then_some(p | kind as usize)
 }
 
+/// Where the probe for entry `e` starts: a pseudo-random place for the handle's page of memory
+/// (4 KB), plus its place in that page, in words. Handles made one after another (a `cpc_t`,
+/// its set, its buffer) sit in one page of memory, so their slots share a cache line or two of
+/// the table and one page of it: `cpc_set_sample` checks three handles after a system call
+/// that left little of the table cached, and a hash that scattered them over the 256 KB table
+/// cost it 1-3 % (`bash benches/ab`). Handles of different pages still start at unrelated
+/// places (the page is hashed), so handles of the same offset in many pages (large boxes that
+/// the allocator maps page-aligned) do not pile up.
+#[inline]
 fn home(e: usize) -> usize {
-    ((e >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - BITS)) % CAPACITY
+    const PAGE_BITS: u32 = 12;
+    let page = (e >> PAGE_BITS).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - BITS);
+    let word = (e & ((1 << PAGE_BITS) - 1)) >> 3;
+    (page + word) % CAPACITY
 }
 
 /// Record `p` as a live handle of `kind`. `false` when the registry is full (the caller reports
@@ -127,6 +139,20 @@ pub(crate) fn remove(p: usize, kind: Kind) -> bool {
     false
 }
 
+/// How many slots a lookup of `p` under `kind` reads before it finds it (`None`: not live).
+#[cfg(test)]
+fn probes(p: usize, kind: Kind) -> Option<usize> {
+    let e = entry(p, kind)?;
+    let h = home(e);
+    (0..CAPACITY).find_map(
+        |i| match TABLE[(h + i) % CAPACITY].load(Ordering::Acquire) {
+            EMPTY => Some(None),
+            x if x == e => Some(Some(i + 1)),
+            _ => None,
+        },
+    )?
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +229,43 @@ mod tests {
         }
         assert!(insert(base, Kind::Pctx), "room again after removals");
         assert!(remove(base, Kind::Pctx));
+    }
+
+    #[test]
+    fn handles_made_together_sit_together_in_the_table() {
+        // A cpc_t, its set and its buffer as malloc placed them in one run (0x400, 0x4a0,
+        // 0x7a0 into one page): their slots are as far apart as their addresses, in words,
+        // so the three lookups of a sample read one page of the table, not three.
+        let page = 0x5555_1234_5000usize;
+        let (cpc, set, buf) = (page + 0x400, page + 0x4a0, page + 0x7a0);
+        let slot = |p| home(entry(p, Kind::Cpc).unwrap());
+        let dist = |a: usize, b: usize| (slot(b) + CAPACITY - slot(a)) % CAPACITY;
+        assert_eq!(dist(cpc, set), (set - cpc) / 8);
+        assert_eq!(dist(cpc, buf), (buf - cpc) / 8);
+        // The kind does not move the slot: a set and a buffer at one address probe alike.
+        assert_eq!(
+            home(entry(set, Kind::Set).unwrap()),
+            home(entry(set, Kind::Buf).unwrap())
+        );
+    }
+
+    #[test]
+    fn handles_at_one_offset_of_many_pages_do_not_pile_up() {
+        let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        // Large boxes come page-aligned from the allocator's own mappings: the same offset in
+        // each page. Their pages are hashed, so they spread over the table like random keys
+        // (4096 of 32768 slots: a probe of a few slots), where taking the address alone would
+        // give them 64 starting slots and lookups 64 slots long.
+        let base = 0x6000_0000_0000usize;
+        let ptrs: Vec<usize> = (0..4096).map(|i| base + i * 4096 + 16).collect();
+        for &p in &ptrs {
+            assert!(insert(p, Kind::Pctx));
+        }
+        let longest = ptrs.iter().map(|&p| probes(p, Kind::Pctx).unwrap()).max();
+        for &p in &ptrs {
+            assert!(remove(p, Kind::Pctx));
+        }
+        let longest = longest.unwrap();
+        assert!(longest <= 24, "a lookup read {longest} slots");
     }
 }
