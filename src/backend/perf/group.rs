@@ -151,24 +151,28 @@ impl PerfGroup {
         Layout {
             n: self.n,
             single: self.single,
-            scale: self.scale,
-            scaled: self.scaled,
+        }
+    }
+
+    /// Convert counts of requests whose events count in other units (the `cycles` fallback
+    /// counts nanoseconds).
+    #[inline(always)]
+    fn scale(&self, out: &mut [u64]) {
+        if self.scaled {
+            scale_counts(out, &self.scale);
         }
     }
 }
 
-/// The shape of a group's `read()`: how many requests, whether without the group format, and
-/// the scale of each request's counts.
+/// The shape of a group's `read()`: how many requests, and whether without the group format.
 #[derive(Debug, Clone, Copy)]
 struct Layout {
     n: usize,
     single: bool,
-    scale: [f64; MAX_REQUESTS],
-    scaled: bool,
 }
 
 impl Layout {
-    /// The counts and times of a `read` of `r` bytes into `buf` (not scaled: [`Layout::scale`]).
+    /// The counts and times of a `read` of `r` bytes into `buf` (not scaled: see `scale_counts`).
     #[inline(always)]
     fn parse(
         &self,
@@ -201,21 +205,14 @@ impl Layout {
         }
         Ok(times)
     }
+}
 
-    /// Convert counts of requests whose events count in other units (the `cycles` fallback
-    /// counts nanoseconds).
-    #[inline(always)]
-    fn scale(&self, out: &mut [u64]) {
-        if self.scaled {
-            self.scale_counts(out);
-        }
-    }
-
-    fn scale_counts(&self, out: &mut [u64]) {
-        for (o, s) in out.iter_mut().zip(&self.scale) {
-            if *s != 1.0 {
-                *o = (*o as f64 * s) as u64;
-            }
+/// Convert counts of requests whose events count in other units by their `scale`.
+#[cold]
+fn scale_counts(out: &mut [u64], scale: &[f64]) {
+    for (o, s) in out.iter_mut().zip(scale) {
+        if *s != 1.0 {
+            *o = (*o as f64 * s) as u64;
         }
     }
 }
@@ -233,10 +230,14 @@ impl Layout {
 /// leaves one return to mispredict, the same as a program calling `read` itself. Only for the
 /// host's kernel with one unit and no `rdpmc` pages: the kernel model of the tests goes through
 /// [`Group::read`].
-#[derive(Debug, Clone, Copy)]
+///
+/// Small: the sample reads it right after its system call, beside the engine's own state of
+/// the set, so the scales (of the `cycles` fallback only) are behind a pointer.
+#[derive(Debug, Clone)]
 pub struct DirectRead {
     fd: i32,
     layout: Layout,
+    scale: Option<Box<[f64]>>,
 }
 
 impl DirectRead {
@@ -251,7 +252,9 @@ impl DirectRead {
         let r = unsafe { sys_read(self.fd, buf.as_mut_ptr().cast(), len) };
         let r = usize::try_from(r).map_err(|_| -(r as i32))?;
         let t = self.layout.parse(&buf, r, out)?;
-        self.layout.scale(out);
+        if let Some(scale) = &self.scale {
+            scale_counts(out, scale);
+        }
         Ok(t)
     }
 }
@@ -321,7 +324,7 @@ impl Group for PerfGroup {
                 }
             }
         }
-        self.layout().scale(out);
+        self.scale(out);
         Ok(t)
     }
 
@@ -385,6 +388,7 @@ impl Group for PerfGroup {
         self.inline_read.then(|| DirectRead {
             fd: self.units[0].fds[0].as_raw_fd(),
             layout: self.layout(),
+            scale: self.scaled.then(|| self.scale[..self.n].into()),
         })
     }
 
@@ -409,7 +413,7 @@ impl Group for PerfGroup {
     fn overflow_snapshot(&self, fd: i32, out: &mut [u64]) -> Option<(u64, Times)> {
         let out = &mut out[..self.n];
         let s = self.ring_of(fd)?.first_sample(out, self.n)?;
-        self.layout().scale(out);
+        self.scale(out);
         Some((s.time_ns, s.times))
     }
 
