@@ -466,14 +466,6 @@ impl BoundSet {
         if self.gone() {
             return Err(Error::NotBound);
         }
-        // Most sets are small: zeroing a 64-value buffer on every sample showed in profiles.
-        let mut small = [0u64; 8];
-        let mut large: Option<[u64; MAX_REQUESTS]> = None;
-        let raw: &mut [u64] = if self.n <= small.len() {
-            &mut small
-        } else {
-            large.insert([0u64; MAX_REQUESTS])
-        };
         loop {
             let s1 = self.seq.begin();
             let frozen = self.state.load(Ordering::Acquire) & FROZEN != 0;
@@ -494,7 +486,30 @@ impl BoundSet {
                             .wrapping_add(self.frozen_events[i].load(Ordering::Relaxed));
                     }
                 }
+            } else if let (Some(d), None) = (&self.direct, &totals) {
+                // The inline read straight into `out`, made virtual in place: the counts are
+                // not copied through a buffer of their own.
+                let n = self.n;
+                let out = &mut out[..n];
+                times = d.read(out).map_err(read_error)?;
+                for (o, (base, origin)) in out
+                    .iter_mut()
+                    .zip(self.base[..n].iter().zip(&self.origin[..n]))
+                {
+                    let events = o.wrapping_sub(origin.load(Ordering::Relaxed));
+                    *o = virt::virtual_value(base.load(Ordering::Relaxed), events);
+                }
             } else {
+                // Most sets are small: zeroing a 64-value buffer on every sample showed in
+                // profiles.
+                let mut small = [0u64; 8];
+                let mut large;
+                let raw: &mut [u64] = if self.n <= small.len() {
+                    &mut small
+                } else {
+                    large = [0u64; MAX_REQUESTS];
+                    &mut large
+                };
                 times = self.read_raw(raw)?;
                 // One pass over slices cut to `n` once: no bounds check, no index per value.
                 let n = self.n;

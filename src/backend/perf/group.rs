@@ -198,13 +198,25 @@ impl Layout {
             // {value, id} pairs after nr, time enabled, time running; both slices cut to `nr`
             // once, so the loop has no bounds check.
             let nr = (buf[0] as usize).min(self.n).min((words - 3) / 2);
-            let (out, pairs) = (&mut out[..nr], &buf[3..3 + 2 * nr]);
-            for (i, o) in out.iter_mut().enumerate() {
-                *o = pairs[2 * i];
+            let (out, missing) = out.split_at_mut(nr);
+            for (o, pair) in out.iter_mut().zip(buf[3..3 + 2 * nr].chunks_exact(2)) {
+                *o = pair[0];
+            }
+            // Requests the kernel did not report (it reports every member of the group) read
+            // 0, as they would into a zeroed buffer. Out of line: an empty fill is a `memset`
+            // call.
+            if !missing.is_empty() {
+                zero(missing);
             }
         }
         Ok(times)
     }
+}
+
+/// Zero `v` (requests a read did not report).
+#[cold]
+fn zero(v: &mut [u64]) {
+    v.fill(0);
 }
 
 /// Convert counts of requests whose events count in other units by their `scale`.
