@@ -174,24 +174,15 @@ const RUNS_ON: u64 = 2;
 /// One write more (the rest of the word counts writes).
 const EPOCH: u64 = 4;
 
-/// `out[i]` (a raw count) made virtual: `base[i]` plus the events since `origin[i]`, for the
-/// first `N` requests, unrolled (most sets have a few requests: no loop to set up).
+/// `out[i]` (a raw count) made virtual: `base[i]` plus the events since `origin[i]`.
 #[inline(always)]
-fn virtualize<const N: usize>(out: &mut [u64], base: &[AtomicU64], origin: &[AtomicU64]) {
-    let (out, base, origin) = (&mut out[..N], &base[..N], &origin[..N]);
-    for i in 0..N {
+fn virtualize(out: &mut [u64], base: &[AtomicU64], origin: &[AtomicU64]) {
+    let n = out.len();
+    let (base, origin) = (&base[..n], &origin[..n]);
+    virt::each_index(n, |i| {
         let events = out[i].wrapping_sub(origin[i].load(Ordering::Relaxed));
         out[i] = virt::virtual_value(base[i].load(Ordering::Relaxed), events);
-    }
-}
-
-/// [`virtualize`] for every request of `out`.
-#[inline(always)]
-fn virtualize_all(out: &mut [u64], base: &[AtomicU64], origin: &[AtomicU64]) {
-    for (o, (base, origin)) in out.iter_mut().zip(base.iter().zip(origin)) {
-        let events = o.wrapping_sub(origin.load(Ordering::Relaxed));
-        *o = virt::virtual_value(base.load(Ordering::Relaxed), events);
-    }
+    });
 }
 
 fn zeroed(n: usize) -> Box<[AtomicU64]> {
@@ -512,14 +503,7 @@ impl BoundSet {
                 let n = self.n;
                 let out = &mut out[..n];
                 times = d.read(out).map_err(read_error)?;
-                let (base, origin) = (&self.base[..n], &self.origin[..n]);
-                match n {
-                    1 => virtualize::<1>(out, base, origin),
-                    2 => virtualize::<2>(out, base, origin),
-                    3 => virtualize::<3>(out, base, origin),
-                    4 => virtualize::<4>(out, base, origin),
-                    _ => virtualize_all(out, base, origin),
-                }
+                virtualize(out, &self.base, &self.origin);
             } else {
                 // Most sets are small: zeroing a 64-value buffer on every sample showed in
                 // profiles.

@@ -5,7 +5,7 @@
 //! engine's `perfcompat::cpc::emt`.
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use perfcompat::cpc::thread as lwp;
 use perfcompat::{BoundSet, Error, Result};
@@ -42,32 +42,14 @@ fn sample_into(
             return false;
         }
     };
-    match n {
-        1 => store::<1>(&buf.vals, vals),
-        2 => store::<2>(&buf.vals, vals),
-        3 => store::<3>(&buf.vals, vals),
-        4 => store::<4>(&buf.vals, vals),
-        _ => {
-            for (d, v) in buf.vals.iter().zip(vals.iter()) {
-                d.store(*v, Ordering::Relaxed);
-            }
-        }
-    }
+    let dest = &buf.vals[..n];
+    perfcompat::virt::each_index(n, |i| dest[i].store(vals[i], Ordering::Relaxed));
     buf.hrtime.store(info.hrtime, Ordering::Relaxed);
     buf.tick.store(
         handles::ticks(info.running_ns, tick_mult),
         Ordering::Relaxed,
     );
     true
-}
-
-/// The first `N` of `vals` into `dest`, unrolled (most sets have a few requests).
-#[inline(always)]
-fn store<const N: usize>(dest: &[AtomicU64], vals: &[u64]) {
-    let (dest, vals) = (&dest[..N], &vals[..N]);
-    for i in 0..N {
-        dest[i].store(vals[i], Ordering::Relaxed);
-    }
 }
 
 /// Sample `s` (the `cpc_set_t` `set`) into `b`. Async-signal-safe.

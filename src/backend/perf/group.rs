@@ -200,17 +200,7 @@ impl Layout {
             let nr = (buf[0] as usize).min(self.n).min((words - 3) / 2);
             let (out, missing) = out.split_at_mut(nr);
             let pairs = &buf[3..3 + 2 * nr];
-            // Unrolled for the usual few requests: no loop to set up.
-            match nr {
-                2 => values::<2>(out, pairs),
-                3 => values::<3>(out, pairs),
-                4 => values::<4>(out, pairs),
-                _ => {
-                    for (o, pair) in out.iter_mut().zip(pairs.chunks_exact(2)) {
-                        *o = pair[0];
-                    }
-                }
-            }
+            crate::virt::each_index(nr, |i| out[i] = pairs[2 * i]);
             // Requests the kernel did not report (it reports every member of the group) read
             // 0, as they would into a zeroed buffer. Out of line: an empty fill is a `memset`
             // call.
@@ -219,15 +209,6 @@ impl Layout {
             }
         }
         Ok(times)
-    }
-}
-
-/// The first `N` values of `{value, id}` pairs into `out`.
-#[inline(always)]
-fn values<const N: usize>(out: &mut [u64], pairs: &[u64]) {
-    let (out, pairs) = (&mut out[..N], &pairs[..2 * N]);
-    for i in 0..N {
-        out[i] = pairs[2 * i];
     }
 }
 
