@@ -67,11 +67,16 @@ fn sample(c: &Cpc, s: &Set, set: usize, b: &Buf) -> Result<c_int> {
     // through the lookups showed in the profile.
     let mut err = None;
     let r = s.with_counters(set, |bs| sample_into(bs, b, n, c.tick_mult, &mut err));
-    match (r, err) {
-        (Some(true), _) => Ok(0),
-        (Some(false), Some(e)) => Err(e),
-        _ => Err(Error::NotBound),
+    match r {
+        Some(true) => Ok(0),
+        _ => Err(not_sampled(err)),
     }
+}
+
+/// Why a sample failed: the error left aside, else (no counters found) not bound.
+#[cold]
+fn not_sampled(err: Option<Error>) -> Error {
+    err.unwrap_or(Error::NotBound)
 }
 
 /// Sample a bound set into `buf`: each request's 64-bit value (preset + events), the time

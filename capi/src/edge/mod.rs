@@ -176,7 +176,14 @@ where
     H::Target: Tells,
 {
     boundary(func, || match get(p) {
-        Some(t) => ret(t.tell(), func, failed, f(t)),
+        // How the handle tells an error is read only when there is one.
+        Some(t) => match f(t) {
+            Ok(v) => v,
+            Err(e) => {
+                fail(t.tell(), func, &e);
+                failed
+            }
+        },
         None => {
             fail(tell_bad, func, &Error::BadArgument(H::BAD));
             failed
