@@ -7,9 +7,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Event `i` with `read_format`, in `group` (a leader, disabled until enabled, when `group` < 0),
- * inherited by new threads when `inherit`. */
-static inline int bench_open_raw(int i, int group, uint64_t read_format, int inherit) {
+/* Event `i` of task `pid` (0: the caller) with `read_format`, in `group` (a leader, disabled
+ * until enabled, when `group` < 0), inherited by new threads and processes when `inherit`,
+ * enabled by the task's next exec when `on_exec`. */
+static inline int bench_open_task(pid_t pid, int i, int group, uint64_t read_format, int inherit,
+                                  int on_exec) {
     struct perf_event_attr a;
     memset(&a, 0, sizeof a);
     a.size = sizeof a;
@@ -27,11 +29,17 @@ static inline int bench_open_raw(int i, int group, uint64_t read_format, int inh
     a.read_format = read_format;
     a.inherit = (unsigned)inherit;
     a.disabled = group < 0;
+    a.enable_on_exec = (unsigned)on_exec;
     a.exclude_kernel = 1;
     a.exclude_hv = 1;
-    int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, group, 0);
+    int fd = (int)syscall(SYS_perf_event_open, &a, pid, -1, group, 0);
     if (fd < 0) BENCH_FAIL("perf_event_open");
     return fd;
+}
+
+/* Event `i` of the calling thread (see bench_open_task). */
+static inline int bench_open_raw(int i, int group, uint64_t read_format, int inherit) {
+    return bench_open_task(0, i, group, read_format, inherit, 0);
 }
 
 #endif
