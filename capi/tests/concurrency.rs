@@ -246,9 +246,11 @@ fn sixty_four_threads_bind_sample_and_unbind_their_own_sets_at_once() {
                         touched += PAGES;
                         assert_eq!(cpc_set_sample(cpc, set, buf), 0, "errno {}", errno());
                         let v = [get(cpc, buf, 0), get(cpc, buf, 1)];
+                        // At least the pages touched; at most what ThreadSanitizer's shadow
+                        // memory adds (see `assert_faults`).
                         let faults = v[1] - last[1];
                         assert!(
-                            (PAGES as u64..=PAGES as u64 + 4).contains(&faults),
+                            (PAGES as u64..=PAGES as u64 * 8).contains(&faults),
                             "rehearsal: {faults} faults for {PAGES} pages"
                         );
                         assert_faults(PAGES as u64, PAGES as u64, "rehearsal");
