@@ -174,7 +174,8 @@ const RUNS_ON: u64 = 2;
 /// One write more (the rest of the word counts writes).
 const EPOCH: u64 = 4;
 
-/// `out[i]` (a raw count) made virtual: `base[i]` plus the events since `origin[i]`.
+/// Each `out[i]` (a raw count) made virtual in place: `base[i]` plus the events since
+/// `origin[i]` ([`virt::virtual_value`]). Both branches of the sample use it.
 #[inline(always)]
 fn virtualize(out: &mut [u64], base: &[AtomicU64], origin: &[AtomicU64]) {
     let n = out.len();
@@ -516,15 +517,10 @@ impl BoundSet {
                     &mut large
                 };
                 times = self.read_raw(raw)?;
-                // One pass over slices cut to `n` once: no bounds check, no index per value.
+                // The raw counts are kept for the totals below.
                 let n = self.n;
-                let sources = raw[..n]
-                    .iter()
-                    .zip(self.base[..n].iter().zip(&self.origin[..n]));
-                for (o, (r, (base, origin))) in out[..n].iter_mut().zip(sources) {
-                    let events = r.wrapping_sub(origin.load(Ordering::Relaxed));
-                    *o = virt::virtual_value(base.load(Ordering::Relaxed), events);
-                }
+                out[..n].copy_from_slice(&raw[..n]);
+                virtualize(&mut out[..n], &self.base, &self.origin);
                 if let Some(t) = totals.as_deref_mut() {
                     for (i, t) in t.iter_mut().enumerate().take(self.n) {
                         let origin = self.origin[i].load(Ordering::Relaxed);
