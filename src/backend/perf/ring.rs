@@ -212,3 +212,53 @@ impl Drop for Ring {
         let _ = unsafe { self.kernel.munmap(self.base.cast(), MAP_LEN) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ring over an anonymous mapping whose metadata page says `off` and `size`.
+    fn ring_saying(off: u64, size: u64) -> Ring {
+        // SAFETY: a fresh private anonymous mapping of MAP_LEN bytes, unmapped by the ring.
+        let p = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                MAP_LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let ring = Ring {
+            kernel: &super::super::kernel::LINUX,
+            base: p.cast(),
+        };
+        // SAFETY: the metadata page is the mapping's first page.
+        unsafe {
+            (*ring.page()).data_offset = off;
+            (*ring.page()).data_size = size;
+        }
+        ring
+    }
+
+    #[test]
+    fn the_data_area_is_used_only_inside_the_mapping_in_whole_words() {
+        let fallback = (PAGE, PAGE * DATA_PAGES);
+        // What the kernel makes, and kernels before 4.1 (zeros).
+        assert_eq!(
+            ring_saying(PAGE as u64, PAGE as u64).data_area(),
+            (PAGE, PAGE)
+        );
+        assert_eq!(ring_saying(0, 0).data_area(), fallback);
+        // Past the mapping, overflowing, or not in whole 8-byte words: the kernel's layout.
+        assert_eq!(
+            ring_saying(PAGE as u64, 2 * PAGE as u64).data_area(),
+            fallback
+        );
+        assert_eq!(ring_saying(u64::MAX - 7, 16).data_area(), fallback);
+        assert_eq!(ring_saying(PAGE as u64 + 4, 64).data_area(), fallback);
+        assert_eq!(ring_saying(PAGE as u64, 60).data_area(), fallback);
+    }
+}
