@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Build perfcompat in release mode and install it as a system library.
 #
-#   bash tools/install.sh [--prefix PREFIX] [--destdir DIR] [--libdir DIR]
+#   bash tools/install.sh [--prefix PREFIX] [--destdir DIR] [--libdir DIR] [--target TRIPLE]
 #
 # PREFIX defaults to /usr/local; DIR (also $DESTDIR) stages the files under DIR/PREFIX for
 # packaging, the installed files still refer to PREFIX; --libdir defaults to PREFIX/lib. No root
-# is needed for a prefix you can write to (e.g. --prefix "$HOME/.local").
+# is needed for a prefix you can write to (e.g. --prefix "$HOME/.local"). --target cross-builds
+# for another Rust target (aarch64-unknown-linux-gnu: CC defaults to aarch64-linux-gnu-gcc, as
+# Debian's gcc-aarch64-linux-gnu names it); a cross install skips perfex.mod and the MPI layer,
+# which need the target's gfortran and MPI.
 #
 # The layout (see man/libperfex.3, FILES):
 #   lib/libperfcompat.so.1.0.0          the one library: libperfex, libcpc, libpctx, perfcompat_*
@@ -32,6 +35,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 prefix=/usr/local
 destdir=${DESTDIR:-}
 libdir=
+triple=
 while (($#)); do
   case $1 in
     --prefix) prefix=$2; shift 2 ;;
@@ -40,6 +44,8 @@ while (($#)); do
     --destdir=*) destdir=${1#*=}; shift ;;
     --libdir) libdir=$2; shift 2 ;;
     --libdir=*) libdir=${1#*=}; shift ;;
+    --target) triple=$2; shift 2 ;;
+    --target=*) triple=${1#*=}; shift ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -50,10 +56,22 @@ includedir=$prefix/include
 bindir=$prefix/bin
 mandir=$prefix/share/man
 datadir=$prefix/share/perfcompat
-cc=${CC:-cc}
 cargo=${CARGO:-cargo}
 target=${CARGO_TARGET_DIR:-$repo/target}
 case $target in /*) ;; *) target=$repo/$target ;; esac
+cargo_target=()
+rel=$target/release
+if [ -n "$triple" ]; then
+  # Debian's cross compilers drop the vendor: aarch64-unknown-linux-gnu -> aarch64-linux-gnu-gcc.
+  cross=$(printf '%s' "$triple" | sed 's/-unknown-/-/')
+  cc=${CC:-$cross-gcc}
+  cargo_target=(--target "$triple")
+  rel=$target/$triple/release
+  var=$(printf '%s' "$triple" | tr 'a-z-' 'A-Z_')
+  export "CARGO_TARGET_${var}_LINKER=$cc" "CC_${triple//-/_}=$cc" "AR_${triple//-/_}=$cross-ar"
+else
+  cc=${CC:-cc}
+fi
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/capi/Cargo.toml" | head -1)
 soname=libperfcompat.so.1
 real=libperfcompat.so.1.0.0
@@ -61,9 +79,9 @@ real=libperfcompat.so.1.0.0
 static_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl"
 
 echo "install.sh: building (release)" >&2
-(cd "$repo" && "$cargo" build --release --quiet -p perfcompat-capi --lib &&
-  "$cargo" build --release --quiet -p perfcompat --bin perfex --bin cpustat --bin cputrack)
-rel=$target/release
+(cd "$repo" && "$cargo" build --release --quiet "${cargo_target[@]}" -p perfcompat-capi --lib &&
+  "$cargo" build --release --quiet "${cargo_target[@]}" -p perfcompat --bin perfex --bin cpustat \
+    --bin cputrack)
 [ -f "$rel/libperfcompat_capi.a" ] || { echo "install.sh: no $rel/libperfcompat_capi.a" >&2; exit 1; }
 
 work=$(mktemp -d)
@@ -119,7 +137,9 @@ install -m 0644 "$repo/include/perfcompat/solaris.h" "$(dest "$includedir")/perf
 mkdir -p "$(dest "$includedir")/sys"
 install -m 0644 "$repo/include/sys/pfcntr.h" "$(dest "$includedir")/sys/pfcntr.h"
 install -m 0644 "$repo/fortran/perfex.f90" "$(dest "$datadir")/fortran/perfex.f90"
-if command -v gfortran >/dev/null 2>&1; then
+if [ -n "$triple" ]; then
+  echo "install.sh: cross install: perfex.mod not built (its source is in $datadir/fortran)" >&2
+elif command -v gfortran >/dev/null 2>&1; then
   # The module holds interfaces only: checking the syntax writes perfex.mod.
   gfortran -fsyntax-only -J"$(dest "$includedir")" "$repo/fortran/perfex.f90"
 else
@@ -150,7 +170,9 @@ install -m 0755 "$rel/cputrack" "$(dest "$bindir")/cputrack"
 # The PMPI layer, built with the MPI's own compiler wrapper (MPICC, default mpicc): it is tied
 # to that MPI's mpi.h. Without one, it is skipped and said so.
 mpicc=${MPICC:-mpicc}
-if command -v "$mpicc" >/dev/null 2>&1; then
+if [ -n "$triple" ]; then
+  echo "install.sh: cross install: libperfcompat-mpi.so (the MPI layer) not built" >&2
+elif command -v "$mpicc" >/dev/null 2>&1; then
   "$mpicc" -std=c99 -O2 -shared -fPIC -I"$repo/include" -o "$L/libperfcompat-mpi.so" \
     "$repo/mpi/perfcompat_mpi.c" -L"$L" -Wl,-rpath,"$libdir" -lperfcompat
 else

@@ -1,0 +1,36 @@
+# The guest side of .ci/arm64: run by the guest's init (busybox sh) in /guest. The boot's mode
+# (icount: exact instruction counts; plain: overflow interrupts on time) comes on the kernel
+# command line; each test runs in the mode it needs and prints GUEST ok/FAIL lines (guest.h).
+# A test that exits non-zero without saying why, or says nothing, is reported as failed here.
+mode=$(sed -n 's/.*perfcompat\.mode=\([a-z]*\).*/\1/p' /proc/cmdline)
+only=$(cat /guest/only 2>/dev/null)
+echo "GUEST START $mode"
+
+t() { # name mode command...
+  name=$1 m=$2
+  shift 2
+  [ "$m" = "$mode" ] || return 0
+  if [ -n "$only" ]; then
+    want=0
+    for o in $only; do
+      case $name in "$o"*) want=1 ;; esac
+    done
+    [ $want = 1 ] || return 0
+  fi
+  "$@" >/tmp/out 2>&1
+  rc=$?
+  grep '^GUEST ' /tmp/out
+  if ! grep -q '^GUEST ' /tmp/out; then
+    echo "GUEST FAIL $name: reported nothing (exit status $rc)"
+    sed 's/^/guest: /' /tmp/out | tail -20
+  elif [ $rc != 0 ] && ! grep -q '^GUEST FAIL ' /tmp/out; then
+    echo "GUEST FAIL $name: exit status $rc"
+    sed 's/^/guest: /' /tmp/out | tail -20
+  elif [ $rc != 0 ]; then
+    grep -v '^GUEST ' /tmp/out | sed 's/^/guest: /' | tail -20
+  fi
+}
+
+t count icount ./count
+
+echo "GUEST END $mode"
