@@ -7,6 +7,12 @@
 //! most-constrained first; sets are at most [`crate::set::MAX_REQUESTS`] requests and PMUs have
 //! at most a few dozen counters, which keeps the search small.
 //!
+//! A slot whose counter number is `ncounters` or above (see [`schedule`]) is not a hardware
+//! counter: it stands for an event that needs none (the perf backend's software events on a
+//! host with a PMU, see `backend::perf`). Such slots are placed like any other (one request
+//! each), but a request that has one does not count against the rule that a set holds at most
+//! as many requests as there are counters.
+//!
 //! Unlike the Solaris kernel, which assigns counters first-fit and checks ESCRs afterwards,
 //! this finds a placement whenever one exists. When none exists, [`schedule`] names a minimal
 //! set of requests that cannot be placed together and why.
@@ -102,22 +108,29 @@ fn solve(cands: &[&Candidate]) -> Option<Vec<Slot>> {
 ///
 /// `ncounters` is the number of hardware counters; `resource_name` names a resource index for
 /// messages. On success the result holds one slot per candidate, in order.
+///
+/// More requests that need a hardware counter (every slot below `ncounters`) than there are
+/// counters is [`ConflictReason::TooManyRequests`] (libcpc's `nreqs > npic`, `EINVAL`), naming
+/// those requests; requests with a slot at `ncounters` or above need no hardware counter and
+/// are not counted.
 pub fn schedule(
     cands: &[Candidate],
     ncounters: usize,
     resource_name: &dyn Fn(u16) -> String,
 ) -> Result<Vec<Slot>> {
-    if cands.len() > ncounters {
+    let needing: Vec<(usize, String)> = cands
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.slots.iter().all(|s| (s.counter as usize) < ncounters))
+        .map(|(i, c)| (i, c.name.clone()))
+        .collect();
+    if needing.len() > ncounters {
         return Err(Error::Conflict(Conflict {
-            requests: cands
-                .iter()
-                .enumerate()
-                .map(|(i, c)| (i, c.name.clone()))
-                .collect(),
             reason: ConflictReason::TooManyRequests {
-                requested: cands.len(),
+                requested: needing.len(),
                 available: ncounters,
             },
+            requests: needing,
         }));
     }
     let all: Vec<&Candidate> = cands.iter().collect();
@@ -243,6 +256,37 @@ mod tests {
             cand("y", vec![slot(14, Some(3))]),
         ];
         assert!(schedule(&c, 18, &rn).is_ok());
+    }
+
+    /// Requests with a slot beyond the hardware counters (events that need none) do not count
+    /// against the number of counters, and take those slots, not the hardware ones.
+    #[test]
+    fn requests_that_need_no_counter_are_not_too_many() {
+        let hw = |n: &str| cand(n, vec![slot(0, None), slot(1, None)]);
+        let sw = |n: &str| cand(n, (0..2).chain(64..66).map(|c| slot(c, None)).collect());
+        let c = [sw("s0"), hw("a"), sw("s1"), hw("b")];
+        let s = schedule(&c, 2, &rn).unwrap();
+        let on: Vec<u32> = s.iter().map(|s| s.counter).collect();
+        assert!(
+            on[1] < 2 && on[3] < 2 && on[0] >= 64 && on[2] >= 64,
+            "{on:?}"
+        );
+        // Three that need a counter are too many, and only they are named.
+        let c = [sw("s0"), hw("a"), hw("b"), hw("c")];
+        let Err(Error::Conflict(k)) = schedule(&c, 2, &rn) else {
+            panic!()
+        };
+        assert_eq!(
+            k.requests,
+            vec![(1, "a".into()), (2, "b".into()), (3, "c".into())]
+        );
+        assert_eq!(
+            k.reason,
+            ConflictReason::TooManyRequests {
+                requested: 3,
+                available: 2
+            }
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ use perfcompat::backend::perf::names::PerfCode;
 use perfcompat::backend::perf::{HostCaps, PerfBackend};
 use perfcompat::backend::Backend;
 use perfcompat::engine::{self, OverflowEvent};
+use perfcompat::error::ConflictReason;
 use perfcompat::{bind_with, CounterSet, Error, Request, RequestFlags, Target};
 
 mod common;
@@ -237,17 +238,49 @@ fn multiplexed_groups_are_flagged_incomplete_never_scaled() {
     assert!(a.sample(&mut va).unwrap().complete);
 }
 
-/// Three hardware events on a PMU with two counters cannot be one group: the kernel refuses
-/// the member that does not fit (EINVAL) and the error says why.
+/// Three hardware events on a PMU with two counters cannot be one group: the backend measured
+/// the PMU's two counters, so the set is refused at bind, before anything is opened, and the
+/// error says why. A member the kernel still refuses at open (EINVAL) is explained too.
 #[test]
 fn a_group_that_cannot_fit_is_refused_with_the_reason() {
     let (m, be) = over(Config {
         counters: 2,
         ..Config::default()
     });
+    assert_eq!(be.shape().counters, 2, "the PMU's counters, measured");
     let e = bind_with(
         be,
         &set(&["instructions", "cycles", "branch-misses"]),
+        Target::CurrentThread,
+    )
+    .unwrap_err();
+    match &e {
+        Error::Conflict(c) => assert_eq!(
+            c.reason,
+            ConflictReason::TooManyRequests {
+                requested: 3,
+                available: 2
+            },
+            "{e}"
+        ),
+        _ => panic!("{e:?}"),
+    }
+    assert_eq!(m.open_events(), 0, "nothing was opened");
+    // Software events need no counter: they join a full group.
+    let b = bind_with(
+        be,
+        &set(&["instructions", "cycles", "task-clock"]),
+        Target::CurrentThread,
+    )
+    .unwrap();
+    m.advance(task_clock(), 9);
+    assert_eq!(sample(&b), vec![0, 0, 9]);
+    drop(b);
+    // The kernel's own refusal of a member (EINVAL at open) names it and the likely causes.
+    m.refuse(hw(b::PERF_COUNT_HW_BRANCH_MISSES), libc::EINVAL);
+    let e = bind_with(
+        be,
+        &set(&["instructions", "branch-misses"]),
         Target::CurrentThread,
     )
     .unwrap_err();
@@ -262,15 +295,6 @@ fn a_group_that_cannot_fit_is_refused_with_the_reason() {
         _ => panic!("{e:?}"),
     }
     assert_eq!(m.open_events(), 0, "the members opened before were closed");
-    // Software events need no counter: they join a full group.
-    let b = bind_with(
-        be,
-        &set(&["instructions", "cycles", "task-clock"]),
-        Target::CurrentThread,
-    )
-    .unwrap();
-    m.advance(task_clock(), 9);
-    assert_eq!(sample(&b), vec![0, 0, 9]);
 }
 
 // Overflow records, written from the signal handler (atomics only), per test (user_data).

@@ -2,6 +2,8 @@
 //! `perf_event_paranoid` allows, the CPU's model name, and the clock the `cycles` fallback uses
 //! (the one `perfex --calibrate` measured, read from [`crate::costfile`], else the nominal one).
 
+use std::os::fd::{AsRawFd, OwnedFd};
+
 use perf_event_open_sys::bindings::{self as b, perf_event_attr};
 
 use super::kernel::{self, Kernel};
@@ -119,11 +121,175 @@ pub(super) fn user_task_clock() -> perf_event_attr {
 /// unprivileged users get at `perf_event_paranoid` 2). PMUs that count only CPU-wide, or only
 /// without mode filtering (`msr`, which rejects `exclude_kernel`), are refused.
 pub(super) fn thread_countable(kernel: &dyn Kernel, code: PerfCode) -> bool {
+    open_errno(kernel, code) == 0
+}
+
+/// What opening `code` for the calling thread in user mode, disabled, answers: 0 when it
+/// opens (the event is closed at once), else the errno. One `perf_event_open` and a `close`.
+pub(super) fn open_errno(kernel: &dyn Kernel, code: PerfCode) -> i32 {
     let mut a = attr_for(code);
     a.set_disabled(1);
     a.set_exclude_kernel(1);
     a.set_exclude_hv(1);
-    open_attr(kernel, &mut a, 0, -1, -1).is_ok()
+    open_attr(kernel, &mut a, 0, -1, -1).map_or_else(|e| e, |_| 0)
+}
+
+/// The PMU's counters as the perf backend places requests on them, measured by
+/// [`probe_counters`]. Counters are numbered: first the general ones (`0..general`), which
+/// every hardware event can use, then those only `cycles` can use, then those only
+/// `instructions` can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PmuCounters {
+    /// Counters every hardware event can use.
+    pub general: usize,
+    /// Counters besides the general ones that only `cycles` can use (arm64's cycle counter,
+    /// x86's fixed counter 1).
+    pub cycles_only: usize,
+    /// Counters besides the general ones that only `instructions` can use (x86's fixed
+    /// counter 0).
+    pub instructions_only: usize,
+}
+
+impl PmuCounters {
+    /// Counters in all (libcpc's `cpc_npic`).
+    pub fn total(&self) -> usize {
+        self.general + self.cycles_only + self.instructions_only
+    }
+}
+
+/// Most events the probe puts in one group: the walkers' counter masks are 64 bits.
+const MAX_PROBE: usize = 64;
+
+/// Events tried, in order, for the general counters: the first that opens is probed. Branches
+/// first: on x86 `instructions` also has a fixed counter; on arm64 (where QEMU has no
+/// branch event) it is a general one.
+const GENERAL_PROBES: [u32; 6] = [
+    b::PERF_COUNT_HW_BRANCH_INSTRUCTIONS,
+    b::PERF_COUNT_HW_INSTRUCTIONS,
+    b::PERF_COUNT_HW_STALLED_CYCLES_FRONTEND,
+    b::PERF_COUNT_HW_STALLED_CYCLES_BACKEND,
+    b::PERF_COUNT_HW_BRANCH_MISSES,
+    b::PERF_COUNT_HW_CACHE_REFERENCES,
+];
+
+/// The probe could not tell (a refusal that is not the PMU's: out of descriptors, say).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Unknown;
+
+/// Measure the PMU's counters through `kernel`, on the calling thread (see [`PmuCounters`]).
+///
+/// For an event `e`, its *capacity* is the largest group of `e` alone (a disabled leader and
+/// enabled members, as the backend opens a set, user mode only) that the kernel both accepts
+/// at `perf_event_open` and schedules: after `PERF_EVENT_IOC_ENABLE` of the leader, a read of
+/// the group shows `time_running` grown. Members are opened until the kernel refuses one
+/// (`EINVAL`: x86 checks the whole group at open; arm64 leaves the disabled leader out of that
+/// check, so there the group one over opens and never runs), then the group is enabled, read
+/// and disabled, dropping its last member while it does not run. Where no time passed between
+/// the enable and the read (a kernel model without time), the kernel's acceptance is taken.
+///
+/// The general counters are the capacity of the first of [`GENERAL_PROBES`] that opens; the
+/// counters only `cycles` (then `instructions`) can use are what its capacity adds to that.
+/// Other hardware, cache, raw and sysfs events are taken to use the general counters only.
+///
+/// Cost, once per process: per event probed, capacity + 2 `perf_event_open`s (+ 1 on arm64),
+/// one enable/read/disable round (two on arm64) and the closes: about 45 system calls for
+/// arm64's 6 + 1 counters (QEMU: branches missing, instructions and cycles probed), about 40
+/// for x86's 4 general and 2 fixed counters (branches, cycles, instructions), which at a few
+/// microseconds per `perf_event_open` is of the order of 100 µs (estimated, not measured:
+/// this project's CI has no PMU).
+///
+/// What it measures is what the calling thread can have now: counters held by others at that
+/// moment (the NMI watchdog's, a `perfex` parent's inherited events, system-wide sessions)
+/// are not counted. [`Unknown`] when a refusal is not the PMU's (descriptors ran out).
+pub(super) fn probe_counters(kernel: &dyn Kernel) -> Result<PmuCounters, Unknown> {
+    let hw = |config: u32| PerfCode::new(b::PERF_TYPE_HARDWARE, u64::from(config));
+    let mut general = None;
+    for config in GENERAL_PROBES {
+        if let Some(n) = largest_group(kernel, hw(config))? {
+            general = Some((config, n));
+            break;
+        }
+    }
+    let cycles = largest_group(kernel, hw(b::PERF_COUNT_HW_CPU_CYCLES))?.ok_or(Unknown)?;
+    let Some((probed, general)) = general else {
+        // Only cycles opens: call its counters general.
+        return Ok(PmuCounters {
+            general: cycles,
+            cycles_only: 0,
+            instructions_only: 0,
+        });
+    };
+    let instructions = if probed == b::PERF_COUNT_HW_INSTRUCTIONS {
+        general
+    } else {
+        largest_group(kernel, hw(b::PERF_COUNT_HW_INSTRUCTIONS))?.unwrap_or(0)
+    };
+    let cycles_only = cycles.saturating_sub(general).min(MAX_PROBE - general);
+    let instructions_only = instructions
+        .saturating_sub(general)
+        .min(MAX_PROBE - general - cycles_only);
+    Ok(PmuCounters {
+        general,
+        cycles_only,
+        instructions_only,
+    })
+}
+
+/// The capacity of `code` (see [`probe_counters`]); `None` when it does not open.
+fn largest_group(kernel: &dyn Kernel, code: PerfCode) -> Result<Option<usize>, Unknown> {
+    let attr = |leader: bool| {
+        let mut a = attr_for(code);
+        a.set_disabled(u64::from(leader));
+        a.set_exclude_kernel(1);
+        a.set_exclude_hv(1);
+        a.read_format = (b::PERF_FORMAT_GROUP
+            | b::PERF_FORMAT_TOTAL_TIME_ENABLED
+            | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64;
+        a
+    };
+    let leader = match open_attr(kernel, &mut attr(true), 0, -1, -1) {
+        Ok(fd) => fd,
+        Err(libc::ENOENT | libc::EOPNOTSUPP | libc::EINVAL) => return Ok(None),
+        Err(_) => return Err(Unknown),
+    };
+    let lfd = leader.as_raw_fd();
+    let mut members: Vec<OwnedFd> = Vec::new();
+    while members.len() + 1 < MAX_PROBE {
+        match open_attr(kernel, &mut attr(false), 0, -1, lfd) {
+            Ok(fd) => members.push(fd),
+            // The PMU's refusal of a group that does not fit.
+            Err(libc::EINVAL | libc::ENOSPC) => break,
+            Err(_) => return Err(Unknown),
+        }
+    }
+    let mut last = (0, 0);
+    loop {
+        if ran(kernel, lfd, members.len() + 1, &mut last) != Some(false) {
+            return Ok(Some(members.len() + 1));
+        }
+        if members.pop().is_none() {
+            // A lone event that does not run: every counter is taken; the kernel will
+            // multiplex it.
+            return Ok(Some(1));
+        }
+    }
+}
+
+/// Enable the group of `n` led by `leader`, read it, disable it: whether it ran
+/// (`time_running` grew since `last`, which becomes this read's times); `None` when no time
+/// passed or the read failed.
+fn ran(kernel: &dyn Kernel, leader: i32, n: usize, last: &mut (u64, u64)) -> Option<bool> {
+    kernel.ioctl(leader, b::ENABLE as u64, 0).ok()?;
+    let mut buf = [std::mem::MaybeUninit::<u64>::uninit(); 3 + MAX_PROBE];
+    let read = kernel.read(leader, &mut buf[..3 + n]);
+    let _ = kernel.ioctl(leader, b::DISABLE as u64, 0);
+    if read.ok()? < 24 {
+        return None;
+    }
+    // SAFETY: the read wrote at least the first three words (nr, enabled, running).
+    let now = unsafe { (buf[1].assume_init(), buf[2].assume_init()) };
+    let was = std::mem::replace(last, now);
+    (now.0 != was.0).then_some(now.1 > was.1)
 }
 
 /// Probe the host: is there a PMU, what does the kernel allow.

@@ -13,16 +13,39 @@
 //! `PERF_EVENT_IOC_PERIOD` while the group is disabled, which makes the next overflow come
 //! exactly that many events after re-enabling (measured on software events).
 //!
+//! Counters: on a host with a hardware PMU the backend measures the PMU's counters once, when
+//! first asked ([`host::probe_counters`]: the largest group of one event the kernel accepts and
+//! schedules, for a general event, `cycles` and `instructions`), and describes them as they
+//! are: `cpc_npic` is their number, each request may be placed on the counters its event can
+//! use (`cycles`: all, the dedicated ones too; `instructions`: the general ones and its own
+//! fixed counter where there is one; every other hardware, cache, raw or sysfs event: the
+//! general ones), so the scheduler refuses at bind a set the PMU cannot hold, naming the
+//! counters, instead of binding a group that never runs (arm64 accepts one group member too
+//! many at open and never schedules the group). Software events need no counter: they may take
+//! any counter, or one of the slots numbered from [`NO_COUNTER`] up, which stand for no
+//! hardware, so they do not count against `cpc_npic` (see `sched`). An event the PMU lacks is
+//! refused when it is checked (`cpc_set_add_request`): hardware, cache, raw and sysfs events
+//! are opened once for the check (the answer kept per event code), and `ENOENT` or
+//! `EOPNOTSUPP` says the PMU does not have it. Without a PMU, or when the measurement could
+//! not tell, the backend offers [`VIRTUAL_COUNTERS`] counters any event can use, as before.
+//!
+//! Why a group that does not run right after its bind is not refused: the only one that never
+//! runs is one the PMU cannot hold, which the measured counters already refuse; on a busy PMU
+//! (other users' events, a `perfex` parent's inherited ones, the NMI watchdog) a group that
+//! does not fit at the enable runs at the kernel's next rotation, and refusing it would be
+//! wrong.
+//!
 //! Without a hardware PMU (virtual machines) only software events open. `cycles` then falls back
 //! to CPU time multiplied by the nominal clock, said once on stderr and in the backend's notes;
 //! `PERFCOMPAT_CYCLES_FALLBACK=0` turns that off. Every other hardware event is an error naming
 //! the event and the reason.
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use perf_event_open_sys as sys;
 use sys::bindings::{self as b, perf_event_attr};
@@ -45,15 +68,21 @@ use group::{period, Unit};
 pub use group::{DirectRead, PerfGroup};
 pub(crate) use host::nominal_mhz;
 use host::{cpu_model, thread_countable};
-pub use host::{probe, probe_with, HostCaps};
+pub use host::{probe, probe_with, HostCaps, PmuCounters};
 
 use kernel::Kernel;
 
 use names::{Class, PerfCode, PerfEvent};
 
-/// Virtual counters the perf backend reports: the kernel places events on the real counters
-/// itself, so this is only the largest set the backend accepts.
+/// Virtual counters the perf backend reports without a hardware PMU (or when measuring the
+/// PMU's could not tell): any event can use any of them, so this is only the largest set the
+/// backend accepts.
 pub const VIRTUAL_COUNTERS: usize = 16;
+
+/// The first of the slots that stand for no hardware counter, which software events take on a
+/// host with a PMU (one per request: as many as a set may hold). Above every real counter: the
+/// walkers' masks are 64 bits.
+pub const NO_COUNTER: u32 = 64;
 
 /// The perf backend.
 ///
@@ -70,6 +99,12 @@ pub struct PerfBackend {
     caps: OnceLock<HostCaps>,
     info: OnceLock<BackendInfo>,
     cycles_fallback: OnceLock<bool>,
+    /// The PMU's counters, measured when first asked (`None`: no PMU, or the measurement
+    /// could not tell; [`VIRTUAL_COUNTERS`] then).
+    counters: OnceLock<Option<PmuCounters>>,
+    /// Whether each hardware, cache, raw or sysfs event opens here: its errno, 0 when it does
+    /// (PMU hosts only; filled as events are checked).
+    opens: Mutex<HashMap<PerfCode, i32>>,
     // The kernel is the host's (`new`), not a model: groups make their reads inline
     // ([`DirectRead`]).
     host: bool,
@@ -115,6 +150,8 @@ impl PerfBackend {
             caps: OnceLock::new(),
             info: OnceLock::new(),
             cycles_fallback: OnceLock::new(),
+            counters: OnceLock::new(),
+            opens: Mutex::new(HashMap::new()),
             host: false,
         })
     }
@@ -128,6 +165,8 @@ impl PerfBackend {
             caps: OnceLock::from(caps),
             info: OnceLock::new(),
             cycles_fallback: OnceLock::new(),
+            counters: OnceLock::new(),
+            opens: Mutex::new(HashMap::new()),
             host: false,
         })
     }
@@ -136,6 +175,75 @@ impl PerfBackend {
     pub fn caps(&self) -> &HostCaps {
         self.caps
             .get_or_init(|| host::rest_of_caps(self.kernel, self.pmu))
+    }
+
+    /// The PMU's counters, measured on the first call ([`host::probe_counters`]: once per
+    /// backend, about 40-50 system calls); `None` without a PMU or when the measurement could
+    /// not tell, where the backend offers [`VIRTUAL_COUNTERS`].
+    pub fn pmu_counters(&self) -> Option<PmuCounters> {
+        if !self.pmu {
+            return None;
+        }
+        *self
+            .counters
+            .get_or_init(|| host::probe_counters(self.kernel).ok())
+    }
+
+    /// The counters an event of `class` and `code` may be placed on (see the [module
+    /// documentation](self)).
+    fn slots_for(&self, class: Class, code: PerfCode) -> Vec<u32> {
+        let Some(c) = self.pmu_counters() else {
+            return (0..VIRTUAL_COUNTERS as u32).collect();
+        };
+        let general = 0..c.general as u32;
+        let cycles = general.end..general.end + c.cycles_only as u32;
+        let instructions = cycles.end..c.total() as u32;
+        let hardware = |config: u32| class == Class::Hardware && code.config == u64::from(config);
+        if class == Class::Software {
+            // The slots that stand for no counter first: the real ones are there for `picnum`.
+            (NO_COUNTER..NO_COUNTER + MAX_REQUESTS as u32)
+                .chain(0..c.total() as u32)
+                .collect()
+        } else if hardware(b::PERF_COUNT_HW_CPU_CYCLES) {
+            general.chain(cycles).collect()
+        } else if hardware(b::PERF_COUNT_HW_INSTRUCTIONS) {
+            general.chain(instructions).collect()
+        } else {
+            general.collect()
+        }
+    }
+
+    /// The walkers' mask of [`PerfBackend::slots_for`]: the real counters only.
+    fn mask_for(&self, class: Class, code: PerfCode) -> u64 {
+        self.slots_for(class, code)
+            .into_iter()
+            .filter(|&c| c < 64)
+            .fold(0, |m, c| m | 1 << c)
+    }
+
+    /// Why the PMU does not have an event of `class` and `code`: on a host with a PMU a
+    /// hardware, cache, raw or sysfs event is opened once (user mode, disabled, the calling
+    /// thread; the answer kept per code), and `ENOENT` or `EOPNOTSUPP` say the PMU lacks it.
+    /// Other refusals (permissions, say) are left to the bind, which explains them.
+    fn lacks(&self, class: Class, code: PerfCode, name: &str) -> Option<String> {
+        if !self.pmu || class == Class::Software {
+            return None;
+        }
+        let errno = *self
+            .opens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(code)
+            .or_insert_with(|| host::open_errno(self.kernel, code));
+        let errno_name = match errno {
+            libc::ENOENT => "ENOENT",
+            libc::EOPNOTSUPP => "EOPNOTSUPP",
+            _ => return None,
+        };
+        Some(format!(
+            "the kernel does not support this event on this PMU (perf_event_open of {name} \
+             answers {errno_name})"
+        ))
     }
 
     /// Whether `cycles` is estimated from CPU time: no PMU, and `PERFCOMPAT_CYCLES_FALLBACK`
@@ -164,6 +272,13 @@ impl PerfBackend {
                 cpu_model()
             )
         };
+        if let Some(c) = self.pmu_counters() {
+            notes.push(format!(
+                "the PMU's counters, as measured: {} that every hardware event can use, {} only \
+                 'cycles' can use, {} only 'instructions' can use",
+                c.general, c.cycles_only, c.instructions_only
+            ));
+        }
         if self.cycles_fallback() {
             notes.push(format!(
                 "'cycles' is estimated as CPU time x {:.0} MHz ({})",
@@ -240,20 +355,19 @@ impl PerfBackend {
         Ok((ev, None))
     }
 
-    /// Whether `name` (a perf event name) can be counted here, without the one-time notice
-    /// that resolving `cycles` through its fallback prints.
-    fn countable(&self, name: &str) -> bool {
-        match names::parse(name, Path::new(names::SYSFS)) {
-            Ok(ev) => match ev.class {
-                Class::Hardware | Class::Cache | Class::Raw if !self.pmu => {
-                    self.cycles_fallback()
-                        && ev.class == Class::Hardware
-                        && ev.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64
-                }
-                _ => true,
-            },
-            Err(_) => false,
-        }
+    /// The counters `name` (a perf event name) can be counted on here (`None`: it cannot),
+    /// without the one-time notice that resolving `cycles` through its fallback prints.
+    fn countable(&self, name: &str) -> Option<u64> {
+        let ev = names::parse(name, Path::new(names::SYSFS)).ok()?;
+        let ok = match ev.class {
+            Class::Hardware | Class::Cache | Class::Raw if !self.pmu => {
+                self.cycles_fallback()
+                    && ev.class == Class::Hardware
+                    && ev.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64
+            }
+            _ => self.lacks(ev.class, ev.code, &ev.name).is_none(),
+        };
+        ok.then(|| self.mask_for(ev.class, ev.code))
     }
 
     fn explain_open(&self, errno: i32, event: &str, req: &Request, target: Target) -> Error {
@@ -345,7 +459,7 @@ impl Backend for PerfBackend {
     fn shape(&self) -> Shape<'_> {
         Shape {
             kind: BackendKind::Perf,
-            counters: VIRTUAL_COUNTERS,
+            counters: self.pmu_counters().map_or(VIRTUAL_COUNTERS, |c| c.total()),
             overflow_interrupt: true,
             overflow_precise: true,
             attributes: &[],
@@ -353,7 +467,6 @@ impl Backend for PerfBackend {
     }
 
     fn events(&self) -> Vec<EventInfo> {
-        let all = (1u64 << VIRTUAL_COUNTERS) - 1;
         let mut v = Vec::new();
         for bi in names::builtins() {
             // `dummy` always counts 0 (it exists for side-band records): not worth listing.
@@ -361,23 +474,29 @@ impl Backend for PerfBackend {
                 continue;
             }
             let hw = matches!(bi.class, Class::Hardware);
-            let usable = !hw
-                || self.pmu
-                || (self.cycles_fallback() && bi.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64);
+            let usable = if self.pmu {
+                self.lacks(bi.class, bi.code, bi.name).is_none()
+            } else {
+                !hw || (self.cycles_fallback()
+                    && bi.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64)
+            };
             if usable {
                 v.push(EventInfo {
                     name: bi.name.to_string(),
-                    counters: all,
+                    counters: self.mask_for(bi.class, bi.code),
                     generic: false,
                     description: bi.description.to_string(),
                 });
             }
         }
         if self.pmu {
-            for (name, _) in names::cache_events() {
+            for (name, code) in names::cache_events() {
+                if self.lacks(Class::Cache, code, &name).is_some() {
+                    continue;
+                }
                 v.push(EventInfo {
                     name,
-                    counters: all,
+                    counters: self.mask_for(Class::Cache, code),
                     generic: false,
                     description: "hardware cache event".into(),
                 });
@@ -388,28 +507,31 @@ impl Backend for PerfBackend {
             // and msr (no mode filtering) cannot be bound the way libcpc binds by default.
             if matches!(e.class, Class::Pmu) && thread_countable(self.kernel, e.code) {
                 v.push(EventInfo {
+                    counters: self.mask_for(e.class, e.code),
                     name: e.name,
-                    counters: all,
                     generic: false,
                     description: "PMU event alias from sysfs".into(),
                 });
             }
         }
         for (name, perf, description) in names::GENERICS {
-            if self.countable(perf) {
+            if let Some(counters) = self.countable(perf) {
                 v.push(EventInfo {
                     name: name.to_string(),
-                    counters: all,
+                    counters,
                     generic: true,
                     description: format!("{description} ({perf})"),
                 });
             }
         }
         for (name, spec) in EventMap::global().aliases() {
-            if self.resolve(spec).is_ok() {
+            let Ok((ev, _)) = self.resolve(spec) else {
+                continue;
+            };
+            if self.lacks(ev.class, ev.code, &ev.name).is_none() {
                 v.push(EventInfo {
                     name: name.to_string(),
-                    counters: all,
+                    counters: self.mask_for(ev.class, ev.code),
                     generic: false,
                     description: format!("alias for {spec} (PERFCOMPAT_EVENTS)"),
                 });
@@ -419,14 +541,22 @@ impl Backend for PerfBackend {
     }
 
     fn candidate(&self, req: &Request) -> Result<Candidate> {
-        self.resolve(&req.event)?;
+        let (ev, _) = self.resolve(&req.event)?;
         if let Some(a) = req.attrs.first() {
             return Err(Error::InvalidAttribute {
                 name: a.name.clone(),
                 backend: BackendKind::Perf.to_string(),
             });
         }
-        let slots = (0..VIRTUAL_COUNTERS as u32)
+        if let Some(reason) = self.lacks(ev.class, ev.code, &ev.name) {
+            return Err(Error::EventUnavailable {
+                event: req.event.clone(),
+                reason,
+            });
+        }
+        let slots = self
+            .slots_for(ev.class, ev.code)
+            .into_iter()
             .filter(|c| req.counter.is_none_or(|p| p == *c))
             .map(|counter| Slot {
                 counter,

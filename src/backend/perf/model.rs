@@ -15,8 +15,11 @@
 //!   whose number was reused by its inode.
 //! * **Opening.** Software events (`PERF_TYPE_SOFTWARE`) need no counter. Every other type
 //!   needs one of the PMU's counters: without a PMU they fail with `ENOENT`; a group whose
-//!   hardware events outnumber the counters fails with `EINVAL` when the member that does not
-//!   fit is opened (the kernel's group validation). Kernel-mode counting at
+//!   hardware events do not fit the counters fails with `EINVAL` when the member that does not
+//!   fit is opened (the kernel's group validation; [`Config::group_check`] says whether a
+//!   disabled leader is left out of it, as on arm64, where a group one over opens and never
+//!   runs). [`Config::cycle_counter`] adds a counter only `cycles` can use (arm64's
+//!   `PMCCNTR`); [`Config::armv8_pmuv3`] is that driver. Kernel-mode counting at
 //!   `perf_event_paranoid` above 1, CPU-wide counting above 0 give `EACCES` (unless the model
 //!   is privileged); a `pid` that does not exist gives `ESRCH`; a descriptor limit gives
 //!   `EMFILE`; [`Model::refuse`] makes chosen events fail with a chosen errno, and
@@ -24,7 +27,8 @@
 //! * **Scheduling.** A group counts while its leader (and the member) is enabled and the group
 //!   is on the PMU. At every enable, disable and [`Model::tick`] the enabled groups are placed
 //!   whole on the counters in round-robin order starting one further at each tick (the kernel's
-//!   rotation); a group that does not fit waits, so `time_running < time_enabled`.
+//!   rotation); a group that does not fit waits, so `time_running < time_enabled`. Time
+//!   passes at [`Model::tick`], and with [`Config::ioctl_ns`] at each enable and disable.
 //! * **Reads.** `read()` gives the documented layouts: one value or, with `PERF_FORMAT_GROUP`,
 //!   `nr` and a value per member, with the times, ids and lost counts the read format asks for;
 //!   a buffer too small gives `ENOSPC`.
@@ -118,6 +122,32 @@ pub struct Config {
     pub skid: u64,
     /// Whether `use_clockid` is known (Linux 4.1 and later); `EINVAL` for it otherwise.
     pub use_clockid: bool,
+    /// Whether the PMU has, besides [`Config::counters`], a dedicated cycle counter that only
+    /// `cycles` (`PERF_COUNT_HW_CPU_CYCLES`) can use (arm64's `PMCCNTR`). It is counter
+    /// number `counters` in the model; a `cycles` event takes it when it is free, else a
+    /// general counter.
+    pub cycle_counter: bool,
+    /// How the kernel checks a group's hardware members at open ([`GroupCheck`]).
+    pub group_check: GroupCheck,
+    /// Nanoseconds that pass at each `PERF_EVENT_IOC_ENABLE` and `_DISABLE` (accounted as
+    /// [`Model::tick`] accounts them, without rotating the groups): on a real kernel time
+    /// passes between an enable and the next read. 0 (the default): time passes only at
+    /// [`Model::tick`].
+    pub ioctl_ns: u64,
+}
+
+/// How `perf_event_open` checks that a group's hardware members fit the PMU (the driver's
+/// group validation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupCheck {
+    /// Every hardware member counts, disabled or not: the member that does not fit fails with
+    /// `EINVAL` (x86).
+    AllMembers,
+    /// Disabled members (a leader opened disabled) are left out of the check, as arm64's
+    /// `armv8_pmuv3` driver does: a group one member over the PMU opens, and then never runs
+    /// (`time_running` stays 0 while `time_enabled` grows); one more member fails with
+    /// `EINVAL`.
+    EnabledOnly,
 }
 
 impl Default for Config {
@@ -136,8 +166,42 @@ impl Default for Config {
             cpus: 2,
             skid: 0,
             use_clockid: true,
+            cycle_counter: false,
+            group_check: GroupCheck::AllMembers,
+            ioctl_ns: 0,
         }
     }
+}
+
+impl Config {
+    /// Linux 6.1's `armv8_pmuv3` driver as seen in a QEMU arm64 guest (`-cpu max`): 6 general
+    /// event counters and the dedicated cycle counter, 64 bits wide (`config1` bits 0 and 1),
+    /// groups checked without their disabled leader, time passing between an enable and the
+    /// next read. `instructions` is there (the guest with `-icount`); [`Model::refuse`] takes
+    /// it away as the guest without `-icount` does.
+    pub fn armv8_pmuv3() -> Config {
+        Config {
+            counters: 6,
+            width: 64,
+            cycle_counter: true,
+            group_check: GroupCheck::EnabledOnly,
+            ioctl_ns: 1000,
+            ..Config::default()
+        }
+    }
+}
+
+/// Whether `code` is `cycles`, the one event the dedicated cycle counter takes.
+fn is_cycles(code: PerfCode) -> bool {
+    code.type_ == b::PERF_TYPE_HARDWARE && code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64
+}
+
+/// Whether hardware events with these codes fit `general` free general counters and, with
+/// `cycle_free`, the free cycle counter.
+fn fits(codes: &[PerfCode], general: usize, cycle_free: bool) -> bool {
+    let cycles = codes.iter().filter(|c| is_cycles(**c)).count();
+    let others = codes.len() - cycles;
+    others <= general && codes.len() <= general + usize::from(cycle_free)
 }
 
 /// What one overflow left in the model's log ([`Model::overflows`]).
@@ -440,10 +504,18 @@ impl Model {
     pub fn tick(&self, ns: u64) {
         let mut st = self.lock();
         self.purge(&mut st);
+        self.pass(&mut st, ns);
+        st.rotation += 1;
+        self.schedule(&mut st);
+    }
+
+    /// `ns` nanoseconds pass: enabled events accumulate `time_enabled`, those on the PMU
+    /// `time_running`.
+    fn pass(&self, st: &mut State, ns: u64) {
         st.now_ns += ns;
         for i in 0..st.events.len() {
-            if self.enabled(&st, i) {
-                let running = self.on_pmu(&st, i);
+            if self.enabled(st, i) {
+                let running = self.on_pmu(st, i);
                 let e = &mut st.events[i];
                 e.enabled_ns += ns;
                 if running {
@@ -451,8 +523,9 @@ impl Model {
                 }
             }
         }
-        st.rotation += 1;
-        self.schedule(&mut st);
+        for i in 0..st.events.len() {
+            self.sync_page(st, i);
+        }
     }
 
     /// Events until the register wraps through zero.
@@ -512,8 +585,10 @@ impl Model {
             .filter(|e| e.leader == e.fd && e.enabled)
             .map(|e| e.fd)
             .collect();
-        let mut assigned: Vec<(i32, Vec<usize>)> = Vec::new();
+        let mut assigned: Vec<(i32, usize)> = Vec::new();
         let mut free: Vec<usize> = (0..self.cfg.counters).collect();
+        // The dedicated cycle counter (number `counters`), while free.
+        let mut cycle_free = self.cfg.cycle_counter;
         let k = leaders.len();
         for j in 0..k {
             let l = leaders[(st.rotation + j) % k];
@@ -522,10 +597,18 @@ impl Model {
                     st.events[i].leader == l && st.events[i].hardware && st.events[i].enabled
                 })
                 .collect();
-            if members.len() <= free.len() {
-                let take: Vec<usize> = free.drain(..members.len()).collect();
-                for (&m, c) in members.iter().zip(take) {
-                    assigned.push((st.events[m].fd, vec![c]));
+            let codes: Vec<PerfCode> = members.iter().map(|&m| st.events[m].code).collect();
+            if fits(&codes, free.len(), cycle_free) {
+                // As the driver does: `cycles` takes the cycle counter while it is free, the
+                // rest the general counters in order.
+                for &m in &members {
+                    let c = if cycle_free && is_cycles(st.events[m].code) {
+                        cycle_free = false;
+                        self.cfg.counters
+                    } else {
+                        free.remove(0)
+                    };
+                    assigned.push((st.events[m].fd, c));
                 }
             }
         }
@@ -533,7 +616,7 @@ impl Model {
             let new = assigned
                 .iter()
                 .find(|(fd, _)| *fd == st.events[i].fd)
-                .map(|(_, c)| c[0]);
+                .map(|(_, c)| *c);
             let e = &mut st.events[i];
             if e.counter != new {
                 e.counter = new;
@@ -819,12 +902,22 @@ impl Model {
                 return Err(libc::EINVAL);
             }
             if is_hardware(code) {
-                let hw = st
+                // The driver's group validation: the hardware members (and the new one) must
+                // fit an empty PMU; with GroupCheck::EnabledOnly the disabled ones are left out.
+                let checked = |enabled: bool| match self.cfg.group_check {
+                    GroupCheck::AllMembers => true,
+                    GroupCheck::EnabledOnly => enabled,
+                };
+                let mut codes: Vec<PerfCode> = st
                     .events
                     .iter()
-                    .filter(|e| e.leader == group_fd && e.hardware)
-                    .count();
-                if hw + 1 > self.cfg.counters {
+                    .filter(|e| e.leader == group_fd && e.hardware && checked(e.enabled))
+                    .map(|e| e.code)
+                    .collect();
+                if checked(attr.disabled() == 0) {
+                    codes.push(code);
+                }
+                if !fits(&codes, self.cfg.counters, self.cfg.cycle_counter) {
                     return Err(libc::EINVAL);
                 }
             }
@@ -1010,6 +1103,9 @@ impl Kernel for Model {
                     st.events[k].enabled = request as u32 == b::ENABLE;
                 }
                 self.schedule(&mut st);
+                if self.cfg.ioctl_ns != 0 {
+                    self.pass(&mut st, self.cfg.ioctl_ns);
+                }
             }
             b::RESET => {
                 for k in targets {
