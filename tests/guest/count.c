@@ -1,6 +1,7 @@
-/* libcpc counts the instructions of a known loop exactly, on the PMU's hardware
+/* libcpc and libperfex count the instructions of a known loop exactly, on the PMU's hardware
  * `instructions` event (under -icount shift=0, where QEMU counts them exactly). */
 #include <libcpc.h>
+#include <libperfex.h>
 
 #include "guest.h"
 
@@ -29,6 +30,20 @@ static uint64_t count(cpc_t *cpc, uint64_t n) {
   return vb - va;
 }
 
+/* libperfex: R10000 event 17 (graduated instructions) is `instructions` on Linux, 0 (cycles)
+ * `cycles`; under icount every instruction takes one cycle. */
+static void perfex_count(uint64_t n, long long *cycles, long long *instructions) {
+  if (start_counters(0, 17) < 0) {
+    fprintf(stderr, "start_counters(0, 17) failed\n");
+    exit(1);
+  }
+  known_loop(n);
+  if (read_counters(0, cycles, 17, instructions) < 0) {
+    fprintf(stderr, "read_counters(0, 17) failed\n");
+    exit(1);
+  }
+}
+
 int main(void) {
   cpc_t *cpc = cpc_open(CPC_VER_CURRENT);
   if (cpc == NULL) {
@@ -53,5 +68,24 @@ int main(void) {
         (unsigned long long)n1, (unsigned long long)(c2[0] - c1[0]),
         (unsigned long long)(2 * (n2 - n1)), (long long)(c1[0] - 2 * n1));
   cpc_close(cpc);
+
+  long long p1[5], p2[5], y1[5], y2[5];
+  /* The first start_counters of a thread does its one-time set-up: not part of the count. */
+  perfex_count(1, &y1[0], &p1[0]);
+  same = 1;
+  for (int i = 0; i < 5; i++) {
+    perfex_count(n1, &y1[i], &p1[i]);
+    perfex_count(n2, &y2[i], &p2[i]);
+    same &= p1[i] == p1[0] && p2[i] == p2[0] && y2[i] == y2[0];
+  }
+  check("count.libperfex_repeatable", same, "event 17 over 5 runs: %lld,%lld,%lld,%lld,%lld",
+        p2[0], p2[1], p2[2], p2[3], p2[4]);
+  check("count.libperfex_exact", p2[0] - p1[0] == (long long)(2 * (n2 - n1)),
+        "event 17: %lld for %llu iterations, %lld for %llu: difference %lld, want %llu", p2[0],
+        (unsigned long long)n2, p1[0], (unsigned long long)n1, p2[0] - p1[0],
+        (unsigned long long)(2 * (n2 - n1)));
+  check("count.libperfex_cycles", y2[0] - y1[0] == (long long)(2 * (n2 - n1)),
+        "event 0 (cycles, one per instruction under icount): difference %lld, want %llu",
+        y2[0] - y1[0], (unsigned long long)(2 * (n2 - n1)));
   return guest_exit();
 }

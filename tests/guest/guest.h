@@ -13,7 +13,7 @@
 static int guest_failures;
 
 /* One check: NAME passes when COND holds; the rest is printf-style detail. */
-__attribute__((format(printf, 3, 4))) static void check(const char *name, int cond,
+__attribute__((format(printf, 3, 4), unused)) static void check(const char *name, int cond,
                                                          const char *fmt, ...) {
   va_list ap;
   printf("GUEST %s %s: ", cond ? "ok" : "FAIL", name);
@@ -26,7 +26,7 @@ __attribute__((format(printf, 3, 4))) static void check(const char *name, int co
     guest_failures++;
 }
 
-static int guest_exit(void) { return guest_failures ? 1 : 0; }
+__attribute__((unused)) static int guest_exit(void) { return guest_failures ? 1 : 0; }
 
 /* A loop of exactly 2 instructions per iteration (subs, b.ne), N >= 1: its instruction count
  * is known to the instruction. */

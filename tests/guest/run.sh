@@ -32,5 +32,9 @@ t() { # name mode command...
 }
 
 t count icount ./count
+t commands icount ./commands
+t capacity icount ./capacity
+t multiplex icount ./multiplex
+t userread icount ./userread
 
 echo "GUEST END $mode"
