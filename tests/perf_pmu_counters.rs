@@ -283,3 +283,84 @@ fn walkers_list_each_counters_events() {
         Err(Error::NoSuchPic { picnum: 7, npic: 7 })
     ));
 }
+
+/// The model as the arm64 driver: with the leader disabled, a group of 8 (7 enabled members)
+/// opens on 6 + 1 counters and never runs after the enable (`time_running` 0 while
+/// `time_enabled` grows); a 9th member fails with EINVAL; `cycles` takes the cycle counter.
+/// The x86-like check refuses the member that does not fit at open.
+#[test]
+fn the_model_plays_the_arm64_driver() {
+    use perfcompat::backend::perf::kernel::Kernel;
+    use std::mem::MaybeUninit;
+    use std::os::fd::{AsRawFd, OwnedFd};
+    let open = |m: &Model, code: PerfCode, leader: Option<&OwnedFd>| {
+        let mut a = b::perf_event_attr {
+            size: std::mem::size_of::<b::perf_event_attr>() as u32,
+            type_: code.type_,
+            config: code.config,
+            read_format: (b::PERF_FORMAT_GROUP
+                | b::PERF_FORMAT_TOTAL_TIME_ENABLED
+                | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64,
+            ..Default::default()
+        };
+        a.set_disabled(u64::from(leader.is_none()));
+        a.set_exclude_kernel(1);
+        let group = leader.map_or(-1, |l| l.as_raw_fd());
+        m.perf_event_open(&mut a, 0, -1, group, 0)
+    };
+    let times = |m: &Model, leader: &OwnedFd| {
+        let fd = leader.as_raw_fd();
+        m.ioctl(fd, b::ENABLE as u64, 0).unwrap();
+        let mut buf = [MaybeUninit::<u64>::uninit(); 16];
+        m.read(fd, &mut buf).unwrap();
+        m.ioctl(fd, b::DISABLE as u64, 0).unwrap();
+        // SAFETY: the read wrote nr, enabled, running first.
+        unsafe { (buf[1].assume_init(), buf[2].assume_init()) }
+    };
+    let m = Model::leak(Config::armv8_pmuv3());
+    let leader = open(m, instructions(), None).unwrap();
+    let mut members: Vec<OwnedFd> = (0..5)
+        .map(|_| open(m, instructions(), Some(&leader)).unwrap())
+        .collect();
+    members.push(open(m, cycles(), Some(&leader)).unwrap());
+    let (enabled, running) = times(m, &leader);
+    assert!(
+        enabled > 0 && running == enabled,
+        "7 run: {enabled} {running}"
+    );
+    let on = m.event(members[5].as_raw_fd()).unwrap().1;
+    assert_eq!(on, None, "disabled again");
+    members.push(open(m, cycles(), Some(&leader)).unwrap());
+    let (enabled2, running2) = times(m, &leader);
+    assert!(enabled2 > enabled && running2 == running, "8 never run");
+    assert_eq!(open(m, cycles(), Some(&leader)).err(), Some(libc::EINVAL));
+    // Seven instructions: the 7th member-to-be is the 6th enabled general event, fine at open;
+    // the group does not run.
+    let leader = open(m, instructions(), None).unwrap();
+    let _six: Vec<OwnedFd> = (0..6)
+        .map(|_| open(m, instructions(), Some(&leader)).unwrap())
+        .collect();
+    assert_eq!(times(m, &leader).1, 0, "7 instructions never run");
+    assert_eq!(
+        open(m, instructions(), Some(&leader)).err(),
+        Some(libc::EINVAL)
+    );
+    // cycles alone takes the cycle counter (number 6), while enabled.
+    let c = open(m, cycles(), None).unwrap();
+    m.ioctl(c.as_raw_fd(), b::ENABLE as u64, 0).unwrap();
+    assert_eq!(m.event(c.as_raw_fd()).unwrap().1.map(|(n, _)| n), Some(6));
+    // x86: the whole group is checked at open.
+    let x86 = Model::leak(Config {
+        cycle_counter: true,
+        ..Config::default()
+    });
+    let leader = open(x86, cycles(), None).unwrap();
+    let _four: Vec<OwnedFd> = (0..4)
+        .map(|_| open(x86, cycles(), Some(&leader)).unwrap())
+        .collect();
+    assert_eq!(
+        open(x86, cycles(), Some(&leader)).err(),
+        Some(libc::EINVAL),
+        "4 + 1 counters"
+    );
+}
