@@ -36,5 +36,7 @@ t commands icount ./commands
 t capacity icount ./capacity
 t multiplex icount ./multiplex
 t userread icount ./userread
+t overflow icount ./overflow exact
+t overflow plain ./overflow plain
 
 echo "GUEST END $mode"
