@@ -31,6 +31,7 @@ t() { # name mode command...
   fi
 }
 
+t facts icount ./facts
 t count icount ./count
 t commands icount ./commands
 t capacity icount ./capacity
