@@ -364,3 +364,70 @@ fn the_model_plays_the_arm64_driver() {
         "4 + 1 counters"
     );
 }
+
+/// The cases of `tests/guest/facts.c`, which the arm64 guest runs against the real
+/// `armv8_pmuv3` driver (`bash .ci/arm64`), played on the model's arm64 configuration: each
+/// group as a string of its events (`c` cycles, `i` instructions; the first is the leader),
+/// the leader disabled or not, how many events open before the first `EINVAL`, and whether the
+/// group runs once enabled. Where the driver and the model part, one of these fails.
+#[test]
+fn the_model_answers_as_the_real_driver_did_in_the_guest() {
+    use perfcompat::backend::perf::kernel::Kernel;
+    use std::mem::MaybeUninit;
+    use std::os::fd::{AsRawFd, OwnedFd};
+    let m = Model::leak(Config::armv8_pmuv3());
+    let open = |code: PerfCode, disabled: bool, leader: Option<&OwnedFd>| {
+        let mut a = b::perf_event_attr {
+            size: std::mem::size_of::<b::perf_event_attr>() as u32,
+            type_: code.type_,
+            config: code.config,
+            read_format: (b::PERF_FORMAT_GROUP
+                | b::PERF_FORMAT_TOTAL_TIME_ENABLED
+                | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64,
+            ..Default::default()
+        };
+        a.set_disabled(u64::from(disabled));
+        a.set_exclude_kernel(1);
+        m.perf_event_open(&mut a, 0, -1, leader.map_or(-1, |l| l.as_raw_fd()), 0)
+    };
+    // (events, leader disabled, events opened, errno of the next one, runs once enabled)
+    let cases: [(&str, bool, usize, Option<i32>, Option<bool>); 5] = [
+        ("ciiiiii", true, 7, None, Some(true)),
+        ("iiiiiiic", true, 8, None, Some(false)),
+        ("ciiiiiii", true, 7, Some(libc::EINVAL), None),
+        ("iiiiiiicc", true, 8, Some(libc::EINVAL), None),
+        ("iiiiiiic", false, 6, Some(libc::EINVAL), None),
+    ];
+    for (spec, disabled, want_open, want_err, want_runs) in cases {
+        let mut fds: Vec<OwnedFd> = Vec::new();
+        let mut err = None;
+        for (i, e) in spec.chars().enumerate() {
+            let code = if e == 'c' { cycles() } else { instructions() };
+            match open(code, i == 0 && disabled, fds.first()) {
+                Ok(fd) => fds.push(fd),
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        assert_eq!(
+            (fds.len(), err),
+            (want_open, want_err),
+            "{spec}: opened, errno"
+        );
+        if let Some(runs) = want_runs {
+            let fd = fds[0].as_raw_fd();
+            m.ioctl(fd, b::ENABLE as u64, 0).unwrap();
+            m.tick(1000);
+            let mut buf = [MaybeUninit::<u64>::uninit(); 16];
+            m.read(fd, &mut buf).unwrap();
+            m.ioctl(fd, b::DISABLE as u64, 0).unwrap();
+            // SAFETY: the read wrote nr, enabled, running first.
+            let (en, run) = unsafe { (buf[1].assume_init(), buf[2].assume_init()) };
+            assert!(en > 0, "{spec}: time_enabled {en}");
+            assert_eq!(run == en, runs, "{spec}: enabled {en}, running {run}");
+            assert_eq!(run == 0, !runs, "{spec}: enabled {en}, running {run}");
+        }
+    }
+}
