@@ -253,7 +253,7 @@ pub struct DirectRead {
 
 impl DirectRead {
     /// [`Group::read`] with its `read` system call made right here. Async-signal-safe; on
-    /// x86-64 it does not change `errno`.
+    /// x86-64 and arm64 it does not change `errno`.
     #[inline(always)]
     pub fn read(&self, out: &mut [u64]) -> std::result::Result<Times, i32> {
         let out = &mut out[..self.layout.n];
@@ -270,9 +270,9 @@ impl DirectRead {
     }
 }
 
-/// `read(2)` as one inline system call on x86-64: no libc wrapper (nor its cancellation point),
-/// no call through the library's `read` interposer, `errno` untouched. Returns the byte count
-/// or `-errno`.
+/// `read(2)` as one inline system call on x86-64 (`syscall`) and arm64 (`svc #0`): no libc
+/// wrapper (nor its cancellation point), no call through the library's `read` interposer,
+/// `errno` untouched. Elsewhere libc's `syscall()`. Returns the byte count or `-errno`.
 ///
 /// # Safety
 /// As `read(2)`: `buf` holds `len` writable bytes.
@@ -297,8 +297,25 @@ unsafe fn sys_read(fd: i32, buf: *mut u8, len: usize) -> isize {
         }
         ret
     }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let ret: isize;
+        // SAFETY: the arm64 Linux system call convention (number in x8, arguments in x0, x1,
+        // x2, result in x0; every other register preserved); the kernel writes only into `buf`.
+        unsafe {
+            std::arch::asm!(
+                "svc #0",
+                in("x8") libc::SYS_read as isize,
+                inlateout("x0") fd as isize => ret,
+                in("x1") buf,
+                in("x2") len,
+                options(nostack),
+            );
+        }
+        ret
+    }
     // Elsewhere through libc's syscall(): no errno-free inline form written (nor tested) yet.
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         // SAFETY: as the caller promises.
         let r = unsafe { libc::syscall(libc::SYS_read, fd, buf, len) } as isize;

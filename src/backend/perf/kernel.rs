@@ -2,7 +2,8 @@
 //!
 //! Every kernel interaction of the perf backend goes through one [`Kernel`]: `perf_event_open`,
 //! `read` of a counter or group, the `PERF_EVENT_IOC_*` ioctls, the `fcntl`s that route the
-//! overflow signal, `mmap`/`munmap` of the event pages, the `rdpmc` instruction and the
+//! overflow signal, `mmap`/`munmap` of the event pages, the user-mode counter read (x86-64's
+//! `rdpmc` instruction, arm64's `mrs` of the counter's register) and the
 //! `perf_event_paranoid` setting. [`LINUX`] makes the real system calls; [`super::model`] is
 //! an in-process model of the interface that the tests run the real backend code over, to
 //! execute the paths that need a hardware PMU on hosts without one.
@@ -58,9 +59,13 @@ pub trait Kernel: Send + Sync + 'static {
     /// `addr` and `len` must be a mapping this kernel made, not used after the call.
     unsafe fn munmap(&self, addr: *mut c_void, len: usize) -> Result<(), i32>;
 
-    /// The `rdpmc` instruction: hardware counter `counter` (the mmap page's `index - 1`) as
-    /// the CPU holds it, `pmc_width` bits wide. Only called when the page advertises
-    /// `cap_user_rdpmc`. Async-signal-safe.
+    /// The user-mode counter read: hardware counter `counter` (the mmap page's `index - 1`)
+    /// as the CPU holds it, of which the low `pmc_width` bits count. Only called when the page
+    /// advertises `cap_user_rdpmc`. Async-signal-safe.
+    ///
+    /// For [`LINUX`]: on x86-64 the `rdpmc` instruction; on arm64 an `mrs` of the register
+    /// [`arm64_counter_register`] names (`PMEVCNTR<n>_EL0`, or `PMCCNTR_EL0` for 31); 0 on
+    /// other architectures, where [`super::rdpmc::Pages::map`] never offers the fast path.
     fn rdpmc(&self, counter: u32) -> u64;
 
     /// `/proc/sys/kernel/perf_event_paranoid` (2, the usual default, when unreadable).
@@ -88,13 +93,36 @@ impl Kernel for Linux {
         group_fd: i32,
         flags: u64,
     ) -> Result<OwnedFd, i32> {
-        // SAFETY: attr is a fully initialised perf_event_attr.
-        let fd = unsafe { sys::perf_event_open(attr, pid, cpu, group_fd, flags as libc::c_ulong) };
-        if fd < 0 {
-            Err(errno())
-        } else {
-            // SAFETY: a fresh fd we own.
-            Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        let open = |attr: &mut perf_event_attr| {
+            // SAFETY: attr is a fully initialised perf_event_attr.
+            let fd =
+                unsafe { sys::perf_event_open(attr, pid, cpu, group_fd, flags as libc::c_ulong) };
+            if fd < 0 {
+                Err(errno())
+            } else {
+                // SAFETY: a fresh fd we own.
+                Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+            }
+        };
+        if !cfg!(target_arch = "aarch64") {
+            return open(attr);
+        }
+        // arm64: ask for the user-mode read of the calling thread's hardware counters (see
+        // `arm64_user_read_config1`). A PMU driver that does not know the request and refuses
+        // it gets the counter without it: the group is then read with read().
+        // SAFETY: a plain integer in a union.
+        let config1 = unsafe { attr.__bindgen_anon_3.config1 };
+        let wanted = arm64_user_read_config1(attr.type_, config1, pid);
+        if wanted == config1 {
+            return open(attr);
+        }
+        attr.__bindgen_anon_3.config1 = wanted;
+        match open(attr) {
+            Err(libc::EINVAL | libc::EOPNOTSUPP) => {
+                attr.__bindgen_anon_3.config1 = config1;
+                open(attr)
+            }
+            r => r,
         }
     }
 
@@ -163,6 +191,97 @@ impl Kernel for Linux {
     }
 }
 
+/// `config1` bit 1 of an arm64 PMU event: "let user space read this counter" (Linux 5.17 and
+/// later, with `/proc/sys/kernel/perf_user_access` at 1; the page then shows `cap_user_rdpmc`
+/// and a 32-bit `pmc_width`). Bit 0 (a 64-bit counter) is never set by this library: chained
+/// counters cannot be read from user space and 64-bit event counters need ARMv8.5's PMU.
+pub const ARM64_CONFIG1_USER_READ: u64 = 1 << 1;
+
+/// The `config1` [`LINUX`] opens an event with on arm64, for an event of `type_` whose
+/// `config1` the caller set to `config1`, on task `pid`: with [`ARM64_CONFIG1_USER_READ`] for a
+/// generic hardware, cache or raw event of the calling thread (`pid` 0: the only counters the
+/// fast path reads, and the kernel refuses the request with `EINVAL` for a counter not
+/// attached to a task, such as a CPU-wide one). Software events, PMUs with a type of their own
+/// (whose `config1` means something else) and an event whose `config1` the caller already set
+/// are left as they are. Applies only on arm64; a pure function so every host tests it.
+pub fn arm64_user_read_config1(type_: u32, config1: u64, pid: i32) -> u64 {
+    let generic_pmu = matches!(
+        type_,
+        sys::bindings::PERF_TYPE_HARDWARE
+            | sys::bindings::PERF_TYPE_HW_CACHE
+            | sys::bindings::PERF_TYPE_RAW
+    );
+    if generic_pmu && config1 == 0 && pid == 0 {
+        ARM64_CONFIG1_USER_READ
+    } else {
+        config1
+    }
+}
+
+/// Expands the arm64 event counter numbers into [`ARM64_EVENT_COUNTERS`] (their register names)
+/// and, on arm64, one reader per counter (the number is part of the `mrs` instruction's
+/// encoding), from the one list so that names and readers cannot disagree.
+macro_rules! arm64_event_counters {
+    ($($n:literal)*) => {
+        /// The arm64 event counter registers, indexed by counter number (the mmap page's
+        /// `index - 1` below 31).
+        pub const ARM64_EVENT_COUNTERS: [&str; 31] = [$(concat!("PMEVCNTR", $n, "_EL0")),*];
+
+        /// One `mrs` of each event counter, indexed by counter number.
+        #[cfg(target_arch = "aarch64")]
+        static ARM64_EVENT_READERS: [fn() -> u64; 31] = [$({
+            fn read() -> u64 {
+                let v: u64;
+                // SAFETY: reading a PMU register; only reached when the kernel advertised
+                // cap_user_rdpmc for this counter, which enables EL0 access (otherwise the read
+                // traps, as any program could make it). No memory is touched, but `nomem` is
+                // left off so the read stays between the page's sequence-lock reads.
+                unsafe {
+                    std::arch::asm!(
+                        concat!("mrs {v}, PMEVCNTR", $n, "_EL0"),
+                        v = out(reg) v,
+                        options(nostack, preserves_flags),
+                    );
+                }
+                v
+            }
+            read
+        }),*];
+    };
+}
+
+arm64_event_counters!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30);
+
+/// The arm64 register holding hardware counter `counter` (the mmap page's `index - 1`):
+/// `PMEVCNTR<n>_EL0` for event counter `n` (0 to 30), `PMCCNTR_EL0` (the cycle counter) for 31;
+/// `None` for anything else.
+pub fn arm64_counter_register(counter: u32) -> Option<&'static str> {
+    match counter {
+        31 => Some("PMCCNTR_EL0"),
+        n => ARM64_EVENT_COUNTERS.get(n as usize).copied(),
+    }
+}
+
+/// arm64's user-mode counter read: an `mrs` of the register [`arm64_counter_register`] names
+/// (0 for a counter number no register has).
+#[cfg(target_arch = "aarch64")]
+#[inline]
+fn rdpmc(counter: u32) -> u64 {
+    if counter == 31 {
+        let v: u64;
+        // SAFETY: as for the event counters above.
+        unsafe {
+            std::arch::asm!("mrs {v}, PMCCNTR_EL0", v = out(reg) v,
+                            options(nostack, preserves_flags));
+        }
+        return v;
+    }
+    ARM64_EVENT_READERS
+        .get(counter as usize)
+        .map_or(0, |read| read())
+}
+
+/// x86-64's `rdpmc` instruction.
 #[cfg(target_arch = "x86_64")]
 #[inline]
 fn rdpmc(counter: u32) -> u64 {
@@ -175,7 +294,58 @@ fn rdpmc(counter: u32) -> u64 {
     (u64::from(hi) << 32) | u64::from(lo)
 }
 
-#[cfg(not(target_arch = "x86_64"))]
+/// No user-mode counter read on this architecture ([`super::rdpmc::Pages::map`] declines).
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn rdpmc(_counter: u32) -> u64 {
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sys::bindings as b;
+
+    #[test]
+    fn arm64_counter_numbers_name_their_registers() {
+        for n in 0..31 {
+            assert_eq!(
+                arm64_counter_register(n),
+                Some(format!("PMEVCNTR{n}_EL0").as_str()),
+                "counter {n}"
+            );
+        }
+        assert_eq!(arm64_counter_register(31), Some("PMCCNTR_EL0"));
+        assert_eq!(arm64_counter_register(32), None);
+        assert_eq!(arm64_counter_register(u32::MAX), None);
+    }
+
+    #[test]
+    fn arm64_user_read_is_asked_for_the_calling_threads_hardware_counters_only() {
+        let bit = ARM64_CONFIG1_USER_READ;
+        assert_eq!(bit, 2, "config1 bit 1 (bit 0 would chain two counters)");
+        for t in [
+            b::PERF_TYPE_HARDWARE,
+            b::PERF_TYPE_HW_CACHE,
+            b::PERF_TYPE_RAW,
+        ] {
+            assert_eq!(arm64_user_read_config1(t, 0, 0), bit, "type {t}");
+            // A CPU-wide counter (the kernel refuses the request: EINVAL), another task's.
+            assert_eq!(arm64_user_read_config1(t, 0, -1), 0, "type {t}, CPU-wide");
+            assert_eq!(
+                arm64_user_read_config1(t, 0, 1234),
+                0,
+                "type {t}, another task"
+            );
+            // The caller's own config1 (a 64-bit counter, say) is kept as it is.
+            assert_eq!(arm64_user_read_config1(t, 1, 0), 1, "type {t}, config1 set");
+        }
+        for t in [
+            b::PERF_TYPE_SOFTWARE,
+            b::PERF_TYPE_TRACEPOINT,
+            b::PERF_TYPE_BREAKPOINT,
+            8,
+        ] {
+            assert_eq!(arm64_user_read_config1(t, 0, 0), 0, "type {t}");
+        }
+    }
 }

@@ -1,9 +1,15 @@
-//! The self-monitoring read: `rdpmc` through the perf mmap page, no system call.
+//! The self-monitoring read: the counter read from user space through the perf mmap page, no
+//! system call.
 //!
 //! Used only for a set bound to the calling thread on a host with a hardware PMU, when the
-//! kernel sets `cap_user_rdpmc` on every member's page (x86-64: the `rdpmc` sysfs knob is 1 or
-//! 2). Each member has its own page and sequence lock, as the uapi header describes: read
-//! `lock`, then `index`, `offset` and the counter, and retry when `lock` moved. Whenever the
+//! kernel sets `cap_user_rdpmc` on every member's page: on x86-64 when the `rdpmc` sysfs knob
+//! is 1 or 2 (read with the `rdpmc` instruction); on arm64 (Linux 5.17 and later) when
+//! `/proc/sys/kernel/perf_user_access` is 1 and the counter was opened with `config1` bit 1,
+//! which [`super::kernel::LINUX`] asks for on the calling thread's hardware counters (read
+//! with `mrs` of `PMEVCNTR<n>_EL0` or `PMCCNTR_EL0`, 32 bits wide). Other architectures read
+//! with `read()` ([`Declined::NoUserReadInstruction`]). Each member has its own page and
+//! sequence lock, as the uapi header describes: read `lock`, then `index`, `offset` and the
+//! counter (sign-extended from `pmc_width` bits), and retry when `lock` moved. Whenever the
 //! fast path cannot give an exact answer (a member not on a counter right now, the group
 //! multiplexed), [`Pages::read`] returns `None` and the caller falls back to `read()`.
 
@@ -31,11 +37,14 @@ unsafe impl Sync for Pages {}
 
 const PAGE: usize = 4096;
 
+/// Whether this architecture has a user-mode counter read ([`super::kernel::Kernel::rdpmc`]).
+const USER_READ: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+
 /// Why [`Pages::map`] left a group to `read()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Declined {
-    /// `rdpmc` is an x86-64 instruction.
-    NotX86_64,
+    /// This library reads counters from user space only on x86-64 (`rdpmc`) and arm64 (`mrs`).
+    NoUserReadInstruction,
     /// `mmap` of a counter's page failed (`EPERM` past `perf_event_mlock_kb` and
     /// `RLIMIT_MEMLOCK`), after `mapped` pages of the group had been mapped (unmapped again).
     MapRefused {
@@ -45,7 +54,8 @@ pub enum Declined {
         mapped: usize,
     },
     /// The kernel maps the page but does not let user space read this counter (software
-    /// events, or the `rdpmc` sysfs knob at 0).
+    /// events; on x86-64 the `rdpmc` sysfs knob at 0; on arm64 `perf_user_access` at 0, a
+    /// kernel before 5.17, or a counter opened without `config1` bit 1).
     NoUserRdpmc,
 }
 
@@ -64,8 +74,8 @@ impl Pages {
         n: usize,
         premapped: impl Fn(usize) -> Option<*mut perf_event_mmap_page>,
     ) -> Result<Pages, Declined> {
-        if !cfg!(target_arch = "x86_64") {
-            return Err(Declined::NotX86_64);
+        if !USER_READ {
+            return Err(Declined::NoUserReadInstruction);
         }
         let mut pages = Pages {
             kernel,
@@ -175,10 +185,10 @@ mod tests {
     #[test]
     fn software_counters_map_but_do_not_offer_rdpmc() {
         let fds = software_counters(3).expect("software counters open");
-        let want = if cfg!(target_arch = "x86_64") {
+        let want = if USER_READ {
             Declined::NoUserRdpmc
         } else {
-            Declined::NotX86_64
+            Declined::NoUserReadInstruction
         };
         assert_eq!(Pages::map(&LINUX, &fds, 3, |_| None).err(), Some(want));
     }
@@ -188,7 +198,8 @@ mod tests {
     /// `read()`). Runs in a forked child that drops to nobody (root only, else SKIPPED).
     #[test]
     fn past_the_mlock_limits_mapping_is_refused_with_eperm() {
-        if !cfg!(target_arch = "x86_64") {
+        if !USER_READ {
+            println!("SKIPPED: no user-mode counter read on this architecture: nothing is mapped");
             return;
         }
         // SAFETY: geteuid cannot fail.
