@@ -64,8 +64,8 @@ fn quick_calibration_is_sane_and_its_cache_becomes_the_host_table() {
     for (label, v) in &cal.measurements {
         assert!(v.is_finite(), "{label}: {v}");
     }
-    // On x86-64 the clock is measured, and it is the figure unless a note replaced it.
-    #[cfg(target_arch = "x86_64")]
+    // On x86-64 and arm64 the clock is measured, and it is the figure unless a note replaced it.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
         let measured = cal
             .measurements

@@ -98,7 +98,13 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
         _ => return Err("too many arguments: [interval [count]]".into()),
     }
     if a.tick && !cfg!(target_arch = "x86_64") {
-        return Err("-t reads the time-stamp counter, which only x86-64 has".into());
+        // arm64's nearest counter, CNTVCT_EL0, ticks at the system timer's frequency
+        // (CNTFRQ_EL0, often tens of MHz), not in processor cycles: not offered as one.
+        return Err(
+            "-t reads the time-stamp counter, which only x86-64 has (arm64's system \
+                    timer count is not a cycle count)"
+                .into(),
+        );
     }
     Ok(Some(a))
 }
@@ -110,7 +116,7 @@ fn tsc() -> u64 {
     unsafe { std::arch::x86_64::_rdtsc() }
 }
 
-/// The time-stamp counter (x86-64; 0 elsewhere).
+/// The time-stamp counter (x86-64; 0 elsewhere, where `-t` is refused: see `parse`).
 #[cfg(not(target_arch = "x86_64"))]
 fn tsc() -> u64 {
     0

@@ -1,5 +1,6 @@
 //! The timed loops: the pointer chase, the dependent-add clock loop and the branch loop
-//! (x86-64 assembly, with fallbacks elsewhere), and the measurements built on them.
+//! (x86-64 and arm64 assembly; elsewhere a Rust chase, and no clock or branch loop, whose
+//! figures then come from the fallbacks with a note), and the measurements built on them.
 
 use std::time::Instant;
 
@@ -7,13 +8,82 @@ use super::buffer::{page_size, Buffer};
 use super::cycles::{grouped_cycle, random_cycle, Rng};
 use super::{Measured, Plan};
 
+// The instructions that differ between the x86-64 and arm64 loops: `{p} = *{p}`, `{x} += 1`,
+// and "`{n} -= 1`; back to label 2 unless it reached 0".
+#[cfg(target_arch = "x86_64")]
+macro_rules! load_link {
+    () => {
+        "mov {p}, qword ptr [{p}]"
+    };
+}
+#[cfg(target_arch = "aarch64")]
+macro_rules! load_link {
+    () => {
+        "ldr {p}, [{p}]"
+    };
+}
+#[cfg(target_arch = "x86_64")]
+macro_rules! add_one {
+    () => {
+        "add {x}, 1"
+    };
+}
+#[cfg(target_arch = "aarch64")]
+macro_rules! add_one {
+    () => {
+        "add {x}, {x}, #1"
+    };
+}
+#[cfg(target_arch = "x86_64")]
+macro_rules! count_down {
+    () => {
+        "dec {n}\njnz 2b"
+    };
+}
+#[cfg(target_arch = "aarch64")]
+macro_rules! count_down {
+    () => {
+        "subs {n}, {n}, #1\nb.ne 2b"
+    };
+}
+
+// The branch loop's step: `{x}` ^= `{x}` << 13, >> 7, << 17 (through `{t}`); then one add and
+// one taken jump whichever way the conditional jump on `{x} & {mask}` goes: `{a}` += 1 when
+// it is not zero, `{b}` += 1 when it is.
+#[cfg(target_arch = "x86_64")]
+macro_rules! xorshift {
+    () => {
+        "mov {t}, {x}\nshl {t}, 13\nxor {x}, {t}\nmov {t}, {x}\nshr {t}, 7\nxor {x}, {t}\n\
+         mov {t}, {x}\nshl {t}, 17\nxor {x}, {t}"
+    };
+}
+#[cfg(target_arch = "aarch64")]
+macro_rules! xorshift {
+    () => {
+        "lsl {t}, {x}, #13\neor {x}, {x}, {t}\nlsr {t}, {x}, #7\neor {x}, {x}, {t}\n\
+         lsl {t}, {x}, #17\neor {x}, {x}, {t}"
+    };
+}
+#[cfg(target_arch = "x86_64")]
+macro_rules! branch_on_mask {
+    () => {
+        "test {x}, {mask}\njz 3f\nadd {a}, 1\njmp 4f\n3:\nadd {b}, 1\n4:"
+    };
+}
+#[cfg(target_arch = "aarch64")]
+macro_rules! branch_on_mask {
+    () => {
+        "tst {x}, {mask}\nb.eq 3f\nadd {a}, {a}, #1\nb 4f\n3:\nadd {b}, {b}, #1\n4:"
+    };
+}
+
 /// Loads [`chase`] really does for a request of `loads`.
 fn rounded_loads(loads: usize) -> usize {
     loads.div_ceil(8).max(1) * 8
 }
 
 /// Follow [`rounded_loads`]`(loads)` links from `p`; returns where the chase stopped. In
-/// assembly on x86-64, so it runs at full speed in unoptimised builds too.
+/// assembly on x86-64 and arm64, so it runs at full speed in unoptimised builds too.
 ///
 /// # Safety
 /// `p` and every address reachable from it must be a readable node holding the address of
@@ -21,22 +91,21 @@ fn rounded_loads(loads: usize) -> usize {
 #[inline(never)]
 pub(super) unsafe fn chase(mut p: *const usize, loads: usize) -> *const usize {
     let n = loads.div_ceil(8).max(1);
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     // SAFETY: the caller's contract; the loop only reads through the chain.
     unsafe {
         std::arch::asm!(
             "2:",
             ".rept 8",
-            "mov {p}, qword ptr [{p}]",
+            load_link!(),
             ".endr",
-            "dec {n}",
-            "jnz 2b",
+            count_down!(),
             p = inout(reg) p,
             n = inout(reg) n => _,
             options(nostack, readonly),
         );
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         // Plain dereferences, unrolled: few instructions besides the loads even unoptimised.
         let mut n = n;
@@ -158,11 +227,11 @@ fn tlb_chases(
     })
 }
 
-/// `iters` iterations of 64 dependent one-cycle additions; `None` where there is no such loop
-/// (not x86-64).
+/// `iters` iterations of 64 dependent one-cycle additions (the loop counter and its branch run
+/// beside the chain); `None` where there is no such loop (neither x86-64 nor arm64).
 #[inline(never)]
 fn add_chain(iters: u64) -> Option<u64> {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
         let mut x = 0u64;
         // SAFETY: register arithmetic only.
@@ -170,10 +239,9 @@ fn add_chain(iters: u64) -> Option<u64> {
             std::arch::asm!(
                 "2:",
                 ".rept 64",
-                "add {x}, 1",
+                add_one!(),
                 ".endr",
-                "dec {n}",
-                "jnz 2b",
+                count_down!(),
                 x = inout(reg) x,
                 n = inout(reg) iters.max(1) => _,
                 options(nostack, nomem),
@@ -181,7 +249,7 @@ fn add_chain(iters: u64) -> Option<u64> {
         }
         Some(x)
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         let _ = iters;
         None
@@ -213,34 +281,19 @@ pub(super) struct BranchRun {
 
 /// `iters` iterations of: draw a xorshift64 number, branch on `x & mask` (one add and one taken
 /// jump either way). Returns how often each way was taken; `None` where there is no such loop
-/// (not x86-64).
+/// (neither x86-64 nor arm64).
 #[inline(never)]
 fn branch_loop(iters: u64, mask: u64) -> Option<(u64, u64)> {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     {
         let (mut a, mut b) = (0u64, 0u64);
         // SAFETY: register arithmetic and local jumps only.
         unsafe {
             std::arch::asm!(
                 "2:",
-                "mov {t}, {x}",
-                "shl {t}, 13",
-                "xor {x}, {t}",
-                "mov {t}, {x}",
-                "shr {t}, 7",
-                "xor {x}, {t}",
-                "mov {t}, {x}",
-                "shl {t}, 17",
-                "xor {x}, {t}",
-                "test {x}, {mask}",
-                "jz 3f",
-                "add {a}, 1",
-                "jmp 4f",
-                "3:",
-                "add {b}, 1",
-                "4:",
-                "dec {n}",
-                "jnz 2b",
+                xorshift!(),
+                branch_on_mask!(),
+                count_down!(),
                 x = inout(reg) 0x2545_f491_4f6c_dd1du64 => _,
                 n = inout(reg) iters.max(1) => _,
                 a = inout(reg) a,
@@ -252,7 +305,7 @@ fn branch_loop(iters: u64, mask: u64) -> Option<(u64, u64)> {
         }
         Some((a, b))
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         let _ = (iters, mask);
         None
@@ -307,5 +360,26 @@ mod tests {
             i = next[i] as usize;
         }
         assert_eq!(end as usize, buf.ptr as usize + i * 64);
+    }
+
+    /// Where there is a clock loop (x86-64, arm64) it makes exactly 64 additions an iteration.
+    #[test]
+    fn add_chain_adds_64_an_iteration() {
+        let want = cfg!(any(target_arch = "x86_64", target_arch = "aarch64")).then_some(64 * 1000);
+        assert_eq!(add_chain(1000), want);
+    }
+
+    /// Where there is a branch loop, every iteration goes one way or the other: a zero mask
+    /// always the same way, bit 31 of the random draws both ways about equally.
+    #[test]
+    fn branch_loop_counts_both_ways() {
+        if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+            assert_eq!(branch_loop(100, 0), None);
+            return;
+        }
+        assert_eq!(branch_loop(10_000, 0), Some((0, 10_000)));
+        let (a, b) = branch_loop(10_000, 1 << 31).expect("a branch loop");
+        assert_eq!(a + b, 10_000);
+        assert!((4000..=6000).contains(&a), "{a} of 10000 one way");
     }
 }

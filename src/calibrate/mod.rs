@@ -11,10 +11,10 @@
 //!   (instruction caches are skipped). Without them we assume a 32 KiB L1d, a 256 KiB L2, an
 //!   8 MiB LLC and 64-byte lines, and say so in a note. The line size is the cost table's
 //!   line size and the stride of every pointer chase.
-//! - **Clock**: a loop of 64 dependent one-cycle integer additions per iteration (x86-64 inline
-//!   assembly; the loop counter runs beside the chain, so an iteration takes 64 cycles). Cycles
-//!   over time, best (fastest) of several runs after a warm-up. Other architectures use the
-//!   nominal clock ([`crate::backend::nominal_mhz`]) and say so in a note.
+//! - **Clock**: a loop of 64 dependent one-cycle integer additions per iteration (x86-64 and
+//!   arm64 inline assembly; the loop counter runs beside the chain, so an iteration takes 64
+//!   cycles). Cycles over time, best (fastest) of several runs after a warm-up. Other
+//!   architectures use the nominal clock ([`crate::backend::nominal_mhz`]) and say so in a note.
 //! - **L2, LLC and memory latency**: pointer chasing, one node per cache line, the nodes linked
 //!   in a random single cycle (so every load depends on the previous one and the prefetchers
 //!   cannot guess the next line), at three buffer sizes chosen from the cache sizes: half the
@@ -26,8 +26,9 @@
 //!   L2 for part of its lines (at most half of them), so the LLC figure is a little low; it is
 //!   only the maximum cost of an L1 miss in the host table. The figure is nanoseconds
 //!   per dependent load, the minimum over repetitions (the run least disturbed by interrupts
-//!   and other processes). The chase is x86-64 assembly, so it runs at the same speed in
-//!   unoptimised builds; other architectures use a Rust loop (slightly slower in debug builds).
+//!   and other processes). The chase is x86-64 and arm64 assembly, so it runs at the same speed
+//!   in unoptimised builds; other architectures use a Rust loop (slightly slower in debug
+//!   builds).
 //! - **Huge pages for the latency buffers**: the latency buffers ask for transparent huge pages
 //!   (`MADV_HUGEPAGE`, 2 MiB-aligned), so the chases measure the caches and memory, not TLB
 //!   misses. When the kernel does not give them (checked in `/proc/self/smaps`), the chase
@@ -47,9 +48,10 @@
 //!   branches on one of its bits, against the same loop branching on a bit masked to zero
 //!   (always the same way). Both directions of the branch execute one add and one taken jump,
 //!   so the loops differ only in predictability. Written in assembly, so the branch is a real
-//!   conditional jump (a compiler could turn it into a conditional move). Penalty = (time per
-//!   iteration, random - predictable) / mispredict rate, the rate being the share of the rarer
-//!   direction among the random draws (about 0.5). Other architectures use the fallback figure.
+//!   conditional jump (a compiler could turn it into a conditional move or select). Penalty =
+//!   (time per iteration, random - predictable) / mispredict rate, the rate being the share of
+//!   the rarer direction among the random draws (about 0.5). x86-64 and arm64; other
+//!   architectures use the fallback figure, with a note.
 //!
 //! # Sanity checks and fallbacks
 //! - Every figure must be finite and inside a wide plausible range (clock 50-10000 MHz, L2
