@@ -390,8 +390,9 @@ fn the_model_answers_as_the_real_driver_did_in_the_guest() {
         a.set_exclude_kernel(1);
         m.perf_event_open(&mut a, 0, -1, leader.map_or(-1, |l| l.as_raw_fd()), 0)
     };
-    // (events, leader disabled, events opened, errno of the next one, runs once enabled)
-    let cases: [(&str, bool, usize, Option<i32>, Option<bool>); 5] = [
+    /// Events, leader disabled, events opened, errno of the next one, runs once enabled.
+    type Case = (&'static str, bool, usize, Option<i32>, Option<bool>);
+    let cases: [Case; 5] = [
         ("ciiiiii", true, 7, None, Some(true)),
         ("iiiiiiic", true, 8, None, Some(false)),
         ("ciiiiiii", true, 7, Some(libc::EINVAL), None),
