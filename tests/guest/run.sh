@@ -31,6 +31,30 @@ t() { # name mode command...
   fi
 }
 
+# A program that checks itself and says so only by its exit status (the C examples): ok when it
+# exits 0, with its last line.
+x() { # name mode command...
+  name=$1 m=$2
+  shift 2
+  [ "$m" = "$mode" ] || return 0
+  if [ -n "$only" ]; then
+    want=0
+    for o in $only; do
+      case $name in "$o"*) want=1 ;; esac
+    done
+    [ $want = 1 ] || return 0
+  fi
+  "$@" >/tmp/out 2>&1
+  rc=$?
+  last=$(grep -v '^$' /tmp/out | tail -1)
+  if [ $rc = 0 ]; then
+    echo "GUEST ok $name: exit status 0; $last"
+  else
+    echo "GUEST FAIL $name: exit status $rc"
+    sed 's/^/guest: /' /tmp/out | tail -20
+  fi
+}
+
 t facts icount ./facts
 t count icount ./count
 t commands icount ./commands
@@ -39,5 +63,9 @@ t multiplex icount ./multiplex
 t userread icount ./userread
 t overflow icount ./overflow exact
 t overflow plain ./overflow plain
+x examples.cpc_example1 icount env EVENT0=instructions EVENT1=cycles ./examples/cpc_example1
+x examples.cpc_example2 icount ./examples/cpc_example2
+x examples.cpc_events icount ./examples/cpc_events
+x examples.perfex_usage icount env PERFCOMPAT_EVENTS=/guest/instructions.map ./examples/perfex_usage
 
 echo "GUEST END $mode"
