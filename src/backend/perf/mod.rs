@@ -4,7 +4,8 @@
 //! requests count over the same interval; read in one `read()` with
 //! `PERF_FORMAT_GROUP | TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING | ID`. On a thread bound to
 //! itself with a hardware PMU that allows it (`cap_user_rdpmc`), counts are read from the mmap
-//! page with `rdpmc` instead, with no system call (x86-64).
+//! page instead, with no system call: `rdpmc` on x86-64, an `mrs` of the counter's register on
+//! arm64 (where `kernel::LINUX` asks for the user access with `config1` bit 1).
 //!
 //! Overflow: a request that notifies is opened as a sampling event whose period is the distance
 //! from its virtual value to the wrap; the kernel sends [`crate::sys::overflow_signal`] to the
