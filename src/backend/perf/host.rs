@@ -135,7 +135,7 @@ pub(super) fn open_errno(kernel: &dyn Kernel, code: PerfCode) -> i32 {
 }
 
 /// The PMU's counters as the perf backend places requests on them, measured by
-/// [`probe_counters`]. Counters are numbered: first the general ones (`0..general`), which
+/// `probe_counters`. Counters are numbered: first the general ones (`0..general`), which
 /// every hardware event can use, then those only `cycles` can use, then those only
 /// `instructions` can use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

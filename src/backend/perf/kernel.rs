@@ -65,7 +65,7 @@ pub trait Kernel: Send + Sync + 'static {
     ///
     /// For [`LINUX`]: on x86-64 the `rdpmc` instruction; on arm64 an `mrs` of the register
     /// [`arm64_counter_register`] names (`PMEVCNTR<n>_EL0`, or `PMCCNTR_EL0` for 31); 0 on
-    /// other architectures, where [`super::rdpmc::Pages::map`] never offers the fast path.
+    /// other architectures, where `rdpmc::Pages::map` never offers the fast path.
     fn rdpmc(&self, counter: u32) -> u64;
 
     /// `/proc/sys/kernel/perf_event_paranoid` (2, the usual default, when unreadable).
