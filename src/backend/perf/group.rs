@@ -78,7 +78,34 @@ pub struct PerfGroup {
     // The leader's limit is 0 and its record is gone: the handler consumed it, or the group
     // was never started.
     pub(super) limit_spent: AtomicBool,
+    // The storm guard (see [`STORM_FLOOR_NS`]): notifying requests that the kernel stops at
+    // their overflow, each start giving them an overflow limit of one
+    // (`PERF_EVENT_IOC_REFRESH`), so that a request has at most one overflow signal queued
+    // whatever the thread does meanwhile (blocks the signal, spends its time in a handler):
+    // every notifying request of a group that neither stops itself (`self_stop`) nor counts on
+    // at its overflow (`runs_on`), and is not inherited (the kernel refuses a limit on an
+    // inherited event). A request whose refresh the kernel refuses leaves the mask.
+    pub(super) limited: AtomicU64,
+    // Requests of `limited` whose limit of one is in place and not yet used (no `POLL_HUP`
+    // seen since their last refresh): a start does not add another.
+    pub(super) limit_armed: AtomicU64,
+    // Per request: the shortest kernel sampling period it is armed with (see
+    // [`STORM_FLOOR_NS`]); 0 for none.
+    pub(super) floor: [u64; MAX_REQUESTS],
 }
+
+/// The shortest time between two overflow interrupts of a clock request (`cpu-clock`,
+/// `task-clock`, and `cycles` when it falls back to CPU time), in nanoseconds of the clock:
+/// a shorter distance to the wrap is armed at this one, so the overflow (and its signal) comes
+/// later than the preset asked, past the wrap, and the frozen value says by how much. The
+/// kernel's own floor for these timers is 10 µs, which is shorter than an overflow's handling
+/// in a debug build (about 20-27 µs measured here): a program restarting at that distance
+/// spent all its time in the handler. At 100 µs the overflow path takes at most a fifth of
+/// the thread's time in a debug build, a few percent in a release one. Counting events
+/// (page faults, context switches) need no floor: each of their overflows needs the program
+/// to do more work; hardware events are throttled by the kernel
+/// (`perf_event_max_sample_rate`).
+pub const STORM_FLOOR_NS: u64 = 100_000;
 
 pub(super) const MAX_PERIOD: u64 = (1u64 << 63) - 1;
 
@@ -96,6 +123,44 @@ pub(super) fn period(distance: Option<u64>, scale: f64) -> u64 {
 }
 
 impl PerfGroup {
+    /// The kernel sampling period of request `index` for an overflow `distance` away: see
+    /// [`period`], and no shorter than the request's floor ([`STORM_FLOOR_NS`]).
+    #[inline]
+    fn kperiod(&self, index: usize, distance: Option<u64>) -> u64 {
+        period(distance, self.scale[index]).max(self.floor[index])
+    }
+
+    /// Give every request of `limited` in unit `u` whose limit is used up a new overflow limit
+    /// of one (`PERF_EVENT_IOC_REFRESH`, which also enables it: the kernel disabled it at its
+    /// overflow). Members first, the leader last, since enabling it starts the group. True when
+    /// the leader was refreshed (and so enabled).
+    fn refresh_limits(&self, u: &Unit) -> bool {
+        let todo = self.limited.load(Ordering::Relaxed) & !self.limit_armed.load(Ordering::Relaxed);
+        if todo == 0 {
+            return false;
+        }
+        let n = u.fds.len().min(self.n);
+        for i in (1..n).chain(std::iter::once(0)) {
+            if todo & (1 << i) == 0 {
+                continue;
+            }
+            if self
+                .kernel
+                .ioctl(u.fds[i].as_raw_fd(), b::REFRESH as u64, 1)
+                .is_ok()
+            {
+                self.limit_armed.fetch_or(1 << i, Ordering::Relaxed);
+                if i == 0 {
+                    return true;
+                }
+            } else {
+                // Guarded by the floor only from now on.
+                self.limited.fetch_and(!(1 << i), Ordering::Relaxed);
+            }
+        }
+        false
+    }
+
     /// Whether unit `u`'s leader stops itself and its overflow limit is used up (see
     /// `self_stop`); looked at before a start discards the records.
     fn limit_spent(&self, u: &Unit) -> bool {
@@ -374,6 +439,10 @@ impl Group for PerfGroup {
             for (_, r) in &u.rings {
                 r.discard();
             }
+            // A guarded leader's refresh enables it (and the group).
+            if self.refresh_limits(u) {
+                continue;
+            }
             if !(refresh && self.refresh(u)) {
                 let _ = self.kernel.ioctl(u.fds[0].as_raw_fd(), b::ENABLE as u64, 0);
             }
@@ -384,7 +453,7 @@ impl Group for PerfGroup {
         if self.notify & (1 << index) == 0 {
             return;
         }
-        let d: u64 = period(distance, self.scale[index]);
+        let d: u64 = self.kperiod(index, distance);
         // The kernel set a counting software event's period left back to the whole period
         // when it overflowed (and nothing has counted since: the group was stopped right
         // there), so re-arming the same period would change nothing: save the system call.
@@ -422,7 +491,7 @@ impl Group for PerfGroup {
 
     fn keeps_period(&self, index: usize, distance: Option<u64>) -> bool {
         self.reloads_whole & (1 << index) != 0
-            && self.armed[index].load(Ordering::Relaxed) == period(distance, self.scale[index])
+            && self.armed[index].load(Ordering::Relaxed) == self.kperiod(index, distance)
     }
 
     fn stopped_at_overflow(&self, index: usize) {
@@ -446,6 +515,21 @@ impl Group for PerfGroup {
     }
 
     fn overflow_signalled(&self, fd: i32, hup: bool) -> KernelStop {
+        if hup {
+            // A guarded request used its limit: the kernel disabled it at this overflow, and
+            // the next start gives it another.
+            let limited = self.limited.load(Ordering::Relaxed);
+            if limited != 0 {
+                for u in &self.units {
+                    if let Some(i) = u.fds.iter().position(|f| f.as_raw_fd() == fd) {
+                        if limited & (1 << i) != 0 {
+                            self.limit_armed.fetch_and(!(1 << i), Ordering::Relaxed);
+                            return KernelStop::No;
+                        }
+                    }
+                }
+            }
+        }
         if self.runs_on {
             let u = &self.units[0];
             return match u.leader_ring() {

@@ -15,7 +15,7 @@
 //! exactly that many events after re-enabling (measured on software events).
 //!
 //! Counters: on a host with a hardware PMU the backend measures the PMU's counters once, when
-//! first asked ([`host::probe_counters`]: the largest group of one event the kernel accepts and
+//! first asked (`host::probe_counters`: the largest group of one event the kernel accepts and
 //! schedules, for a general event, `cycles` and `instructions`), and describes them as they
 //! are: `cpc_npic` is their number, each request may be placed on the counters its event can
 //! use (`cycles`: all, the dedicated ones too; `instructions`: the general ones and its own
@@ -178,7 +178,7 @@ impl PerfBackend {
             .get_or_init(|| host::rest_of_caps(self.kernel, self.pmu))
     }
 
-    /// The PMU's counters, measured on the first call ([`host::probe_counters`]: once per
+    /// The PMU's counters, measured on the first call (`host::probe_counters`: once per
     /// backend, about 40-50 system calls); `None` without a PMU or when the measurement could
     /// not tell, where the backend offers [`VIRTUAL_COUNTERS`].
     pub fn pmu_counters(&self) -> Option<PmuCounters> {
@@ -581,6 +581,12 @@ impl Backend for PerfBackend {
             }
             resolved.push(ev);
         }
+        // The clocks' shortest period on the host's kernel (see `group::STORM_FLOOR_NS`); the
+        // `cycles` fallback is the task clock.
+        let floor: [u64; MAX_REQUESTS] = std::array::from_fn(|i| match resolved.get(i) {
+            Some(ev) if self.host && is_clock(ev.code) => group::STORM_FLOOR_NS,
+            _ => 0,
+        });
         let owner = crate::sys::gettid();
         let (places, inherit): (Vec<(i32, i32)>, bool) = match target {
             Target::CurrentThread => (vec![(0, -1)], false),
@@ -624,7 +630,7 @@ impl Backend for PerfBackend {
                     a.set_exclude_hv(u64::from(!r.flags.hypervisor));
                     if r.flags.notify_overflow {
                         a.__bindgen_anon_1.sample_period =
-                            period(crate::virt::distance_to_wrap(r.preset), scale[i]);
+                            period(crate::virt::distance_to_wrap(r.preset), scale[i]).max(floor[i]);
                         a.__bindgen_anon_2.wakeup_events = 1;
                         if records {
                             // The kernel records the group at the overflow instant.
@@ -685,7 +691,7 @@ impl Backend for PerfBackend {
         let armed: [AtomicU64; MAX_REQUESTS] = std::array::from_fn(|i| {
             AtomicU64::new(match reqs.get(i) {
                 Some(r) if notify & (1 << i) != 0 => {
-                    period(crate::virt::distance_to_wrap(r.preset), scale[i])
+                    period(crate::virt::distance_to_wrap(r.preset), scale[i]).max(floor[i])
                 }
                 _ => 0,
             })
@@ -712,6 +718,13 @@ impl Backend for PerfBackend {
         let self_stop = leader_records
             && !runs_on
             && matches!(target, Target::CurrentThread | Target::Thread(_));
+        // The storm guard (see `group::STORM_FLOOR_NS`): every other notifying request gets an
+        // overflow limit of one at each start, and clocks a shortest period.
+        let limited = if inherit || self_stop || runs_on {
+            0
+        } else {
+            notify
+        };
         Ok(Box::new(PerfGroup {
             kernel: self.kernel,
             inline_read,
@@ -721,6 +734,9 @@ impl Backend for PerfBackend {
             self_stop: AtomicBool::new(self_stop),
             runs_on,
             limit_spent: AtomicBool::new(true),
+            limited: AtomicU64::new(limited),
+            limit_armed: AtomicU64::new(0),
+            floor,
             single,
             units,
             n: reqs.len(),
@@ -733,6 +749,14 @@ impl Backend for PerfBackend {
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// Whether `code` is one of the kernel's clocks (`cpu-clock`, `task-clock`), whose overflows
+/// come from a timer rather than from something the program did.
+fn is_clock(code: PerfCode) -> bool {
+    code.type_ == b::PERF_TYPE_SOFTWARE
+        && (code.config == u64::from(b::PERF_COUNT_SW_CPU_CLOCK)
+            || code.config == u64::from(b::PERF_COUNT_SW_TASK_CLOCK))
 }
 
 fn setup_signal(kernel: &dyn Kernel, fd: &OwnedFd, sig: i32, owner: i32) -> Result<()> {
