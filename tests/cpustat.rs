@@ -4,11 +4,13 @@
 
 mod common;
 use common::skip;
+use common::Guarded;
 
 use std::process::{Command, Output};
 
 fn cpustat(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cpustat"))
+        .guarded()
         .args(args)
         .env_remove("PERFCOMPAT_BACKEND")
         .output()
@@ -116,6 +118,7 @@ fn ctrl_c_prints_the_totals_and_unbinds() {
         return;
     }
     let child = Command::new(env!("CARGO_BIN_EXE_cpustat"))
+        .guarded()
         .args(["-c", "task-clock", "0.2"])
         .stdout(std::process::Stdio::piped())
         .spawn()

@@ -4,6 +4,7 @@
 //! and the refusals.
 
 mod common;
+use common::Guarded;
 
 #[path = "../tools/cputrack_out.rs"]
 #[allow(dead_code)]
@@ -19,6 +20,7 @@ use perfcompat::pctx::{Observer, Status};
 
 fn cputrack(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cputrack"))
+        .guarded()
         .args(args)
         .env_remove("PERFCOMPAT_BACKEND")
         .output()
@@ -236,6 +238,7 @@ fn golden_sets_take_turns_verbose_on_ultrasparc() {
 #[test]
 fn the_command_refuses_emulated_backends_with_the_reason() {
     let out = Command::new(env!("CARGO_BIN_EXE_cputrack"))
+        .guarded()
         .args(["-c", "Cycle_cnt", "true"])
         .env("PERFCOMPAT_BACKEND", "sim:ultrasparc")
         .output()
@@ -340,6 +343,7 @@ fn follows_fork_and_exec() {
 #[test]
 fn attaches_to_a_running_process_and_lets_it_go() {
     let mut child = Command::new(pages())
+        .guarded()
         .arg("loop")
         .stdout(Stdio::null())
         .spawn()
@@ -435,12 +439,14 @@ fn refusals_name_the_cause() {
 #[test]
 fn a_process_traced_already_is_refused() {
     let mut child = Command::new(pages())
+        .guarded()
         .arg("loop")
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
     let pid = child.id().to_string();
     let mut first = Command::new(env!("CARGO_BIN_EXE_cputrack"))
+        .guarded()
         .args(["-c", "page-faults", "-T", "0.1", "-p", &pid])
         .env_remove("PERFCOMPAT_BACKEND")
         .stdout(Stdio::piped())

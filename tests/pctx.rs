@@ -2,6 +2,7 @@
 //! per thread from the callbacks, capture of a running process, ticks and release.
 
 mod common;
+use common::Guarded;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -150,6 +151,7 @@ fn forks_and_execs_are_reported() {
 #[test]
 fn a_running_process_can_be_captured_ticked_and_released() {
     let mut child = Command::new(workload())
+        .guarded()
         .args(["stdin", "500"])
         .stdin(Stdio::piped())
         .spawn()
@@ -187,6 +189,7 @@ fn a_running_process_can_be_captured_ticked_and_released() {
 #[test]
 fn release_lets_the_process_go_on_untraced() {
     let mut child = Command::new(workload())
+        .guarded()
         .args(["sleep", "300", "5"])
         .spawn()
         .unwrap();

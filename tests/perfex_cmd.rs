@@ -7,6 +7,7 @@
 //! the JSON report. `perfex -t` on the emulated R10000 is compared exactly.
 
 mod common;
+use common::Guarded;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -46,6 +47,7 @@ fn perfex_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     // A process group of its own: the sigint workload signals its whole group, which must not
     // include the test harness.
     Command::new(PERFEX)
+        .guarded()
         .process_group(0)
         .args(args)
         .env("PERFCOMPAT_BACKEND", "perf")

@@ -4,6 +4,7 @@
 //! program that cannot be relinked or preloaded.
 
 mod common;
+use common::Guarded;
 use common::{have_tool as have, TempDir};
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ fn job(dir: &Path, bin: &Path, prefix: &Path, pages: u32) {
     let session = dir.join(format!("ompi-{pages}"));
     std::fs::create_dir_all(&session).unwrap();
     let mut cmd = Command::new("mpirun");
+    cmd.guarded();
     cmd.args([
         "--oversubscribe",
         "-np",
@@ -64,6 +66,7 @@ fn job(dir: &Path, bin: &Path, prefix: &Path, pages: u32) {
 
 fn merge(files: &[PathBuf], json: bool) -> Output {
     Command::new(perfex())
+        .guarded()
         .arg("--merge")
         .args(json.then_some("--json"))
         .args(files)
@@ -151,6 +154,7 @@ fn each_rank_writes_its_record_and_the_merge_prints_the_job() {
 #[test]
 fn perfex_mpi_outside_mpirun_says_so_before_running_anything() {
     let out = Command::new(perfex())
+        .guarded()
         .args(["--mpi", "/nonexistent/x", "true"])
         .env_remove("OMPI_COMM_WORLD_RANK")
         .env_remove("PMIX_RANK")
@@ -161,6 +165,10 @@ fn perfex_mpi_outside_mpirun_says_so_before_running_anything() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not started by an MPI launcher"), "{err}");
-    let out = Command::new(perfex()).arg("--merge").output().unwrap();
+    let out = Command::new(perfex())
+        .guarded()
+        .arg("--merge")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }

@@ -4,6 +4,7 @@
 //! as nobody through `setpriv`, so the suite must run as root; otherwise SKIPPED.
 
 mod common;
+use common::Guarded;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -24,6 +25,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// Run `perfex args` as nobody from the copy in `dir` (see [`setup`]).
 fn perfex_as_nobody(dir: &Path, args: &[&str]) -> Output {
     Command::new("/usr/bin/setpriv")
+        .guarded()
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(dir.join("perfex"))
         .args(args)

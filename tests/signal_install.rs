@@ -9,6 +9,9 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
+mod common;
+use common::Guarded;
+
 use perfcompat::signal::{install_overflow_handler, overflow_signal, Dispatch};
 
 const CHILD: &str = "SIGNAL_INSTALL_CHILD";
@@ -73,6 +76,7 @@ fn a_concurrent_install_returns_only_once_the_handler_is_in_place() {
     let mut early = 0;
     for _ in 0..TRIES {
         let st = std::process::Command::new(&exe)
+            .guarded()
             .args([
                 "--exact",
                 "a_concurrent_install_returns_only_once_the_handler_is_in_place",

@@ -5,6 +5,7 @@
 //! docs/reliability.md lists what is tried.
 
 mod common;
+use common::Guarded;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -114,6 +115,7 @@ fn libperfex_rejects_bad_events_pointers_and_cost_files_on_perf() {
 #[test]
 fn out_of_file_descriptors_is_emfile_naming_ulimit() {
     let mut cmd = Command::new(program());
+    cmd.guarded();
     cmd.env_remove("LD_LIBRARY_PATH")
         .env("PERFCOMPAT_BACKEND", "perf")
         .arg("fds");
@@ -158,6 +160,7 @@ fn as_nobody() -> Option<Command> {
         return None;
     }
     let mut cmd = Command::new(setpriv);
+    cmd.guarded();
     cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
     Some(cmd)
 }

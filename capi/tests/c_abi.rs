@@ -1,6 +1,7 @@
 //! C and C++ programs built only against `include/` and the built library.
 
 mod common;
+use common::Guarded;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -100,6 +101,7 @@ fn a_start_read_pair_is_at_most_two_counter_reads() {
     let trace = tmp().join("perfex_syscalls.strace");
     let pairs = 200;
     let out = Command::new("strace")
+        .guarded()
         .args(["-f", "-qq", "-o"])
         .arg(&trace)
         .arg(&bin)

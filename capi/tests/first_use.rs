@@ -8,6 +8,7 @@
 //! afterwards, say what they said before.
 
 mod common;
+use common::Guarded;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -46,6 +47,7 @@ fn traced(args: &[&str]) -> Option<(String, Vec<String>)> {
     }
     let trace = tmp().join(format!("first_use.{}.strace", args[0]));
     let out = Command::new("strace")
+        .guarded()
         .args(["-f", "-qq", "-s", "200", "-o"])
         .arg(&trace)
         .arg(program())

@@ -7,6 +7,7 @@
 //! valgrind finds no errors and no definite leaks.
 
 mod common;
+use common::Guarded;
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt as _;
@@ -171,7 +172,7 @@ fn the_layout_links_and_sonames() {
         "{pc}"
     );
     assert!(pc.contains("Libs: -L${libdir} -lcpc\n"), "{pc}");
-    let perfex = tool(Command::new(prefix.join("bin/perfex")).arg("-t"));
+    let perfex = tool(Command::new(prefix.join("bin/perfex")).guarded().arg("-t"));
     assert!(perfex.contains("clock"), "{perfex}");
 }
 
@@ -211,6 +212,7 @@ fn destdir_stages_for_the_prefix() {
     installed_prefix(); // built once; this run only relinks and copies
     tool(
         Command::new("bash")
+            .guarded()
             .arg(repo().join("tools/install.sh"))
             .args(["--prefix", "/opt/perfcompat", "--destdir"])
             .arg(&stage)

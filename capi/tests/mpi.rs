@@ -87,6 +87,7 @@ fn session_dir() -> PathBuf {
 /// 120 s (a hang is a failure). Returns (success, stdout + stderr).
 fn mpirun(n: usize, bin: &Path, args: &[&str], env: &[(&str, String)]) -> (bool, String) {
     let mut cmd = Command::new("mpirun");
+    cmd.guarded();
     cmd.args(["--oversubscribe", "-np", &n.to_string()]);
     for (k, _) in env {
         cmd.args(["-x", k]);

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::{c_program, link_args, repo, tmp};
+use common::{c_program, link_args, repo, tmp, Guarded};
 
 /// How long a program may take (each does well under a second of work).
 const LIMIT: Duration = Duration::from_secs(60);
@@ -73,8 +73,6 @@ fn watched(bin: &Path, args: &[&str], env: &[(&str, &str)], uid: u32) -> Watched
     // SAFETY: system calls only, between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
-            // Killed with the thread that started it: no orphan outlives the test.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             if root
                 && (libc::setgroups(0, std::ptr::null()) != 0
                     || libc::setresgid(uid, uid, uid) != 0
@@ -85,6 +83,9 @@ fn watched(bin: &Path, args: &[&str], env: &[(&str, &str)], uid: u32) -> Watched
             Ok(())
         })
     };
+    // Killed with the thread that started it: no orphan outlives the test. Set after the
+    // change of user above (a change of credentials clears it).
+    cmd.guarded();
     let start = Instant::now();
     let mut child = cmd
         .spawn()

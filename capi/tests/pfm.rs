@@ -5,6 +5,7 @@
 //! library as `-lcpc` and `-lperfex`, and the PC profile of a hot loop.
 
 mod common;
+use common::Guarded;
 
 use std::collections::BTreeMap;
 use std::mem::{offset_of, size_of};
@@ -95,7 +96,7 @@ fn header_values() -> BTreeMap<String, u64> {
             .arg(&c),
         "the header's values",
     );
-    let out = stdout(&Command::new(&bin).output().unwrap());
+    let out = stdout(&Command::new(&bin).guarded().output().unwrap());
     out.lines()
         .map(|l| {
             let (n, v) = l.split_once(' ').unwrap();
@@ -208,7 +209,10 @@ fn the_header_has_the_librarys_layouts() {
     .map(|(n, v)| format!("{n} {v}"))
     .join("\n")
         + "\n";
-    assert_eq!(stdout(&Command::new(&bin).output().unwrap()), want);
+    assert_eq!(
+        stdout(&Command::new(&bin).guarded().output().unwrap()),
+        want
+    );
 }
 
 #[test]

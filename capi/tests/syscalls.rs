@@ -23,6 +23,7 @@
 //!   handler returned.
 
 mod common;
+use common::Guarded;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -74,6 +75,7 @@ fn sample_restart_and_overflow_cost_no_more_system_calls_than_today() {
     let n = 200;
     let trace = tmp().join("cpc_syscalls.strace");
     let out = Command::new("strace")
+        .guarded()
         .args(["-f", "-qq", "-o"])
         .arg(&trace)
         .arg(program())

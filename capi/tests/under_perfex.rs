@@ -4,6 +4,7 @@
 //! (`PERFCOMPAT_PERFEX_EVENTS`) and the library counts each thread from its start.
 
 mod common;
+use common::Guarded;
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
@@ -34,6 +35,7 @@ fn under_perfex(bin: &Path, args: &[&str], name: &str) -> (Output, String) {
     let map = page_fault_map(EVENT);
     let report = tmp().join(format!("{name}.report"));
     let mut cmd = Command::new(perfex_bin());
+    cmd.guarded();
     cmd.env_remove("LD_LIBRARY_PATH")
         .env("PERFCOMPAT_BACKEND", "perf")
         .env("PERFCOMPAT_EVENTS", &map)

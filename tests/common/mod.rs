@@ -91,6 +91,31 @@ pub fn skip(msg: &str) {
     unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
 }
 
+/// A command whose program is killed (`SIGKILL`) when the thread that started it ends: a test
+/// that returns, panics or is killed with its whole suite (a run stopped at its time limit)
+/// leaves no program of its own running. The signal is set in the child between fork and exec
+/// (`PR_SET_PDEATHSIG`); the kernel clears it when the child changes its credentials, so a
+/// command that drops privileges sets it again afterwards.
+pub trait Guarded {
+    /// Kill the program with the thread that starts it (see the trait).
+    fn guarded(&mut self) -> &mut Self;
+}
+
+impl Guarded for std::process::Command {
+    fn guarded(&mut self) -> &mut Self {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: one system call between fork and exec.
+        unsafe {
+            self.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        }
+    }
+}
+
 /// Whether `tool` can be run (`tool --version`). Without it the tests that need it are skipped
 /// with a message, except in CI (`CI` set), where they fail: CI must install `package`.
 pub fn have_tool(tool: &str, package: &str) -> bool {

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 #[path = "../../../tests/common/mod.rs"]
 mod engine;
 #[allow(unused_imports)]
-pub use engine::{fail_fast, have_tool, say, skip};
+pub use engine::{fail_fast, have_tool, say, skip, Guarded};
 
 /// The repository's root.
 pub fn repo() -> PathBuf {
@@ -209,7 +209,8 @@ pub fn run_output(bin: &Path, backend: &str, args: &[&str], env: &[(&str, &str)]
             Ok(())
         })
     };
-    cmd.output()
+    cmd.guarded()
+        .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()))
 }
 
