@@ -19,13 +19,16 @@ fn a_test_in_the_middle_of_a_long_program() {
     let Some(file) = std::env::var_os("ORPHANS_PID_FILE") else {
         return;
     };
-    let child = Command::new("sleep")
+    let mut child = Command::new("sleep")
         .guarded()
         .arg("600")
         .spawn()
         .expect("sleep runs");
     std::fs::write(file, child.id().to_string()).unwrap();
+    // Killed in the middle of this by the test below; were it not, it would end here.
     std::thread::sleep(Duration::from_secs(600));
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Whether process `pid` still runs (not gone, not a zombie waiting to be reaped).
