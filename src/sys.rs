@@ -25,19 +25,245 @@ pub fn now_ns() -> i64 {
 
 /// The signal the perf backend asks the kernel to send on counter overflow. A real-time
 /// signal, so that overflows queue instead of coalescing; `PERFCOMPAT_OVERFLOW_SIGNAL` can
-/// name another one (a number) when the program uses this one itself.
+/// name another one (a number) when the program uses this one itself. Read once (the first
+/// call must not be in a signal handler); async-signal-safe afterwards.
 pub fn overflow_signal() -> i32 {
-    static SIG: AtomicI32 = AtomicI32::new(0);
-    let s = SIG.load(Ordering::Relaxed);
-    if s != 0 {
-        return s;
+    signals().0
+}
+
+/// libcpc's SIGEMT: `PERFCOMPAT_SIGEMT`, else the system's SIGEMT, else [`DEFAULT_SIGEMT`].
+/// Read once, with [`overflow_signal`]; async-signal-safe afterwards.
+pub fn sigemt_signal() -> i32 {
+    signals().1
+}
+
+/// The default SIGEMT number on Linux architectures without one: real-time signal 63.
+pub const DEFAULT_SIGEMT: i32 = 63;
+
+/// The system's own SIGEMT (MIPS and SPARC have one).
+fn system_sigemt() -> Option<i32> {
+    #[cfg(any(
+        target_arch = "mips",
+        target_arch = "mips64",
+        target_arch = "sparc",
+        target_arch = "sparc64"
+    ))]
+    {
+        Some(libc::SIGEMT)
     }
-    let default = libc::SIGRTMAX() - 2;
-    let s = std::env::var("PERFCOMPAT_OVERFLOW_SIGNAL")
-        .ok()
-        .and_then(|v| v.trim().parse::<i32>().ok())
-        .filter(|&n| n >= libc::SIGRTMIN() && n <= libc::SIGRTMAX())
-        .unwrap_or(default);
-    SIG.store(s, Ordering::Relaxed);
-    s
+    #[cfg(not(any(
+        target_arch = "mips",
+        target_arch = "mips64",
+        target_arch = "sparc",
+        target_arch = "sparc64"
+    )))]
+    {
+        None
+    }
+}
+
+static OVERFLOW: AtomicI32 = AtomicI32::new(0);
+static SIGEMT: AtomicI32 = AtomicI32::new(0);
+
+/// (overflow signal, SIGEMT), chosen once from the environment; a refused value is reported
+/// on standard error and its default used.
+fn signals() -> (i32, i32) {
+    let o = OVERFLOW.load(Ordering::Acquire);
+    if o != 0 {
+        return (o, SIGEMT.load(Ordering::Relaxed));
+    }
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let env = |v| std::env::var_os(v).filter(|s| !s.is_empty());
+        let c = choose_signals(
+            env(OVERFLOW_VAR),
+            env(SIGEMT_VAR),
+            (libc::SIGRTMIN(), libc::SIGRTMAX()),
+            system_sigemt().unwrap_or(DEFAULT_SIGEMT),
+        );
+        for m in &c.refused {
+            eprintln!("perfcompat: {m}");
+        }
+        SIGEMT.store(c.sigemt, Ordering::Relaxed);
+        OVERFLOW.store(c.overflow, Ordering::Release);
+    });
+    (
+        OVERFLOW.load(Ordering::Acquire),
+        SIGEMT.load(Ordering::Relaxed),
+    )
+}
+
+const OVERFLOW_VAR: &str = "PERFCOMPAT_OVERFLOW_SIGNAL";
+const SIGEMT_VAR: &str = "PERFCOMPAT_SIGEMT";
+
+/// The two signals and the messages for the values refused.
+#[derive(Debug, PartialEq)]
+struct Chosen {
+    overflow: i32,
+    sigemt: i32,
+    refused: Vec<String>,
+}
+
+/// The rule: each variable must name a real-time signal (`rt`, SIGRTMIN..=SIGRTMAX as the C
+/// library reports them at run time: glibc keeps the first ones for itself) other than the
+/// other one's; anything else is refused and the default kept. The overflow signal is checked
+/// against the SIGEMT asked for (when that one is a real-time signal) or SIGEMT's default, then
+/// SIGEMT against the overflow signal chosen, so the two always differ.
+fn choose_signals(
+    overflow: Option<std::ffi::OsString>,
+    sigemt: Option<std::ffi::OsString>,
+    rt: (i32, i32),
+    sigemt_default: i32,
+) -> Chosen {
+    let parse = |var: &str, v: &Option<std::ffi::OsString>| -> Result<Option<i32>, String> {
+        let Some(v) = v else { return Ok(None) };
+        let shown = v.to_string_lossy();
+        let n = v
+            .to_str()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .ok_or_else(|| format!("{var}={shown} is refused: not a signal number"))?;
+        if n < rt.0 || n > rt.1 {
+            return Err(format!(
+                "{var}={shown} is refused: not a real-time signal (SIGRTMIN..=SIGRTMAX is {}..={} here)",
+                rt.0, rt.1
+            ));
+        }
+        Ok(Some(n))
+    };
+    let overflow_default = rt.1 - 2;
+    let want_overflow = parse(OVERFLOW_VAR, &overflow);
+    let want_sigemt = parse(SIGEMT_VAR, &sigemt);
+    let sigemt_candidate = want_sigemt.clone().ok().flatten().unwrap_or(sigemt_default);
+    let mut refused = Vec::new();
+    // The number wanted, or the default when it was refused or is `clash`.
+    let mut pick = |var: &str, want, clash, clash_is: &str, default, what: &str| {
+        let why = match want {
+            Ok(None) => return default,
+            Ok(Some(n)) if n != clash => return n,
+            Ok(Some(n)) => format!("{var}={n} is refused: it is {clash_is}"),
+            Err(m) => m,
+        };
+        refused.push(format!("{why}; {what} stays {default}"));
+        default
+    };
+    let overflow = pick(
+        OVERFLOW_VAR,
+        want_overflow,
+        sigemt_candidate,
+        "libcpc's SIGEMT (PERFCOMPAT_SIGEMT)",
+        overflow_default,
+        "the overflow signal",
+    );
+    let sigemt = pick(
+        SIGEMT_VAR,
+        want_sigemt,
+        overflow,
+        "the engine's overflow signal (PERFCOMPAT_OVERFLOW_SIGNAL)",
+        sigemt_default,
+        "SIGEMT",
+    );
+    Chosen {
+        overflow,
+        sigemt,
+        refused,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn choose(o: Option<&str>, e: Option<&str>) -> Chosen {
+        choose_signals(o.map(Into::into), e.map(Into::into), (34, 64), 63)
+    }
+
+    #[test]
+    fn defaults_and_free_real_time_signals_are_taken() {
+        assert_eq!(
+            choose(None, None),
+            Chosen {
+                overflow: 62,
+                sigemt: 63,
+                refused: vec![]
+            }
+        );
+        assert_eq!(
+            choose(Some("40"), Some(" 41 ")),
+            Chosen {
+                overflow: 40,
+                sigemt: 41,
+                refused: vec![]
+            }
+        );
+        // Swapped: each differs from the other.
+        assert_eq!(
+            choose(Some("63"), Some("62")),
+            Chosen {
+                overflow: 63,
+                sigemt: 62,
+                refused: vec![]
+            }
+        );
+    }
+
+    #[test]
+    fn anything_else_is_refused_and_the_default_kept() {
+        for (o, e, overflow, sigemt, says) in [
+            (
+                Some("garbage"),
+                None,
+                62,
+                63,
+                "PERFCOMPAT_OVERFLOW_SIGNAL=garbage is refused",
+            ),
+            (
+                Some("9"),
+                None,
+                62,
+                63,
+                "PERFCOMPAT_OVERFLOW_SIGNAL=9 is refused",
+            ),
+            (
+                Some("0"),
+                None,
+                62,
+                63,
+                "PERFCOMPAT_OVERFLOW_SIGNAL=0 is refused",
+            ),
+            (Some("33"), None, 62, 63, "34..=64"),
+            (
+                Some("63"),
+                None,
+                62,
+                63,
+                "PERFCOMPAT_OVERFLOW_SIGNAL=63 is refused: it is libcpc's SIGEMT",
+            ),
+            (None, Some("9"), 62, 63, "PERFCOMPAT_SIGEMT=9 is refused"),
+            (None, Some("11"), 62, 63, "PERFCOMPAT_SIGEMT=11 is refused"),
+            (None, Some("65"), 62, 63, "PERFCOMPAT_SIGEMT=65 is refused"),
+            (
+                None,
+                Some("62"),
+                62,
+                63,
+                "PERFCOMPAT_SIGEMT=62 is refused: it is the engine's overflow signal",
+            ),
+            (
+                Some("40"),
+                Some("40"),
+                62,
+                40,
+                "PERFCOMPAT_OVERFLOW_SIGNAL=40 is refused: it is libcpc",
+            ),
+        ] {
+            let c = choose(o, e);
+            assert_eq!((c.overflow, c.sigemt), (overflow, sigemt), "{o:?} {e:?}");
+            assert_eq!(c.refused.len(), 1, "{o:?} {e:?}: {:?}", c.refused);
+            assert!(c.refused[0].contains(says), "{:?}", c.refused);
+        }
+        use std::os::unix::ffi::OsStringExt;
+        let bad = std::ffi::OsString::from_vec(vec![0xff, b'4', b'0']);
+        let c = choose_signals(Some(bad), None, (34, 64), 63);
+        assert_eq!((c.overflow, c.refused.len()), (62, 1));
+    }
 }

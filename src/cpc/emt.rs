@@ -45,7 +45,7 @@
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::engine::{self, OverflowEvent};
 
@@ -58,46 +58,14 @@ pub const EMT_CPCOVF: c_int = 1;
 pub const EMT_TAG: usize = 0x00c0_ffee_0e47;
 
 /// The default SIGEMT number on Linux architectures without one: real-time signal 63.
-pub const DEFAULT_SIGEMT: c_int = 63;
+pub const DEFAULT_SIGEMT: c_int = crate::sys::DEFAULT_SIGEMT;
 
-static SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-fn system_sigemt() -> Option<c_int> {
-    #[cfg(any(
-        target_arch = "mips",
-        target_arch = "mips64",
-        target_arch = "sparc",
-        target_arch = "sparc64"
-    ))]
-    {
-        Some(libc::SIGEMT)
-    }
-    #[cfg(not(any(
-        target_arch = "mips",
-        target_arch = "mips64",
-        target_arch = "sparc",
-        target_arch = "sparc64"
-    )))]
-    {
-        None
-    }
-}
-
-/// The signal libcpc notifies with (`PERFCOMPAT_SIGEMT`, else the system's SIGEMT, else 63).
-/// Read once; async-signal-safe afterwards.
+/// The signal libcpc notifies with (`PERFCOMPAT_SIGEMT`, else the system's SIGEMT, else 63;
+/// a value that is not a real-time signal distinct from the engine's overflow signal is
+/// refused with a message: [`crate::sys::sigemt_signal`]). Read once; async-signal-safe
+/// afterwards.
 pub fn signal() -> c_int {
-    let s = SIGNAL.load(Ordering::Relaxed);
-    if s != 0 {
-        return s;
-    }
-    let s = std::env::var("PERFCOMPAT_SIGEMT")
-        .ok()
-        .and_then(|v| v.trim().parse::<c_int>().ok())
-        .filter(|&n| n > 0 && n <= libc::SIGRTMAX())
-        .or_else(system_sigemt)
-        .unwrap_or(DEFAULT_SIGEMT);
-    SIGNAL.store(s, Ordering::Relaxed);
-    s
+    crate::sys::sigemt_signal()
 }
 
 /// Install the overflow hook (once per process; idempotent).
