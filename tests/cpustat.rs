@@ -1,20 +1,25 @@
 //! The `cpustat` command (tools/cpustat.rs over perfcompat::cpustat): per-CPU counting on perf
-//! with task-clock on every CPU (as root), the column layout, set cycling, the total line on
-//! Ctrl-C, and the refusals (as nobody; bad specifications; usage).
+//! with task-clock on every CPU (as root), the column layout, set cycling, the total line at
+//! the end and on Ctrl-C (the last partial interval included), write errors, and the refusals
+//! (as nobody; bad specifications; usage).
 
 mod common;
 use common::skip;
+use common::unread_pipe;
 use common::Guarded;
 
-use std::process::{Command, Output};
+use std::io::BufRead;
+use std::process::{Command, Output, Stdio};
 
 fn cpustat(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cpustat"))
-        .guarded()
-        .args(args)
-        .env_remove("PERFCOMPAT_BACKEND")
-        .output()
-        .unwrap()
+    cpustat_command(args).output().unwrap()
+}
+
+/// The `Command` of [`cpustat`], to be given its standard streams.
+fn cpustat_command(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cpustat"));
+    c.guarded().args(args).env_remove("PERFCOMPAT_BACKEND");
+    c
 }
 
 fn root() -> bool {
@@ -66,7 +71,7 @@ fn counts_task_clock_on_every_cpu_each_interval() {
         ["time", "cpu", "event", "pic0", "pic1"],
         "{text}"
     );
-    let r = rows(&text);
+    let r: Vec<Row> = rows(&text).into_iter().filter(|r| r.2 == "tick").collect();
     assert_eq!(r.len(), 4 * ncpus(), "{text}");
     for (k, (t, cpu, ev, vals, _)) in r.iter().enumerate() {
         assert_eq!(ev, "tick");
@@ -100,7 +105,11 @@ fn several_sets_take_turns_and_say_which_they_are() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(!text.contains("time"), "-n prints no titles: {text}");
-    let specs: Vec<String> = rows(&text).into_iter().map(|r| r.4).collect();
+    let specs: Vec<String> = rows(&text)
+        .into_iter()
+        .filter(|r| r.2 == "tick")
+        .map(|r| r.4)
+        .collect();
     let n = ncpus();
     let want: Vec<&str> = ["pic0=task-clock", "pic0=page-faults"]
         .iter()
@@ -143,6 +152,122 @@ fn ctrl_c_prints_the_totals_and_unbinds() {
         "the total covers every interval printed: {text}"
     );
     // Nothing is left bound: the process is gone and with it its counters.
+}
+
+/// Ctrl-C in the middle of an interval: the total holds what that partial interval counted
+/// too. A CPU-wide task-clock counts wall time on every CPU, so the total exceeds the printed
+/// interval by about the time between its line and the interrupt (at least 0.3 s per CPU here;
+/// 0.2 s is asserted). On the original code the total equalled the printed interval.
+#[test]
+fn ctrl_c_total_includes_the_last_partial_interval() {
+    if !root() {
+        skip("cpustat: CPU-wide counting needs root here");
+        return;
+    }
+    let mut child = cpustat_command(&["-n", "-c", "task-clock", "1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    // The first interval's lines, one per CPU; then 0.3 s into the second interval, Ctrl-C.
+    let mut text = String::new();
+    for _ in 0..ncpus() {
+        text.push_str(&lines.next().unwrap().unwrap());
+        text.push('\n');
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    for l in lines {
+        text.push_str(&l.unwrap());
+        text.push('\n');
+    }
+    assert!(child.wait().unwrap().success(), "{text}");
+    let r = rows(&text);
+    let (total, ticks) = r.split_last().unwrap();
+    assert_eq!(total.2, "total", "{text}");
+    let printed: u64 = ticks.iter().map(|t| t.3[0]).sum();
+    let extra = total.3[0].saturating_sub(printed) as f64 / 1e9 / ncpus() as f64;
+    assert!(
+        extra >= 0.2,
+        "the total holds {extra:.3} s per CPU more than the lines printed, 0.3 s expected: {text}"
+    );
+}
+
+/// `interval count`: after the last sample, one total line per set (as on Ctrl-C), whose CPU
+/// column is the number of CPUs and whose counts are the sums of the set's lines.
+#[test]
+fn normal_completion_prints_the_totals() {
+    if !root() {
+        skip("cpustat: CPU-wide counting needs root here");
+        return;
+    }
+    let out = cpustat(&["-c", "task-clock", "0.2", "3"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let r = rows(&text);
+    let (total, ticks) = r.split_last().unwrap();
+    assert_eq!(total.2, "total", "{text}");
+    assert_eq!(total.1 as usize, ncpus(), "{text}");
+    assert_eq!(ticks.len(), 3 * ncpus(), "{text}");
+    assert!(ticks.iter().all(|t| t.2 == "tick"), "{text}");
+    let sum: u64 = ticks.iter().map(|t| t.3[0]).sum();
+    assert_eq!(total.3, [sum], "{text}");
+    // Several sets: a total line each, naming its set.
+    let out = cpustat(&[
+        "-c",
+        "pic0=task-clock",
+        "-c",
+        "pic0=page-faults",
+        "0.1",
+        "2",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let totals: Vec<String> = rows(&text)
+        .into_iter()
+        .filter(|r| r.2 == "total")
+        .map(|r| r.4)
+        .collect();
+    assert_eq!(totals, ["pic0=task-clock", "pic0=page-faults"], "{text}");
+}
+
+/// The output cannot be written (a full device, a closed pipe): a message naming the output
+/// and status 1, not 0 with the lines lost; a closed standard error too changes nothing but the
+/// message (status 1, no panic).
+#[test]
+fn write_errors_are_reported() {
+    if !root() {
+        skip("cpustat: CPU-wide counting needs root here");
+        return;
+    }
+    let run = |stdout: Stdio, stderr: Stdio, args: &[&str]| {
+        cpustat_command(args)
+            .stdout(stdout)
+            .stderr(stderr)
+            .output()
+            .unwrap()
+    };
+    let full = || Stdio::from(std::fs::File::create("/dev/full").unwrap());
+    let args = ["-c", "task-clock", "0.1", "2"];
+    for (what, out) in [
+        ("/dev/full", run(full(), Stdio::piped(), &args)),
+        ("a closed pipe", run(unread_pipe(), Stdio::piped(), &args)),
+    ] {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert!(
+            err.contains("cpustat: cannot write the standard output"),
+            "{what}: {err}"
+        );
+    }
+    // Nowhere to say it either: status 1 all the same.
+    let out = run(unread_pipe(), unread_pipe(), &args);
+    assert_eq!(out.status.code(), Some(1), "closed stdout and stderr");
+    let out = run(unread_pipe(), unread_pipe(), &["-h"]);
+    assert_eq!(out.status.code(), Some(1), "-h to a closed pipe");
+    let out = run(Stdio::null(), unread_pipe(), &["-x"]);
+    assert_eq!(out.status.code(), Some(2), "usage error, closed stderr");
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! and the refusals.
 
 mod common;
+use common::unread_pipe;
 use common::Guarded;
 
 #[path = "../tools/cputrack_out.rs"]
@@ -19,12 +20,14 @@ use perfcompat::eventspec;
 use perfcompat::pctx::{Observer, Status};
 
 fn cputrack(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cputrack"))
-        .guarded()
-        .args(args)
-        .env_remove("PERFCOMPAT_BACKEND")
-        .output()
-        .unwrap()
+    cputrack_command(args).output().unwrap()
+}
+
+/// The `Command` of [`cputrack`], to be given its standard streams.
+fn cputrack_command(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cputrack"));
+    c.guarded().args(args).env_remove("PERFCOMPAT_BACKEND");
+    c
 }
 
 /// tests/c/cputrack_pages.c, built once.
@@ -466,4 +469,66 @@ fn a_process_traced_already_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("tracing process {pid}")), "{err}");
     assert!(st.success(), "the first cputrack ends cleanly on SIGINT");
+}
+
+// ---- write errors and SIGPIPE ---------------------------------------------------------------
+
+/// The last lines (`exit`) cannot be written: a message naming the output and status 1 (on
+/// the original code: status 0, the line silently lost). With standard error gone too, status
+/// 1 all the same, and no panic.
+#[test]
+fn a_lost_exit_line_is_a_failure_with_a_message() {
+    let run = |args: &[&str], stdout: Stdio, stderr: Stdio| {
+        cputrack_command(args)
+            .stdout(stdout)
+            .stderr(stderr)
+            .output()
+            .unwrap()
+    };
+    let out = run(
+        &["-c", "page-faults", "-o", "/dev/full", "true"],
+        Stdio::null(),
+        Stdio::piped(),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "-o /dev/full: {err}");
+    assert!(err.contains("cputrack: cannot write /dev/full:"), "{err}");
+    let full = std::fs::File::create("/dev/full").unwrap();
+    for (what, stdout) in [
+        ("> /dev/full", Stdio::from(full)),
+        ("| (closed)", unread_pipe()),
+    ] {
+        let out = run(&["-c", "page-faults", "true"], stdout, Stdio::piped());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert!(
+            err.contains("cputrack: cannot write the standard output:"),
+            "{what}: {err}"
+        );
+    }
+    let args = ["-c", "page-faults", "true"];
+    let out = run(&args, unread_pipe(), unread_pipe());
+    assert_eq!(out.status.code(), Some(1), "stdout and stderr closed");
+    let out = run(&["-h"], unread_pipe(), unread_pipe());
+    assert_eq!(out.status.code(), Some(1), "-h, stdout and stderr closed");
+    let out = run(&["-c"], Stdio::null(), unread_pipe());
+    assert_eq!(out.status.code(), Some(2), "usage error, stderr closed");
+}
+
+/// cputrack ignores no signal on its command's behalf: a command sent SIGPIPE dies of it, as
+/// without cputrack (on the original code it inherited Rust's ignored SIGPIPE and went on).
+#[test]
+fn the_command_dies_of_sigpipe_as_without_cputrack() {
+    let out = cputrack(&[
+        "-o",
+        "/dev/null",
+        "-c",
+        "page-faults",
+        "sh",
+        "-c",
+        "kill -PIPE $$; echo survived",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGPIPE), "{text}");
+    assert!(!text.contains("survived"), "{text}");
 }

@@ -7,6 +7,7 @@
 //! the JSON report. `perfex -t` on the emulated R10000 is compared exactly.
 
 mod common;
+use common::unread_pipe;
 use common::Guarded;
 
 use std::os::unix::process::CommandExt;
@@ -44,19 +45,25 @@ fn perfex(args: &[&str]) -> Output {
 }
 
 fn perfex_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    perfex_command(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("perfex runs")
+}
+
+/// The `Command` of [`perfex`], to be given its standard streams.
+fn perfex_command(args: &[&str]) -> Command {
     // A process group of its own: the sigint workload signals its whole group, which must not
     // include the test harness.
-    Command::new(PERFEX)
-        .guarded()
+    let mut c = Command::new(PERFEX);
+    c.guarded()
         .process_group(0)
         .args(args)
         .env("PERFCOMPAT_BACKEND", "perf")
         .env("PERFCOMPAT_EVENTS", event_map())
         .env("PERFCOMPAT_SYSTEM_COSTS", "/nonexistent/perfex.costs")
-        .env("PERFCOMPAT_HOST_COSTS", "/nonexistent/host.costs")
-        .envs(env.iter().copied())
-        .output()
-        .expect("perfex runs")
+        .env("PERFCOMPAT_HOST_COSTS", "/nonexistent/host.costs");
+    c
 }
 
 fn stderr(o: &Output) -> String {
@@ -527,4 +534,69 @@ fn calibrate_writes_the_host_table_that_perfex_then_uses() {
     assert_eq!(out.status.code(), Some(2));
     let out = perfex(&["--calibrate", "true"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// The report cannot be written to standard error (`perfex -e 25 true 2>&1 | true`, or a full
+/// device): status 1 as for any write error, never a panic (on the original code: SIGABRT,
+/// 134, in release; the panic's 101 in debug). A usage error with standard error gone is 2.
+#[test]
+fn an_unwritable_standard_error_is_status_1_not_a_panic() {
+    use std::process::Stdio;
+    let full = || Stdio::from(std::fs::File::create("/dev/full").unwrap());
+    for (what, stderr) in [("a closed pipe", unread_pipe()), ("/dev/full", full())] {
+        let out = perfex_command(&["-e", "25", "true"])
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "stderr is {what}");
+    }
+    for (args, want) in [
+        (&["-e", "25", "true"][..], 1),
+        (&["-t"], 1),
+        (&["-q"], 2),
+        (&["--help"], 1),
+    ] {
+        let out = perfex_command(args)
+            .stdout(unread_pipe())
+            .stderr(unread_pipe())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(want),
+            "{args:?}, stdout and stderr closed"
+        );
+    }
+    // -o: the message names the file.
+    let out = perfex(&["-e", "25", "-o", "/dev/full", "true"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("writing the report to /dev/full:"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// perfex leaves SIGPIPE to its command as the shell gave it: a command sent SIGPIPE dies of
+/// it (status 141), as without perfex; on the original code it inherited Rust's ignored
+/// SIGPIPE and went on.
+#[test]
+fn the_command_dies_of_sigpipe_as_without_perfex() {
+    let out = perfex(&[
+        "-e",
+        "25",
+        "-o",
+        "/dev/null",
+        "sh",
+        "-c",
+        "kill -PIPE $$; echo survived",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(128 + libc::SIGPIPE),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stdout(&out).contains("survived"), "{}", stdout(&out));
 }

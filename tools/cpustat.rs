@@ -122,6 +122,34 @@ fn tsc() -> u64 {
     0
 }
 
+/// A message on standard error. Nothing is left to tell if that fails too (a closed pipe, a
+/// full disk), so a failure is ignored: never a panic.
+fn say(msg: std::fmt::Arguments) {
+    let _ = writeln!(std::io::stderr(), "{msg}");
+}
+
+/// Standard output with every write checked.
+struct Stdout<W: Write>(W);
+
+impl<W: Write> Stdout<W> {
+    /// Write and flush `text`; on a failure say so (naming the output) and return false.
+    fn put(&mut self, text: &str) -> bool {
+        match self
+            .0
+            .write_all(text.as_bytes())
+            .and_then(|()| self.0.flush())
+        {
+            Ok(()) => true,
+            Err(e) => {
+                say(format_args!(
+                    "cpustat: cannot write the standard output: {e}"
+                ));
+                false
+            }
+        }
+    }
+}
+
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_sigint(_: libc::c_int) {
@@ -180,17 +208,19 @@ fn main() -> ExitCode {
     let a = match parse(std::env::args_os().skip(1).collect()) {
         Ok(Some(a)) => a,
         Ok(None) => {
-            match backend::global() {
-                Ok(b) => print!("{}", solaris::help(USAGE, b)),
+            let mut out = Stdout(std::io::stdout().lock());
+            let written = match backend::global() {
+                Ok(b) => out.put(&solaris::help(USAGE, b)),
                 Err(e) => {
-                    println!("{USAGE}");
-                    eprintln!("cpustat: {e}");
+                    let written = out.put(&format!("{USAGE}\n"));
+                    say(format_args!("cpustat: {e}"));
+                    written
                 }
-            }
-            return ExitCode::SUCCESS;
+            };
+            return ExitCode::from(u8::from(!written));
         }
         Err(m) => {
-            eprintln!("cpustat: {m} (cpustat -h lists the options)");
+            say(format_args!("cpustat: {m} (cpustat -h lists the options)"));
             return ExitCode::from(2);
         }
     };
@@ -204,21 +234,21 @@ fn main() -> ExitCode {
     let b = match backend::global() {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("{}{e}", who("backend"));
+            say(format_args!("{}{e}", who("backend")));
             return ExitCode::from(1);
         }
     };
     let sets = match solaris::parse_specs(&a.specs, b) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("{}{e}", who("cpc_set_add_request"));
+            say(format_args!("{}{e}", who("cpc_set_add_request")));
             return ExitCode::from(1);
         }
     };
     let mut stat = match CpuStat::start(b, sets.clone()) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("{}{e}", who("cpc_bind_cpu"));
+            say(format_args!("{}{e}", who("cpc_bind_cpu")));
             return ExitCode::from(1);
         }
     };
@@ -238,7 +268,7 @@ fn main() -> ExitCode {
         .max(1.0) as u64;
     let interval = Duration::from_secs_f64(a.interval);
     let start = Instant::now();
-    let mut out = std::io::stdout().lock();
+    let mut out = Stdout(std::io::stdout().lock());
     let mut next = start + interval;
     let mut tick0 = tsc();
     let mut samples = 0u64;
@@ -249,18 +279,25 @@ fn main() -> ExitCode {
         let t = (now - start).as_secs_f64();
         let tick1 = tsc();
         if !on {
+            // Interrupted in the middle of an interval: what it counted so far goes into the
+            // totals (no line of its own).
+            if let Err(e) = stat.sample() {
+                say(format_args!("{}{e}", who("cpc_set_sample")));
+                break 1;
+            }
             break 0;
         }
         let set = stat.current();
         let rows = match stat.sample() {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("{}{e}", who("cpc_set_sample"));
+                say(format_args!("{}{e}", who("cpc_set_sample")));
                 break 1;
             }
         };
+        let mut text = String::new();
         if !a.no_titles && titled != Some(set) {
-            let _ = out.write_all(title(&sets, set, a.tick).as_bytes());
+            text.push_str(&title(&sets, set, a.tick));
             titled = Some(set);
         }
         match a.stamp {
@@ -268,7 +305,7 @@ fn main() -> ExitCode {
                 let secs = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs());
-                let _ = writeln!(out, "{secs}");
+                text.push_str(&format!("{secs}\n"));
             }
             Some(_) => {
                 let mut now_t: libc::time_t = 0;
@@ -281,7 +318,7 @@ fn main() -> ExitCode {
                         .to_string_lossy()
                         .into_owned()
                 };
-                let _ = write!(out, "{d}");
+                text.push_str(&d);
             }
             None => {}
         }
@@ -296,9 +333,12 @@ fn main() -> ExitCode {
             if several {
                 line.push_str(&format!("# {}", a.specs[r.set]));
             }
-            let _ = writeln!(out, "{}", line.trim_end());
+            text.push_str(line.trim_end());
+            text.push('\n');
         }
-        let _ = out.flush();
+        if !out.put(&text) {
+            break 1;
+        }
         tick0 = tick1;
         samples += 1;
         if a.count.is_some_and(|c| samples >= c) {
@@ -307,14 +347,17 @@ fn main() -> ExitCode {
         next += interval;
         if several && samples % per_set == 0 {
             if let Err(e) = stat.next_set() {
-                eprintln!("{}{e}", who("cpc_bind_cpu"));
+                say(format_args!("{}{e}", who("cpc_bind_cpu")));
                 break 1;
             }
         }
     };
-    if INTERRUPTED.load(Ordering::SeqCst) {
-        // The total line users of the original expect on Ctrl-C: everything counted, per set.
+    let mut status = status;
+    if status == 0 {
+        // The total line per set, after the last sample or on Ctrl-C, as the original printed
+        // it: everything counted, the last partial interval of an interrupt included.
         let t = start.elapsed().as_secs_f64();
+        let mut text = String::new();
         for (k, tot) in stat.totals().iter().enumerate() {
             let mut line = format!("{t:>7.3} {:>3} {:>5} ", stat.cpus().len(), "total");
             if a.tick {
@@ -326,9 +369,12 @@ fn main() -> ExitCode {
             if several {
                 line.push_str(&format!("# {}", a.specs[k]));
             }
-            let _ = writeln!(out, "{}", line.trim_end());
+            text.push_str(line.trim_end());
+            text.push('\n');
         }
-        let _ = out.flush();
+        if !out.put(&text) {
+            status = 1;
+        }
     }
     stat.stop();
     ExitCode::from(status)

@@ -119,6 +119,29 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
     Ok(Some(a))
 }
 
+/// A message on standard error. Nothing is left to tell if that fails too (a closed pipe, a
+/// full disk), so a failure is ignored: never a panic.
+fn say(msg: std::fmt::Arguments) {
+    let _ = writeln!(std::io::stderr(), "{msg}");
+}
+
+/// SIGPIPE's handler: nothing. A write to a closed pipe then fails with EPIPE, which is
+/// reported, and the command, which inherits every ignored signal across exec but no handler,
+/// gets SIGPIPE's default action as it would without cputrack (ignoring it, as Rust programs
+/// do, would change how `yes | head` ends under cputrack).
+extern "C" fn on_sigpipe(_: libc::c_int) {}
+
+/// Install [`on_sigpipe`].
+fn catch_sigpipe() {
+    // SAFETY: a handler that does nothing, installed with a zeroed (empty) mask.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigpipe as *const () as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigaction(libc::SIGPIPE, &sa, std::ptr::null_mut());
+    }
+}
+
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_sigint(_: libc::c_int) {
@@ -155,7 +178,13 @@ fn track<W: Write>(a: &Args, mut out: Out<W>) -> ExitCode {
         }
         None => Subject::Command(a.command.iter().map(OsString::from).collect()),
     };
-    match cputrack::run(&a.opts, &subject, &mut out, Some(&INTERRUPTED)) {
+    let ran = cputrack::run(&a.opts, &subject, &mut out, Some(&INTERRUPTED));
+    if out.failed {
+        // The lines are not all there (the last ones included: the exit lines): status 1,
+        // the write error already said.
+        return ExitCode::from(1);
+    }
+    match ran {
         Ok(Some(status)) if a.pid.is_none() => {
             ExitCode::from(status.exit_code().clamp(0, 255) as u8)
         }
@@ -166,7 +195,7 @@ fn track<W: Write>(a: &Args, mut out: Out<W>) -> ExitCode {
             } else {
                 "pctx_run"
             };
-            eprintln!("{}{e}", who(call));
+            say(format_args!("{}{e}", who(call)));
             failure(&e)
         }
     }
@@ -176,24 +205,28 @@ fn main() -> ExitCode {
     let mut a = match parse(std::env::args_os().skip(1).collect()) {
         Ok(Some(a)) => a,
         Ok(None) => {
-            match backend::global() {
-                Ok(b) => print!("{}", solaris::help(USAGE, b)),
+            let mut out = Out::new(std::io::stdout(), &[], &[], false, false);
+            let written = match backend::global() {
+                Ok(b) => out.put(&solaris::help(USAGE, b)),
                 Err(e) => {
-                    println!("{USAGE}");
-                    eprintln!("cputrack: {e}");
+                    let written = out.put(&format!("{USAGE}\n"));
+                    say(format_args!("cputrack: {e}"));
+                    written
                 }
-            }
-            return ExitCode::SUCCESS;
+            };
+            return ExitCode::from(u8::from(written.is_err()));
         }
         Err(m) => {
-            eprintln!("cputrack: {m} (cputrack -h lists the options)");
+            say(format_args!(
+                "cputrack: {m} (cputrack -h lists the options)"
+            ));
             return ExitCode::from(2);
         }
     };
     let b = match backend::global() {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("cputrack: {e}");
+            say(format_args!("cputrack: {e}"));
             return ExitCode::from(1);
         }
     };
@@ -205,16 +238,21 @@ fn main() -> ExitCode {
             } else {
                 "cputrack: "
             };
-            eprintln!("{who}{e}");
+            say(format_args!("{who}{e}"));
             return ExitCode::from(1);
         }
     };
+    catch_sigpipe();
     let (pid, tsc) = (a.opts.follow_fork, a.opts.cycles);
     match &a.output {
         Some(path) => match std::fs::File::create(path) {
-            Ok(f) => track(&a, Out::new(f, &a.opts.sets, &a.specs, pid, tsc)),
+            Ok(f) => {
+                let mut out = Out::new(f, &a.opts.sets, &a.specs, pid, tsc);
+                out.name.clone_from(path);
+                track(&a, out)
+            }
             Err(e) => {
-                eprintln!("cputrack: cannot write {path}: {e}");
+                say(format_args!("cputrack: cannot write {path}: {e}"));
                 ExitCode::from(1)
             }
         },

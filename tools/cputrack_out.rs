@@ -27,6 +27,12 @@ pub struct Out<W: Write> {
     pub widths: Vec<usize>,
     /// Column titles still to print before the first line.
     pub pending_title: Option<String>,
+    /// What the output is, for the message when a write fails: the `-o` file's name, else
+    /// "the standard output".
+    pub name: String,
+    /// A write failed (and was reported on standard error): nothing more is written, and the
+    /// command exits with status 1.
+    pub failed: bool,
 }
 
 impl<W: Write> Out<W> {
@@ -39,6 +45,8 @@ impl<W: Write> Out<W> {
             specs: specs.to_vec(),
             widths: sets.iter().map(CounterSet::len).collect(),
             pending_title: None,
+            name: "the standard output".into(),
+            failed: false,
         }
     }
 
@@ -92,13 +100,28 @@ impl<W: Write> Out<W> {
 
     /// Write `text` at once and flush it, so that lines of several controllers (one per
     /// followed process) do not mix, and nothing is left buffered when one is copied by fork.
+    /// The first failure is reported on standard error, naming the output (a copy following a
+    /// child reports its own); after it nothing more is written.
     pub fn put(&mut self, text: &str) -> perfcompat::Result<()> {
+        let failed = |e: Option<i32>| perfcompat::Error::Os {
+            op: "writing the output",
+            errno: e.unwrap_or(libc::EIO),
+        };
+        if self.failed {
+            return Err(failed(None));
+        }
         self.w
             .write_all(text.as_bytes())
             .and_then(|()| self.w.flush())
-            .map_err(|e| perfcompat::Error::Os {
-                op: "writing the output",
-                errno: e.raw_os_error().unwrap_or(libc::EIO),
+            .map_err(|e| {
+                self.failed = true;
+                // Standard error may be gone too (a closed pipe): then nothing can tell.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "cputrack: cannot write {}: {e}",
+                    self.name
+                );
+                failed(e.raw_os_error())
             })
     }
 }

@@ -62,8 +62,40 @@ struct Args {
     merge: bool,
 }
 
+/// A line on standard error, never a panic: when standard error is gone (a closed pipe, a full
+/// disk) nothing is left to tell, and the exit status says it.
+fn say(msg: std::fmt::Arguments) {
+    let _ = writeln!(std::io::stderr(), "perfex: {msg}");
+}
+
+/// Write `text` to standard output, flushed; a failure is said and is status 1.
+fn print(text: &str) -> Result<(), ExitCode> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| {
+            say(format_args!("cannot write the standard output: {e}"));
+            ExitCode::from(1)
+        })
+}
+
+/// Run the command with SIGPIPE's default action, as without perfex: Rust programs ignore
+/// SIGPIPE (so that a write to a closed pipe fails with EPIPE, reported as status 1), and an
+/// ignored signal stays ignored across exec; a handler that does nothing keeps the EPIPE here
+/// and is reset to the default by exec.
+fn default_sigpipe_for_the_command() {
+    extern "C" fn nothing(_: libc::c_int) {}
+    // SAFETY: installing a handler that does nothing, with an empty mask.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = nothing as *const () as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigaction(libc::SIGPIPE, &sa, std::ptr::null_mut());
+    }
+}
+
 fn usage_error(msg: &str) -> ExitCode {
-    eprintln!("perfex: {msg} (perfex --help lists the options)");
+    say(format_args!("{msg} (perfex --help lists the options)"));
     ExitCode::from(2)
 }
 
@@ -142,12 +174,15 @@ fn calibrate(quick: bool) -> ExitCode {
     use perfcompat::calibrate::{calibrate_and_cache, CalibrateOptions};
     match calibrate_and_cache(&CalibrateOptions { quick }) {
         Ok((cal, path)) => {
-            print!("{}", cal.report());
-            println!("Host cost table written to {}", path.display());
-            ExitCode::SUCCESS
+            let text = format!(
+                "{}Host cost table written to {}\n",
+                cal.report(),
+                path.display()
+            );
+            print(&text).map_or_else(|c| c, |()| ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("perfex: calibration failed: {e}");
+            say(format_args!("calibration failed: {e}"));
             ExitCode::from(1)
         }
     }
@@ -164,7 +199,7 @@ fn merge(a: &Args) -> ExitCode {
         match r {
             Ok(r) => records.push(r),
             Err(e) => {
-                eprintln!("perfex: --merge: {e}");
+                say(format_args!("--merge: {e}"));
                 return ExitCode::from(1);
             }
         }
@@ -172,7 +207,7 @@ fn merge(a: &Args) -> ExitCode {
     let merged = match mpi::merge(records) {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("perfex: --merge: {e}");
+            say(format_args!("--merge: {e}"));
             return ExitCode::from(1);
         }
     };
@@ -184,12 +219,13 @@ fn merge(a: &Args) -> ExitCode {
         Some(p) => std::fs::write(p, report).map_err(|e| format!("-o {}: {e}", p.display())),
         None => std::io::stdout()
             .write_all(report.as_bytes())
-            .map_err(|e| e.to_string()),
+            .and_then(|()| std::io::stdout().flush())
+            .map_err(|e| format!("the standard output: {e}")),
     };
     match written {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("perfex: --merge: {e}");
+            say(format_args!("--merge: {e}"));
             ExitCode::from(1)
         }
     }
@@ -199,8 +235,7 @@ fn main() -> ExitCode {
     let a = match parse(std::env::args_os().skip(1).collect()) {
         Ok(Some(a)) => a,
         Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
+            return print(&format!("{USAGE}\n")).map_or_else(|c| c, |()| ExitCode::SUCCESS);
         }
         Err(msg) => return usage_error(&msg),
     };
@@ -220,7 +255,7 @@ fn main() -> ExitCode {
                 Some((rank, PathBuf::from(f)))
             }
             Err(e) => {
-                eprintln!("perfex: --mpi: {e}");
+                say(format_args!("--mpi: {e}"));
                 return ExitCode::from(1);
             }
         },
@@ -228,34 +263,37 @@ fn main() -> ExitCode {
     };
     if let Some(f) = &a.cost_file {
         if let Err(e) = costs::load(f) {
-            eprintln!("perfex: -c: {e}");
+            say(format_args!("-c: {e}"));
             return ExitCode::from(1);
         }
     }
     if a.table {
-        print!("{}", costs::current().dump());
+        if let Err(code) = print(&costs::current().dump()) {
+            return code;
+        }
         if a.opts.command.is_empty() {
             return ExitCode::SUCCESS;
         }
     }
     // Open the report file before the command runs, so a bad path costs nothing.
-    let mut out: Box<dyn Write> = match &a.output {
+    let (mut out, out_name): (Box<dyn Write>, String) = match &a.output {
         Some(p) => match std::fs::File::create(p) {
-            Ok(f) => Box::new(f),
+            Ok(f) => (Box::new(f), p.display().to_string()),
             Err(e) => {
-                eprintln!("perfex: -o {}: {e}", p.display());
+                say(format_args!("-o {}: {e}", p.display()));
                 return ExitCode::from(1);
             }
         },
-        None if mpi_file.is_some() => Box::new(std::io::sink()),
-        None => Box::new(std::io::stderr()),
+        None if mpi_file.is_some() => (Box::new(std::io::sink()), String::new()),
+        None => (Box::new(std::io::stderr()), "the standard error".into()),
     };
     if a.opts.all {
-        eprintln!(
-            "perfex: -a counts all 32 events multiplexed over the PMU's counters; each total is \
+        say(format_args!(
+            "-a counts all 32 events multiplexed over the PMU's counters; each total is \
              scaled from the time it was counted and may be inaccurate"
-        );
+        ));
     }
+    default_sigpipe_for_the_command();
     // Hand the events to the command, so that libperfex in it counts each thread from its
     // start (`perfcompat::perfex::adopt_handoff`); with -a or -s, or an outer perfex's value,
     // nothing is handed over. Set here, while perfex has one thread.
@@ -266,7 +304,7 @@ fn main() -> ExitCode {
     let outcome = match command::run(&a.opts) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("perfex: {e}");
+            say(format_args!("{e}"));
             return ExitCode::from(match e {
                 perfcompat::Error::CannotRun { errno, .. } if errno == libc::ENOENT => 127,
                 perfcompat::Error::CannotRun { .. } => 126,
@@ -277,7 +315,7 @@ fn main() -> ExitCode {
     if let Some((rank, path)) = &mpi_file {
         let record = mpi::RankRecord::from_outcome(*rank, &mpi::hostname(), &outcome);
         if let Err(e) = std::fs::write(path, record.encode()) {
-            eprintln!("perfex: --mpi: {}: {e}", path.display());
+            say(format_args!("--mpi: {}: {e}", path.display()));
             return ExitCode::from(1);
         }
     }
@@ -288,7 +326,7 @@ fn main() -> ExitCode {
         outcome.text(table.as_ref())
     };
     if let Err(e) = out.write_all(report.as_bytes()).and_then(|_| out.flush()) {
-        eprintln!("perfex: writing the report: {e}");
+        say(format_args!("writing the report to {out_name}: {e}"));
         return ExitCode::from(1);
     }
     ExitCode::from(outcome.status.exit_code().clamp(0, 255) as u8)

@@ -316,3 +316,17 @@ pub fn run_as_child(test: &str, env: &str) -> std::process::Output {
         .output()
         .unwrap()
 }
+
+/// A standard stream for a child that is a pipe nobody reads (its reading end is closed here
+/// at once, as after `| true`): each write to it fails with EPIPE.
+pub fn unread_pipe() -> std::process::Stdio {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut p = [0; 2];
+    // SAFETY: pipe2 returns two new descriptors; the reading one is closed, the writing one
+    // owned by the Stdio.
+    unsafe {
+        assert_eq!(libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC), 0);
+        libc::close(p[0]);
+        std::process::Stdio::from(OwnedFd::from_raw_fd(p[1]))
+    }
+}
