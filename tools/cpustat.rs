@@ -32,9 +32,9 @@ usage: cpustat -c eventspec [-c eventspec]... [-p period] [-sntD] [-T d|u] [inte
   interval  seconds between samples (fractions allowed; default 5)
   count     number of samples (default: until interrupted)
 
-Counting every CPU needs perf_event_paranoid 0 or less, CAP_PERFMON or root. Ctrl-C prints a
-total line per set and unbinds everything. Exit status: 0, 1 when counting failed, 2 for a
-usage error. Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (see the README).";
+Counting every CPU needs perf_event_paranoid 0 or less, CAP_PERFMON or root. After the last
+sample and on Ctrl-C, a total line per set: everything it counted. Exit status: 0, 1 when
+counting failed or the output could not be written, 2 for a usage error. Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (see the README).";
 
 struct Args {
     specs: Vec<String>,
