@@ -458,18 +458,50 @@ fn too_large(file: &str) -> Error {
 
 /// Read a configuration file (event map, cost table) as UTF-8 text of at most 1 MiB.
 ///
+/// Only a regular file is read. It is opened with `O_NONBLOCK` and looked at before anything
+/// is read, so that a FIFO (whose open would wait for a writer, and whose read would wait for
+/// data) or a device cannot block the caller: a directory is an [`Error::FileUnreadable`]
+/// with `EISDIR`, anything else not a regular file an [`Error::BadFile`] at line 0.
 /// A file that cannot be read is an [`Error::FileUnreadable`] with the errno; a file over 1 MiB
 /// is an [`Error::BadFile`] at line 0. Content that is not UTF-8 is reported at the line
 /// holding the first bad byte.
 pub(crate) fn read_config(path: &Path) -> Result<String> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let file = path.display().to_string();
     let io_err = |e: std::io::Error| Error::FileUnreadable {
         file: file.clone(),
         errno: e.raw_os_error().unwrap_or(libc::EIO),
     };
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io_err)?;
+    let kind = f.metadata().map_err(io_err)?.file_type();
+    if kind.is_dir() {
+        return Err(io_err(std::io::Error::from_raw_os_error(libc::EISDIR)));
+    }
+    if !kind.is_file() {
+        let what = if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_char_device() {
+            "a character device"
+        } else if kind.is_block_device() {
+            "a block device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "not a file"
+        };
+        return Err(Error::BadFile {
+            file: file.clone(),
+            line: 0,
+            reason: format!("not a regular file ({what}): only regular files are read"),
+        });
+    }
     let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_FILE_SIZE as u64 + 1).read_to_end(&mut bytes))
+    f.take(MAX_FILE_SIZE as u64 + 1)
+        .read_to_end(&mut bytes)
         .map_err(io_err)?;
     if bytes.len() > MAX_FILE_SIZE {
         return Err(too_large(&file));
