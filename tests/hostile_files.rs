@@ -105,3 +105,20 @@ fn perfex_refuses_fifos_named_by_the_environment_and_goes_on() {
         assert!(stderr.contains("not a regular file"), "{var}: {stderr}");
     }
 }
+
+/// A `PERFCOMPAT_BACKEND` that is not UTF-8 is refused like an unknown backend (issue 29): it
+/// once read as unset, so perf counted as if nothing were wrong.
+#[test]
+fn a_non_utf8_backend_is_refused_like_an_unknown_one() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"perf\xff");
+    for value in [std::ffi::OsStr::new("papi"), bad] {
+        let out = perfex(
+            &["-e", "0", "true"],
+            &[("PERFCOMPAT_BACKEND", Path::new(value))],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{value:?}\n{stderr}");
+        assert!(stderr.contains("unknown backend"), "{value:?}: {stderr}");
+    }
+}

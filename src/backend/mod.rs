@@ -331,19 +331,36 @@ static GLOBAL: OnceLock<std::result::Result<Box<dyn Backend>, Error>> = OnceLock
 
 /// The process's backend, chosen once from `PERFCOMPAT_BACKEND` (default `auto`).
 pub fn global() -> Result<&'static dyn Backend> {
-    let r = GLOBAL.get_or_init(|| {
-        let name = std::env::var("PERFCOMPAT_BACKEND").unwrap_or_default();
-        from_name(name.trim())
-    });
+    let r = GLOBAL.get_or_init(|| from_name(&env_name(std::env::var_os("PERFCOMPAT_BACKEND"))));
     match r {
         Ok(b) => Ok(b.as_ref()),
         Err(e) => Err(e.clone()),
     }
 }
 
+/// The backend name a `PERFCOMPAT_BACKEND` value gives (trimmed; unset is `""`, `auto`). A value
+/// that is not UTF-8 keeps its bad bytes as U+FFFD, so it names no backend and is refused like
+/// any unknown name (it once read as unset, so as perf).
+fn env_name(v: Option<std::ffi::OsString>) -> String {
+    v.map(|v| v.to_string_lossy().trim().to_owned())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_non_utf8_value_names_no_backend() {
+        use std::os::unix::ffi::OsStringExt;
+        for bytes in [&b"perf\xff"[..], b"\xff", b"sim:r10000\xfe", b"\xc3"] {
+            let name = env_name(Some(std::ffi::OsString::from_vec(bytes.to_vec())));
+            let e = from_name(&name).err().map(|e| e.to_string());
+            assert!(e.is_some_and(|e| e.contains("unknown")), "{bytes:?}");
+        }
+        assert_eq!(env_name(None), "");
+        assert_eq!(env_name(Some(" perf ".into())), "perf");
+    }
 
     /// The perf backend answers `shape` without building its `info`: the two must agree, and
     /// say what cpc_npic(3CPC) and cpc_caps(3CPC) document for perf.
