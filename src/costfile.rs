@@ -78,6 +78,11 @@ impl Cost {
     }
 }
 
+/// The largest cost a file may give (clks or nsec). A time is count x cost x (1e-6 / clock)
+/// seconds, with a count below 2^64 and a clock of at least 0.001 MHz: at this cost it stays
+/// below 2e296 s, finite with room for sums, where a cost of 1e308 made it `inf`.
+pub const MAX_COST: f64 = 1e280;
+
 /// A parsed cost file: the entries it gives, to be laid over a complete table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CostOverlay {
@@ -183,6 +188,16 @@ impl CostOverlay {
                             ),
                         )
                     })?;
+                if v[k] > MAX_COST {
+                    return Err(bad(
+                        lineno,
+                        format!(
+                            "event {n}: {what} cost '{}' is too large: at most {MAX_COST:e}, \
+                             or the time of a 64-bit count would overflow",
+                            tail[k]
+                        ),
+                    ));
+                }
             }
             let [typical, minimum, maximum] = v;
             if !(minimum <= typical && typical <= maximum) {

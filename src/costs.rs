@@ -493,12 +493,46 @@ pub struct EventCount {
 /// most costly first, then the derived statistics whose events were counted. `elapsed_s` is
 /// the measured time, used when cycles were not counted.
 pub fn format_costs(table: &CostTable, counts: &[EventCount], elapsed_s: Option<f64>) -> String {
-    let mut rows: Vec<(EventCount, (f64, f64, f64))> = counts
+    let shown: Vec<String> = counts.iter().map(|c| fmt_count(c.count)).collect();
+    report(table, counts, &shown, elapsed_s)
+}
+
+/// [`format_costs`] for counts read from counters (`print_costs`): each count is printed as
+/// the exact integer it is (through `f64` a count above 2^53 would print rounded), and used as
+/// a floating-point number only for the times and statistics.
+pub fn format_exact_costs(
+    table: &CostTable,
+    counts: &[(usize, i64)],
+    elapsed_s: Option<f64>,
+) -> String {
+    let shown: Vec<String> = counts.iter().map(|c| c.1.to_string()).collect();
+    let counts: Vec<EventCount> = counts
         .iter()
-        .filter(|c| c.event < EVENTS)
-        .map(|c| (*c, table.costs[c.event].seconds(c.count, table.clock_mhz)))
+        .map(|&(event, count)| EventCount {
+            event,
+            count: count as f64,
+        })
         .collect();
-    rows.sort_by(|a, b| b.1 .0.total_cmp(&a.1 .0).then(a.0.event.cmp(&b.0.event)));
+    report(table, &counts, &shown, elapsed_s)
+}
+
+/// The cost report of `counts`, each count printed as `shown` (same order).
+fn report(
+    table: &CostTable,
+    counts: &[EventCount],
+    shown: &[String],
+    elapsed_s: Option<f64>,
+) -> String {
+    let mut rows: Vec<(EventCount, &str, (f64, f64, f64))> = counts
+        .iter()
+        .zip(shown)
+        .filter(|(c, _)| c.event < EVENTS)
+        .map(|(c, n)| {
+            let t = table.costs[c.event].seconds(c.count, table.clock_mhz);
+            (*c, n.as_str(), t)
+        })
+        .collect();
+    rows.sort_by(|a, b| b.2 .0.total_cmp(&a.2 .0).then(a.0.event.cmp(&b.0.event)));
     let width = rows
         .iter()
         .map(|r| table.flavor.event_name(r.0.event).len() + 7)
@@ -525,12 +559,11 @@ pub fn format_costs(table: &CostTable, counts: &[EventCount], elapsed_s: Option<
         " Event", "Count", "time (s)", "time (s)", "time (s)"
     );
     let _ = writeln!(s, "{rule}");
-    for (c, (typ, min, max)) in &rows {
+    for (c, count, (typ, min, max)) in &rows {
         let label = format!("{:>3} {} ", c.event, table.flavor.event_name(c.event));
         let _ = writeln!(
             s,
-            "{label:.<width$} {:>18} {typ:>12.6} {min:>12.6} {max:>12.6}",
-            fmt_count(c.count)
+            "{label:.<width$} {count:>18} {typ:>12.6} {min:>12.6} {max:>12.6}"
         );
     }
     let stats = statistics(table, counts, elapsed_s);

@@ -24,7 +24,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Once, OnceLock};
 
-use crate::costs::{self, EventCount};
+use crate::costs;
 use crate::engine::next_generation;
 use crate::error::{Error, Result};
 use crate::{backend, bind, Binding, CounterSet, Request, RequestFlags, Target};
@@ -515,14 +515,11 @@ pub fn count_line(flavor: costs::Flavor, event: u32, count: &str) -> String {
 /// cost table in force (see [`crate::costs`]), then the derived statistics they allow. The
 /// same event twice with the same count is listed once (and counted once in the statistics).
 pub fn format_costs(e0: i32, c0: i64, e1: i32, c1: i64) -> Result<String> {
-    let counts: Vec<EventCount> = report_pairs(e0, c0, e1, c1)?
+    let counts: Vec<(usize, i64)> = report_pairs(e0, c0, e1, c1)?
         .into_iter()
-        .map(|(e, c)| EventCount {
-            event: e as usize,
-            count: c as f64,
-        })
+        .map(|(e, c)| (e as usize, c))
         .collect();
-    Ok(costs::format_costs(&costs::current(), &counts, None))
+    Ok(costs::format_exact_costs(&costs::current(), &counts, None))
 }
 
 /// Load the cost table file at `path` over the default table, for every thread: what
