@@ -63,13 +63,15 @@ extern "C" {
 #endif // __cplusplus
 
 /*
- Start `filename` with the arguments `argv[1..]` (NULL-terminated) under control, stopped
- before its first instruction; see pctx_capture(3CPC). `verbose` and `errfn` are accepted
- and unused: errors are reported on standard error.
+ Start `filename` with the arguments `argv[1..]` (NULL-terminated; a NULL `argv` gives
+ none) under control, stopped before its first instruction; see pctx_capture(3CPC).
+ `filename` is searched in `PATH` as `execvp` does. `verbose` and `errfn` are accepted and
+ unused: errors are reported on standard error.
 
  # Returns
- The context, or NULL with `errno` set (`EINVAL` for NULL arguments, `ENOENT` and the like
- when the program cannot be run, `EPERM`/`EACCES` when it cannot be traced).
+ The context, or NULL with `errno` set, nothing started: `EINVAL` for a NULL `filename`,
+ `ENOENT` when no such file is found, `EACCES` when the file found cannot be executed (not
+ a regular file, or no execute permission), `EPERM`/`EACCES` when it cannot be traced.
 
  # Safety
  `filename` is NULL or a string; `argv` is NULL or a NULL-terminated array of strings.
@@ -84,8 +86,8 @@ pctx_t *pctx_create(const char *filename,
  Take control of the running process `pid` (all its threads); see pctx_capture(3CPC).
 
  # Returns
- The context, or NULL with `errno` set (`ESRCH` no such process, `EACCES` not allowed to
- trace it, with a line saying why).
+ The context, or NULL with `errno` set and a line saying why: `ESRCH` no such process, or
+ one that has exited and is a zombie; `EACCES` not allowed to trace it.
  */
 pctx_t *pctx_capture(pid_t pid, void *arg, int verbose, pctx_errfn_t *errfn);
 

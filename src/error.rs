@@ -182,6 +182,9 @@ pub enum Error {
     Busy(String),
     /// No such process or thread.
     NoSuchProcess(i32),
+    /// The process has exited and is a zombie (its parent has not waited for it): nothing of
+    /// it is left to trace or count.
+    Zombie(i32),
     /// No such CPU (or it is offline).
     NoSuchCpu(u32),
     /// The operation is not supported by this backend.
@@ -325,7 +328,7 @@ impl Error {
         match self {
             Error::PermissionDenied { .. } => libc::EACCES,
             Error::Busy(_) => libc::EAGAIN,
-            Error::NoSuchProcess(_) => libc::ESRCH,
+            Error::NoSuchProcess(_) | Error::Zombie(_) => libc::ESRCH,
             Error::OverflowUnsupported { .. } => libc::ENOTSUP,
             Error::NoSuchCpu(_) => libc::EINVAL,
             Error::Unsupported(_) => libc::ENOTSUP,
@@ -414,6 +417,11 @@ impl fmt::Display for Error {
             }
             Error::Busy(s) => write!(f, "counters unavailable: {s}"),
             Error::NoSuchProcess(p) => write!(f, "no such process or thread {p}"),
+            Error::Zombie(p) => write!(
+                f,
+                "process {p} has exited: a zombie its parent has not waited for, with nothing \
+                 left to trace"
+            ),
             Error::NoSuchCpu(c) => write!(f, "no such CPU {c}, or it is offline"),
             Error::Unsupported(s) => write!(f, "not supported: {s}"),
             Error::BadFile { file, line, reason } if *line > 0 => {

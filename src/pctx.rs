@@ -207,6 +207,46 @@ fn findable(name: &std::ffi::OsStr) -> bool {
     std::env::split_paths(&path).any(|d| d.join(name).is_file())
 }
 
+/// Whether `execvp` could run `name`: `Ok`, or the errno it would fail with (`ENOENT` when no
+/// file of that name is found, `EACCES` when the file found is not an executable regular
+/// file). As `execvp`, a `PATH` search goes on past a file it cannot execute and reports
+/// `EACCES` only when it finds none it can.
+fn executable(name: &std::ffi::OsStr) -> std::result::Result<(), i32> {
+    let runnable = |p: &std::path::Path| -> std::result::Result<(), i32> {
+        let meta = std::fs::metadata(p).map_err(|e| e.raw_os_error().unwrap_or(libc::ENOENT))?;
+        let c = CString::new(p.as_os_str().as_bytes()).map_err(|_| libc::ENOENT)?;
+        // SAFETY: a valid NUL-terminated path.
+        if !meta.is_file() || unsafe { libc::access(c.as_ptr(), libc::X_OK) } != 0 {
+            return Err(libc::EACCES);
+        }
+        Ok(())
+    };
+    if name.is_empty() {
+        return Err(libc::ENOENT);
+    }
+    if name.as_bytes().contains(&b'/') {
+        return runnable(std::path::Path::new(name));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
+    let mut found = Err(libc::ENOENT);
+    for d in std::env::split_paths(&path) {
+        match runnable(&d.join(name)) {
+            Ok(()) => return Ok(()),
+            Err(libc::EACCES) => found = Err(libc::EACCES),
+            Err(_) => {}
+        }
+    }
+    found
+}
+
+/// Whether process `pid` is a zombie (state `Z` in `/proc/<pid>/stat`).
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| Some(s.rsplit_once(')')?.1.trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
+
 /// A forked child waiting for the go-ahead before it runs a command: the counters (or the
 /// tracer) attach to it first.
 pub(crate) struct Child {
@@ -529,6 +569,16 @@ impl Pctx {
     /// Start `command` (searched in `PATH`) under control, stopped before it runs: nothing of
     /// it executes until [`Pctx::run`].
     pub fn create(command: &[OsString]) -> Result<Pctx> {
+        // What `execvp` would refuse is refused here, before anything is started (libpctx.h:
+        // NULL and errno from pctx_create, not a handle whose run fails).
+        if let Some(name) = command.first() {
+            if let Err(errno) = executable(name) {
+                return Err(Error::CannotRun {
+                    command: name.to_string_lossy().into_owned(),
+                    errno,
+                });
+            }
+        }
         let signals = Signals::block(false)?;
         let child = Child::spawn(command, &signals.old_mask)?;
         let pid = child.pid;
@@ -563,6 +613,8 @@ impl Pctx {
                 if ptrace(libc::PTRACE_SEIZE, tid, OPTIONS) < 0 {
                     match errno() {
                         libc::ESRCH => continue, // it just exited
+                        // The kernel refuses to trace a zombie with EPERM: say what it is.
+                        libc::EPERM if is_zombie(pid) => return Err(Error::Zombie(pid)),
                         e => return Err(Self::trace_error(pid, e)),
                     }
                 }

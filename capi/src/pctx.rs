@@ -195,13 +195,15 @@ unsafe fn c_command(filename: *const c_char, argv: *const *mut c_char) -> Result
     Ok(command)
 }
 
-/// Start `filename` with the arguments `argv[1..]` (NULL-terminated) under control, stopped
-/// before its first instruction; see pctx_capture(3CPC). `verbose` and `errfn` are accepted
-/// and unused: errors are reported on standard error.
+/// Start `filename` with the arguments `argv[1..]` (NULL-terminated; a NULL `argv` gives
+/// none) under control, stopped before its first instruction; see pctx_capture(3CPC).
+/// `filename` is searched in `PATH` as `execvp` does. `verbose` and `errfn` are accepted and
+/// unused: errors are reported on standard error.
 ///
 /// # Returns
-/// The context, or NULL with `errno` set (`EINVAL` for NULL arguments, `ENOENT` and the like
-/// when the program cannot be run, `EPERM`/`EACCES` when it cannot be traced).
+/// The context, or NULL with `errno` set, nothing started: `EINVAL` for a NULL `filename`,
+/// `ENOENT` when no such file is found, `EACCES` when the file found cannot be executed (not
+/// a regular file, or no execute permission), `EPERM`/`EACCES` when it cannot be traced.
 ///
 /// # Safety
 /// `filename` is NULL or a string; `argv` is NULL or a NULL-terminated array of strings.
@@ -224,8 +226,8 @@ pub unsafe extern "C" fn pctx_create(
 /// Take control of the running process `pid` (all its threads); see pctx_capture(3CPC).
 ///
 /// # Returns
-/// The context, or NULL with `errno` set (`ESRCH` no such process, `EACCES` not allowed to
-/// trace it, with a line saying why).
+/// The context, or NULL with `errno` set and a line saying why: `ESRCH` no such process, or
+/// one that has exited and is a zombie; `EACCES` not allowed to trace it.
 #[no_mangle]
 pub extern "C" fn pctx_capture(
     pid: libc::pid_t,
@@ -294,6 +296,10 @@ struct Calls {
     arg: *mut c_void,
     cb: Callbacks,
     tick: Option<TickFn>,
+    /// Set when a callback whose result the engine does not take (`lwp_create`, `lwp_exit`)
+    /// returned non-zero: the run ends at the next callback the engine asks for, which is not
+    /// made, and no later callback is made (as `pctx_run` documents).
+    refusal: Option<Error>,
 }
 
 /// `pctx_run`'s tick callback.
@@ -312,6 +318,19 @@ impl Calls {
             arg: c.arg,
             cb: *c.callbacks.lock().unwrap_or_else(|p| p.into_inner()),
             tick,
+            refusal: None,
+        }
+    }
+
+    /// The refusal that ended the run, if a callback made one.
+    fn ended(&self) -> perfcompat::Result<()> {
+        self.refusal.clone().map_or(Ok(()), Err)
+    }
+
+    /// A callback whose result the engine does not take: a refusal is kept for [`Calls::ended`].
+    fn lwp_kept(&mut self, f: Option<LwpFn>, what: &'static str, pid: i32, tid: i32) {
+        if self.refusal.is_none() {
+            self.refusal = self.lwp(f, what, pid, tid).err();
         }
     }
 
@@ -333,26 +352,30 @@ impl Calls {
 
 impl Observer for Calls {
     fn init_lwp(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
+        self.ended()?;
         self.lwp(self.cb.init_lwp, "init_lwp", pid, tid)
     }
     fn fini_lwp(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
+        self.ended()?;
         self.lwp(self.cb.fini_lwp, "fini_lwp", pid, tid)
     }
     fn lwp_create(&mut self, pid: i32, tid: i32, _new: i32) {
-        let _ = self.lwp(self.cb.lwp_create, "lwp_create", pid, tid);
+        self.lwp_kept(self.cb.lwp_create, "lwp_create", pid, tid);
     }
     fn lwp_exit(&mut self, pid: i32, tid: i32) {
-        let _ = self.lwp(self.cb.lwp_exit, "lwp_exit", pid, tid);
+        self.lwp_kept(self.cb.lwp_exit, "lwp_exit", pid, tid);
     }
     fn fork(&mut self, _pid: i32, _tid: i32, _child: i32) -> Follow {
-        if self.cb.fork.is_some() {
+        if self.cb.fork.is_some() && self.refusal.is_none() {
             Follow::Copy
         } else {
             Follow::No
         }
     }
     fn adopt(&mut self, child: perfcompat::Result<Pctx>, pid: i32, _tid: i32) {
-        let Some(f) = self.cb.fork else { return };
+        let Some(f) = self.cb.fork.filter(|_| self.refusal.is_none()) else {
+            return;
+        };
         let child = match child {
             Ok(c) => c,
             Err(e) => return edge::fail(Tell::Pctx, c"pctx_run", &e),
@@ -369,6 +392,7 @@ impl Observer for Calls {
         }
     }
     fn exec(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
+        self.ended()?;
         let Some(f) = self.cb.exec else { return Ok(()) };
         let path = std::fs::read_link(format!("/proc/{pid}/exe"))
             .map(|p| p.as_os_str().as_bytes().to_vec())
@@ -390,7 +414,7 @@ impl Observer for Calls {
         }
     }
     fn exit(&mut self, pid: i32, status: Status) {
-        if let Some(f) = self.cb.exit {
+        if let Some(f) = self.cb.exit.filter(|_| self.refusal.is_none()) {
             // SAFETY: the program's callback.
             unsafe {
                 f(
@@ -404,6 +428,7 @@ impl Observer for Calls {
         }
     }
     fn tick(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
+        self.ended()?;
         let Some(f) = self.tick else { return Ok(()) };
         // SAFETY: the program's callback.
         match unsafe { f(self.handle, pid, tid as libc::id_t, self.arg) } {
@@ -451,7 +476,14 @@ pub unsafe extern "C" fn pctx_run(
         let (mut p, mut calls) = take_process(pctx, if msec == 0 { None } else { tick })?;
         let r = p.run_ms(&mut calls, msec, nsamples);
         put_back(pctx, p);
-        r.map(|done| if done { 0 } else { -1 })
+        // A refusal the engine did not see (the run ended first) counts as one it saw.
+        r.map(|done| {
+            if done && calls.refusal.is_none() {
+                0
+            } else {
+                -1
+            }
+        })
     })
 }
 

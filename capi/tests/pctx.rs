@@ -165,6 +165,75 @@ fn the_exec_callbacks_minus_one_ends_pctx_run_with_minus_one() {
     );
 }
 
+/// libpctx.h: -1 from a callback ends `pctx_run` with -1 and no later callback. The lwp_exit
+/// callback's -1 was ignored (issue 29): fini_lwp and exit came, and pctx_run returned 0.
+#[test]
+fn the_lwp_exit_callbacks_minus_one_ends_pctx_run_with_minus_one() {
+    let Some(out) = run(&["seq", "-l", "true"]) else {
+        return;
+    };
+    assert_eq!(
+        of(&out, "p"),
+        lines(
+            "init_lwp P P
+             lwp_exit P P
+             pctx_run -1
+             released"
+        ),
+        "{out}"
+    );
+}
+
+/// `pctx_create` of a file that cannot be executed (no execute permission, a directory)
+/// returns NULL with `errno` `EACCES`, as libpctx.h says, instead of a handle whose
+/// `pctx_run` fails (issue 29).
+#[test]
+fn pctx_create_of_a_file_that_cannot_run_is_null_with_eacces() {
+    let dir = tmp().join(format!("pctx-noexec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("not-executable");
+    std::fs::write(&file, "#!/bin/sh\ntrue\n").unwrap();
+    let (file, dir) = (file.display().to_string(), dir.display().to_string());
+    for path in [file.as_str(), dir.as_str()] {
+        let out = run_output(&programs().0, "perf", &["create", path], &[]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            stdout.trim(),
+            "[p] pctx_create NULL EACCES",
+            "{path}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// `pctx_capture` of a zombie says the process has exited (`ESRCH`), not that tracing it is
+/// forbidden (`EACCES` blaming ptrace_scope, as it did: issue 29).
+#[test]
+fn pctx_capture_of_a_zombie_says_it_has_exited() {
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    let state = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(')')
+            .and_then(|(_, r)| r.trim().chars().next())
+    };
+    let start = std::time::Instant::now();
+    while state() != Some('Z') {
+        assert!(
+            start.elapsed().as_secs() < 10,
+            "{pid} never became a zombie"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let out = run_output(&programs().0, "perf", &["capture", &pid.to_string()], &[]);
+    child.wait().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stdout.trim(), "[p] pctx_capture NULL ESRCH", "{stderr}");
+    assert!(stderr.contains("zombie"), "{stderr}");
+    assert!(!stderr.contains("ptrace_scope"), "{stderr}");
+}
+
 #[test]
 fn threads_get_lwp_create_from_their_creator_then_init_lwp() {
     let t = target();

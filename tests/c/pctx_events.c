@@ -4,7 +4,10 @@
  * usage: pctx_events MODE ... FILE [ARG...]   (FILE is run with ARG... under pctx_create)
  *   seq [-f] [-x] FILE...     log every callback with its ids; -f registers a fork callback
  *                             (which logs the child's callbacks the same way), -x makes the
- *                             exec callback return -1; then "pctx_run RC" and "released"
+ *                             exec callback return -1, -l the lwp_exit callback; then
+ *                             "pctx_run RC" and "released"
+ *   create FILE [ARG...]      pctx_create only: "pctx_create NULL ERRNO-NAME" or "... handle"
+ *   capture PID               pctx_capture only, the same way
  *   ticks MSEC N FILE...      pctx_run(p, MSEC, N, tick): "ticks T elapsed E rc R" (ms)
  *   terminate MSEC N FILE...  the same, with a tick that calls pctx_terminate at its Nth call
  *   track MSEC FILE...        what cputrack does with -e and -f: init_lwp binds a set counting
@@ -23,7 +26,7 @@
 #include <unistd.h>
 
 static const char *who = "p";
-static int exec_rc;
+static int exec_rc, lwp_exit_rc;
 
 static void say(const char *fmt, ...) {
     char line[512];
@@ -62,7 +65,7 @@ static int lg_lwp_create(pctx_t *p, pid_t pid, id_t lwp, void *arg) {
 static int lg_lwp_exit(pctx_t *p, pid_t pid, id_t lwp, void *arg) {
     (void)p; (void)arg;
     say("lwp_exit #%d #%d", (int)pid, (int)lwp);
-    return 0;
+    return lwp_exit_rc;
 }
 static int lg_exec(pctx_t *p, pid_t pid, id_t lwp, char *cmd, void *arg) {
     (void)p; (void)arg;
@@ -102,6 +105,7 @@ static int seq(int argc, char **argv) {
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "-f") == 0) with_fork = 1;
         else if (strcmp(argv[i], "-x") == 0) exec_rc = -1;
+        else if (strcmp(argv[i], "-l") == 0) lwp_exit_rc = -1;
     }
     pctx_t *p = pctx_create(argv[i], &argv[i], NULL, 0, NULL);
     if (p == NULL || lg_events(p, with_fork) != 0) return 2;
@@ -242,12 +246,41 @@ static int track(int argc, char **argv) {
     return 0;
 }
 
+/* ---- create, capture: the handle or the errno ---- */
+
+static const char *errno_name(int e) {
+    switch (e) {
+    case EACCES: return "EACCES";
+    case ENOENT: return "ENOENT";
+    case ESRCH: return "ESRCH";
+    case EPERM: return "EPERM";
+    default: return strerror(e);
+    }
+}
+
+static int create_or_capture(const char *mode, int argc, char **argv) {
+    if (argc < 1) return 2;
+    errno = 0;
+    int create = strcmp(mode, "create") == 0;
+    pctx_t *p = create ? pctx_create(argv[0], &argv[0], NULL, 0, NULL)
+                       : pctx_capture((pid_t)atoi(argv[0]), NULL, 0, NULL);
+    if (p == NULL) {
+        say("pctx_%s NULL %s", mode, errno_name(errno));
+        return 0;
+    }
+    say("pctx_%s handle", mode);
+    pctx_release(p);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "seq") == 0 && argc > 2) return seq(argc - 2, argv + 2);
     if (strcmp(mode, "ticks") == 0) return ticks(argc - 2, argv + 2, 0);
     if (strcmp(mode, "terminate") == 0) return ticks(argc - 2, argv + 2, 1);
     if (strcmp(mode, "track") == 0) return track(argc - 2, argv + 2);
-    fprintf(stderr, "usage: %s seq|ticks|terminate|track ...\n", argv[0]);
+    if (strcmp(mode, "create") == 0 || strcmp(mode, "capture") == 0)
+        return create_or_capture(mode, argc - 2, argv + 2);
+    fprintf(stderr, "usage: %s seq|ticks|terminate|track|create|capture ...\n", argv[0]);
     return 2;
 }
