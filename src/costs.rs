@@ -450,7 +450,7 @@ fn base() -> &'static CostTable {
     BASE.get_or_init(|| {
         let (t, warnings) = default_table(Flavor::current());
         for w in warnings {
-            eprintln!("perfex: {w}");
+            crate::stderr_line!("perfex: {w}");
         }
         t
     })

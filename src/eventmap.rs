@@ -400,7 +400,7 @@ impl EventMap {
         static GLOBAL: OnceLock<EventMap> = OnceLock::new();
         GLOBAL.get_or_init(|| {
             EventMap::from_env().unwrap_or_else(|e| {
-                eprintln!("perfcompat: {e}; the {ENV_VAR} file is ignored");
+                crate::stderr_line!("perfcompat: {e}; the {ENV_VAR} file is ignored");
                 EventMap::new()
             })
         })

@@ -36,6 +36,27 @@
 //! # Ok::<(), perfcompat::Error>(())
 //! ```
 
+/// `eprintln!` for a library: a standard error that cannot be written (closed, a closed pipe,
+/// a full disk) loses the line instead of panicking, as C's `fprintf(stderr, ...)` would. The
+/// library's warnings never end the program that prints them (`eprintln!` panics, and a panic
+/// aborts a release build: `perfex -e 0 true 2>&1 | true` died with SIGABRT).
+#[macro_export]
+macro_rules! stderr_line {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `eprint!` as [`stderr_line!`] is `eprintln!`: text without a newline, never a panic.
+#[macro_export]
+macro_rules! stderr_text {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::write!(::std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod backend;
 pub mod calibrate;
 pub mod costfile;

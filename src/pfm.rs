@@ -1083,7 +1083,7 @@ impl Device {
         match generic {
             Some(g) => Ok(Request::new(g).flags(flags)),
             None => {
-                eprintln!(
+                crate::stderr_line!(
                     "pfm: {name} (counter {c}) has no Linux counterpart; select another event \
                      or disable the counter"
                 );
@@ -1134,7 +1134,7 @@ impl Device {
                     // No privilege to count a CPU: count this process instead.
                     live.clear();
                     if !st.fallback_said {
-                        eprintln!(
+                        crate::stderr_line!(
                             "pfm: counting a CPU needs privilege ({e}); counting this process \
                              and its children instead"
                         );
@@ -1188,7 +1188,7 @@ impl Device {
                 menu_event(st.chip, c as u32, st.code[c]).map(|n| format!("{n} (counter {c})"))
             })
             .collect();
-        eprintln!("pfm: counting {}: {e}", which.join(", "));
+        crate::stderr_line!("pfm: counting {}: {e}", which.join(", "));
         if unavailable {
             libc::ENOENT
         } else {

@@ -82,7 +82,7 @@ fn signals() -> (i32, i32) {
             system_sigemt().unwrap_or(DEFAULT_SIGEMT),
         );
         for m in &c.refused {
-            eprintln!("perfcompat: {m}");
+            crate::stderr_line!("perfcompat: {m}");
         }
         SIGEMT.store(c.sigemt, Ordering::Relaxed);
         OVERFLOW.store(c.overflow, Ordering::Release);

@@ -38,7 +38,7 @@ fn read_impl(e0: c_int, c0: Option<&mut i64>, e1: c_int, c1: Option<&mut i64>) -
 fn print_impl(e0: c_int, c0: i64, e1: c_int, c1: i64) -> c_int {
     match perfex::format_counters(e0, c0, e1, c1) {
         Ok(s) => {
-            eprint!("{s}");
+            perfcompat::stderr_text!("{s}");
             perfex::generation() as c_int
         }
         Err(e) => fail_with(c"print_counters", &e),
@@ -48,7 +48,7 @@ fn print_impl(e0: c_int, c0: i64, e1: c_int, c1: i64) -> c_int {
 fn costs_impl(e0: c_int, c0: i64, e1: c_int, c1: i64) -> c_int {
     match perfex::format_costs(e0, c0, e1, c1) {
         Ok(s) => {
-            eprint!("{s}");
+            perfcompat::stderr_text!("{s}");
             perfex::generation() as c_int
         }
         Err(e) => fail_with(c"print_costs", &e),

@@ -90,7 +90,7 @@ fn handoff() {
     };
     ffi_boundary("the perfex hand-over constructor", || {
         if let Err(e) = perfex::adopt_handoff(&value) {
-            eprintln!(
+            perfcompat::stderr_line!(
                 "libperfex: {}={value:?}: {e}; read_counters needs a start_counters",
                 perfex::HANDOFF_VAR
             );
@@ -118,7 +118,9 @@ fn preload(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char)
     let command = unsafe { args(argc, argv) };
     ffi_boundary("the PERFCOMPAT_PRELOAD_EVENTS constructor", || {
         if let Err(e) = start(&value, command) {
-            eprintln!("perfcompat: PERFCOMPAT_PRELOAD_EVENTS={value:?}: {e}; not counting");
+            perfcompat::stderr_line!(
+                "perfcompat: PERFCOMPAT_PRELOAD_EVENTS={value:?}: {e}; not counting"
+            );
         }
     });
 }

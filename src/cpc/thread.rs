@@ -230,7 +230,7 @@ pub(crate) fn adopt(spec: Arc<Spec>, start: usize) {
         match engine::bind_tagged(spec.backend, &spec.reqs, Target::CurrentThread, spec.tag) {
             Ok(b) => b,
             Err(e) => {
-                eprintln!(
+                crate::stderr_line!(
                     "libcpc: a new thread could not inherit the counters of its creator \
                  (CPC_BIND_LWP_INHERIT): {e}"
                 );
@@ -238,7 +238,7 @@ pub(crate) fn adopt(spec: Arc<Spec>, start: usize) {
             }
         };
     if let Err(e) = binding.freeze_as_overflowed() {
-        eprintln!("libcpc: a new thread's inherited counters: {e}");
+        crate::stderr_line!("libcpc: a new thread's inherited counters: {e}");
         return;
     }
     let id = binding.id();

@@ -193,7 +193,9 @@ fn env_override(index: usize) -> Option<i32> {
         Ok(n) if (0..32).contains(&n) => Some(n),
         _ => {
             WARNED[index].call_once(|| {
-                eprintln!("libperfex: ignoring {name}={value:?}: not an event number in 0..31")
+                crate::stderr_line!(
+                    "libperfex: ignoring {name}={value:?}: not an event number in 0..31"
+                )
             });
             None
         }
@@ -445,7 +447,7 @@ pub fn thread_started() {
     };
     if let Err(e) = pre_start(h) {
         WARNED.call_once(|| {
-            eprintln!(
+            crate::stderr_line!(
                 "libperfex: a new thread cannot count the events perfex counts ({e}); its \
                  read_counters needs a start_counters"
             )

@@ -42,7 +42,7 @@ fn abort_after_panic(name: &str, p: Box<dyn std::any::Any + Send>) -> ! {
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into());
-    eprintln!("perfcompat: internal error in {name}: {msg}; aborting");
+    perfcompat::stderr_line!("perfcompat: internal error in {name}: {msg}; aborting");
     std::process::abort();
 }
 
@@ -136,7 +136,7 @@ pub(crate) fn fail(tell: Tell, func: &CStr, e: &Error) {
         Tell::Cpc(h) => report::report(h, func, report::subcode(e), e.errno(), Some(e)),
         Tell::Pctx => report::report(None, func, -1, e.errno(), Some(e)),
         Tell::Stderr => {
-            eprintln!("{}: {e}", func.to_string_lossy());
+            perfcompat::stderr_line!("{}: {e}", func.to_string_lossy());
             set_errno(e.errno());
         }
         Tell::Errno => set_errno(e.errno()),

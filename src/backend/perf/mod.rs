@@ -432,7 +432,7 @@ impl PerfBackend {
 fn fallback_notice(mhz: f64, source: &str) {
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
-        eprintln!(
+        crate::stderr_line!(
             "perfcompat: no hardware PMU on this host; 'cycles' is estimated as CPU time x \
              {mhz:.0} MHz, {source} (set PERFCOMPAT_CYCLES_FALLBACK=0 to refuse it instead)"
         );
