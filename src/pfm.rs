@@ -1318,6 +1318,23 @@ impl Device {
     /// after slot) from the read position, which advances; a read at the end returns nothing
     /// and rewinds, so the next read starts over.
     pub fn read(&self, max: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let _ = self.read_into(max, |b| {
+            out.extend_from_slice(b);
+            Ok(())
+        });
+        out
+    }
+
+    /// [`Device::read`] delivering the bytes to `sink` (the copy into the caller's buffer):
+    /// the read position moves only when `sink` succeeds, so a read that fails (`EFAULT`)
+    /// changes nothing. Returns the number of bytes delivered (0 at the end, which rewinds
+    /// without calling `sink`).
+    pub fn read_into(
+        &self,
+        max: usize,
+        sink: impl FnOnce(&[u8]) -> Result<(), Errno>,
+    ) -> Result<usize, Errno> {
         let mut st = self.state();
         let total = if st.items & PFM_PROFILING == 0 || st.urange.is_none() {
             0
@@ -1328,7 +1345,7 @@ impl Device {
         let to = (from.saturating_add(max)).min(total);
         if from == to {
             st.read_pos = 0;
-            return Vec::new();
+            return Ok(0);
         }
         let mut bytes = Vec::with_capacity(to - from);
         // SAFETY: the buckets are replaced only by `prof_mut`, which needs `st` (held here)
@@ -1344,8 +1361,9 @@ impl Device {
                 }
             }
         }
+        sink(&bytes)?;
         st.read_pos = to;
-        bytes
+        Ok(bytes.len())
     }
 
     /// Change the profile's signal-side state with every overflow hook shut out (and every

@@ -292,13 +292,11 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: usize) -> isiz
     }
 }
 
+/// The profile into `buf`: the device's read position moves only when the copy succeeded, so
+/// a read that fails with `EFAULT` consumes nothing.
 fn read_device(d: &Device, buf: *mut c_void, count: usize) -> isize {
-    let bytes = d.read(count);
-    if bytes.is_empty() {
-        return 0;
-    }
-    match copy_out_bytes(buf as usize, &bytes) {
-        Ok(()) => bytes.len() as isize,
+    match d.read_into(count, |bytes| copy_out_bytes(buf as usize, bytes)) {
+        Ok(n) => n as isize,
         Err(e) => {
             set_errno(e);
             -1

@@ -233,10 +233,29 @@ static void ev4(void) {
     volatile size_t four = 4; /* a count unknown at compile time: __read_chk when fortified */
     CHECK(read(fd, &bucket, four) == 4 && bucket == 3);
     CHECK(read(fd, &bucket, 4) == 0);
+    /* A read that fails changes nothing: the position stays where it was. */
     FAILS(read(fd, bad_tail(2), 4), EFAULT);
+    bucket = 99;
+    CHECK(read(fd, &bucket, 4) == 4 && bucket == 3);
     CHECK(read(fd, &bucket, 4) == 0);
     CHECK(ioctl(fd, PCNTGETCNT, &pc) == 0);
     CHECK(c[0].pf_cntr0 == 5);
+    /* 40 bytes of profile (10 buckets): failed reads, from the start and from the middle,
+     * whole or partly unwritable, consume nothing. */
+    struct pfrange forty = {0x10000, 0x10000 + 40, 1};
+    CHECK(ioctl(fd, PCNTSETURANGE, &forty) == 0);
+    CHECK(ioctl(fd, PCNTGETRSIZE, &rsize) == 0 && rsize == 40);
+    unsigned char prof[64];
+    void *volatile nowhere = NULL; /* not a constant: no compile-time nonnull error */
+    FAILS(read(fd, nowhere, 16), EFAULT);
+    CHECK(read(fd, prof, sizeof prof) == 40);
+    CHECK(read(fd, prof, sizeof prof) == 0);
+    CHECK(read(fd, prof, 8) == 8);
+    FAILS(read(fd, bad_tail(8), 16), EFAULT);
+    FAILS(read(fd, nowhere, 16), EFAULT);
+    CHECK(read(fd, prof, sizeof prof) == 32);
+    CHECK(read(fd, prof, sizeof prof) == 0);
+    CHECK(ioctl(fd, PCNTSETURANGE, &r) == 0);
     /* Two-byte reads. */
     unsigned char half[2];
     CHECK(read(fd, half, 2) == 2 && read(fd, half, 2) == 2 && read(fd, half, 2) == 0);
