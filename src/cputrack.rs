@@ -392,16 +392,16 @@ impl Observer for Tracker<'_> {
         Ok(())
     }
 
-    fn lwp_exit(&mut self, pid: i32, tid: i32) {
+    fn lwp_exit(&mut self, pid: i32, tid: i32) -> Result<()> {
         if tid == pid || !self.counted(pid) {
-            return; // the first thread's end is the process's exit line
+            return Ok(()); // the first thread's end is the process's exit line
         }
         let Some(l) = self.lwps.get(&tid) else {
-            return;
+            return Ok(());
         };
         let (lwp, set) = (l.lwp, l.set);
         if self.sample(tid).is_err() {
-            return;
+            return Ok(());
         }
         let values = self.lwps.get(&tid).map(|l| l.totals[set].clone());
         if let Some(values) = values {
@@ -409,6 +409,7 @@ impl Observer for Tracker<'_> {
             // A write error shows again at the next record, which can return it.
             let _ = self.emit(r);
         }
+        Ok(())
     }
 
     fn fork(&mut self, pid: i32, tid: i32, child: i32) -> Follow {

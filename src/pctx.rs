@@ -106,8 +106,10 @@ pub enum Follow {
 
 /// What a [`Pctx`] tells its user. Every method has a default that does nothing (and
 /// [`Observer::fork`] follows children here). An error returned by `init_lwp`, `fini_lwp`,
-/// `exec` or `tick` ends [`Pctx::run`] with that error, with no further callback (the
-/// processes are released by [`Pctx::release`] or the drop, not killed).
+/// `lwp_create`, `lwp_exit`, `exec` or `tick` ends [`Pctx::run`] with that error, with no
+/// further callback (the processes are released by [`Pctx::release`] or the drop, not killed;
+/// after a refusal, [`Error::CallbackRefused`], the release makes no `fini_lwp` either, as
+/// libpctx's callbacks returning -1 ask).
 pub trait Observer {
     /// Thread `tid` of process `pid` is now observed; it has not run yet (a new thread, the
     /// created command, a program just executed).
@@ -122,12 +124,14 @@ pub trait Observer {
         Ok(())
     }
     /// Thread `tid` of process `pid` created thread `new` (called before `new`'s `init_lwp`).
-    fn lwp_create(&mut self, pid: i32, tid: i32, new: i32) {
+    fn lwp_create(&mut self, pid: i32, tid: i32, new: i32) -> Result<()> {
         let _ = (pid, tid, new);
+        Ok(())
     }
     /// Thread `tid` of process `pid` is exiting (before its `fini_lwp`).
-    fn lwp_exit(&mut self, pid: i32, tid: i32) {
+    fn lwp_exit(&mut self, pid: i32, tid: i32) -> Result<()> {
         let _ = (pid, tid);
+        Ok(())
     }
     /// Thread `tid` of process `pid` created process `child`: say how to follow it.
     fn fork(&mut self, pid: i32, tid: i32, child: i32) -> Follow {
@@ -546,6 +550,9 @@ pub struct Pctx {
     tasks: BTreeMap<i32, Task>,
     status: Option<Status>,
     rusage: libc::rusage,
+    /// A callback refused ([`Error::CallbackRefused`]): the run ended there, and no callback
+    /// is made after it, the release's `fini_lwp` included.
+    refused: bool,
     started: bool,
     /// The copies of this controller that follow children ([`Follow::Copy`]), to reap.
     copies: Vec<i32>,
@@ -559,6 +566,7 @@ impl Pctx {
             signals,
             tasks: BTreeMap::new(),
             status: None,
+            refused: false,
             // SAFETY: plain data.
             rusage: unsafe { std::mem::zeroed() },
             started: false,
@@ -901,7 +909,7 @@ impl Pctx {
             // the exit stop).
             if let Some(t) = self.tasks.remove(&tid) {
                 if t.observed {
-                    obs.lwp_exit(t.pid, tid);
+                    obs.lwp_exit(t.pid, tid)?;
                     obs.fini_lwp(t.pid, tid)?;
                 }
                 if tid == t.pid {
@@ -931,7 +939,7 @@ impl Pctx {
                 let thread = st >> 16 == EVENT_CLONE && tgid_of(new).is_none_or(|g| g == t.pid);
                 if thread {
                     self.tasks.entry(new).or_insert(Task::new(t.pid));
-                    obs.lwp_create(t.pid, tid, new);
+                    obs.lwp_create(t.pid, tid, new)?;
                 } else {
                     match obs.fork(t.pid, tid, new) {
                         Follow::Here => {
@@ -964,7 +972,7 @@ impl Pctx {
             EVENT_EXIT => {
                 if t.observed {
                     self.set_observed(tid, false);
-                    obs.lwp_exit(t.pid, tid);
+                    obs.lwp_exit(t.pid, tid)?;
                     obs.fini_lwp(t.pid, tid)?;
                 }
                 Self::cont(tid, 0);
@@ -1078,7 +1086,10 @@ impl Pctx {
         };
         match self.run(obs, interval, samples) {
             Ok(_) => Ok(true),
-            Err(Error::CallbackRefused { .. }) => Ok(false),
+            Err(Error::CallbackRefused { .. }) => {
+                self.refused = true;
+                Ok(false)
+            }
             Err(e) => Err(e),
         }
     }
@@ -1090,7 +1101,7 @@ impl Pctx {
         let mut first = Ok(());
         let tasks = std::mem::take(&mut self.tasks);
         for (&tid, t) in &tasks {
-            if t.observed {
+            if t.observed && !self.refused {
                 if let Err(e) = obs.fini_lwp(t.pid, tid) {
                     first = first.and(Err(e));
                 }

@@ -42,11 +42,13 @@ impl Observer for Log {
         self.faults.push((pid, tid, v[0]));
         Ok(())
     }
-    fn lwp_create(&mut self, _pid: i32, _tid: i32, _new: i32) {
+    fn lwp_create(&mut self, _pid: i32, _tid: i32, _new: i32) -> perfcompat::Result<()> {
         self.events.push("lwp_create".into());
+        Ok(())
     }
-    fn lwp_exit(&mut self, _pid: i32, _tid: i32) {
+    fn lwp_exit(&mut self, _pid: i32, _tid: i32) -> perfcompat::Result<()> {
         self.events.push("lwp_exit".into());
+        Ok(())
     }
     fn fork(&mut self, _pid: i32, _tid: i32, _child: i32) -> Follow {
         self.events.push("fork".into());

@@ -296,10 +296,6 @@ struct Calls {
     arg: *mut c_void,
     cb: Callbacks,
     tick: Option<TickFn>,
-    /// Set when a callback whose result the engine does not take (`lwp_create`, `lwp_exit`)
-    /// returned non-zero: the run ends at the next callback the engine asks for, which is not
-    /// made, and no later callback is made (as `pctx_run` documents).
-    refusal: Option<Error>,
 }
 
 /// `pctx_run`'s tick callback.
@@ -318,19 +314,6 @@ impl Calls {
             arg: c.arg,
             cb: *c.callbacks.lock().unwrap_or_else(|p| p.into_inner()),
             tick,
-            refusal: None,
-        }
-    }
-
-    /// The refusal that ended the run, if a callback made one.
-    fn ended(&self) -> perfcompat::Result<()> {
-        self.refusal.clone().map_or(Ok(()), Err)
-    }
-
-    /// A callback whose result the engine does not take: a refusal is kept for [`Calls::ended`].
-    fn lwp_kept(&mut self, f: Option<LwpFn>, what: &'static str, pid: i32, tid: i32) {
-        if self.refusal.is_none() {
-            self.refusal = self.lwp(f, what, pid, tid).err();
         }
     }
 
@@ -352,30 +335,26 @@ impl Calls {
 
 impl Observer for Calls {
     fn init_lwp(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
-        self.ended()?;
         self.lwp(self.cb.init_lwp, "init_lwp", pid, tid)
     }
     fn fini_lwp(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
-        self.ended()?;
         self.lwp(self.cb.fini_lwp, "fini_lwp", pid, tid)
     }
-    fn lwp_create(&mut self, pid: i32, tid: i32, _new: i32) {
-        self.lwp_kept(self.cb.lwp_create, "lwp_create", pid, tid);
+    fn lwp_create(&mut self, pid: i32, tid: i32, _new: i32) -> perfcompat::Result<()> {
+        self.lwp(self.cb.lwp_create, "lwp_create", pid, tid)
     }
-    fn lwp_exit(&mut self, pid: i32, tid: i32) {
-        self.lwp_kept(self.cb.lwp_exit, "lwp_exit", pid, tid);
+    fn lwp_exit(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
+        self.lwp(self.cb.lwp_exit, "lwp_exit", pid, tid)
     }
     fn fork(&mut self, _pid: i32, _tid: i32, _child: i32) -> Follow {
-        if self.cb.fork.is_some() && self.refusal.is_none() {
+        if self.cb.fork.is_some() {
             Follow::Copy
         } else {
             Follow::No
         }
     }
     fn adopt(&mut self, child: perfcompat::Result<Pctx>, pid: i32, _tid: i32) {
-        let Some(f) = self.cb.fork.filter(|_| self.refusal.is_none()) else {
-            return;
-        };
+        let Some(f) = self.cb.fork else { return };
         let child = match child {
             Ok(c) => c,
             Err(e) => return edge::fail(Tell::Pctx, c"pctx_run", &e),
@@ -392,7 +371,6 @@ impl Observer for Calls {
         }
     }
     fn exec(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
-        self.ended()?;
         let Some(f) = self.cb.exec else { return Ok(()) };
         let path = std::fs::read_link(format!("/proc/{pid}/exe"))
             .map(|p| p.as_os_str().as_bytes().to_vec())
@@ -414,7 +392,7 @@ impl Observer for Calls {
         }
     }
     fn exit(&mut self, pid: i32, status: Status) {
-        if let Some(f) = self.cb.exit.filter(|_| self.refusal.is_none()) {
+        if let Some(f) = self.cb.exit {
             // SAFETY: the program's callback.
             unsafe {
                 f(
@@ -428,7 +406,6 @@ impl Observer for Calls {
         }
     }
     fn tick(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
-        self.ended()?;
         let Some(f) = self.tick else { return Ok(()) };
         // SAFETY: the program's callback.
         match unsafe { f(self.handle, pid, tid as libc::id_t, self.arg) } {
@@ -476,14 +453,7 @@ pub unsafe extern "C" fn pctx_run(
         let (mut p, mut calls) = take_process(pctx, if msec == 0 { None } else { tick })?;
         let r = p.run_ms(&mut calls, msec, nsamples);
         put_back(pctx, p);
-        // A refusal the engine did not see (the run ended first) counts as one it saw.
-        r.map(|done| {
-            if done && calls.refusal.is_none() {
-                0
-            } else {
-                -1
-            }
-        })
+        r.map(|done| if done { 0 } else { -1 })
     })
 }
 
