@@ -179,7 +179,7 @@ fn golden_ticks_lwp_exit_and_exit_on_ultrasparc() {
         first.advance("Cycle_cnt", 765308);
         first.advance("Instr_cnt", 219233);
         t.tick(pid, first.tid).unwrap();
-        t.lwp_create(pid, first.tid, second.tid);
+        t.lwp_create(pid, first.tid, second.tid).unwrap();
         t.init_lwp(pid, second.tid).unwrap();
         first.advance("Cycle_cnt", 50);
         second.advance("Cycle_cnt", 7);
@@ -187,11 +187,11 @@ fn golden_ticks_lwp_exit_and_exit_on_ultrasparc() {
         t.tick(pid, first.tid).unwrap();
         t.tick(pid, second.tid).unwrap();
         second.advance("Cycle_cnt", 5);
-        t.lwp_exit(pid, second.tid);
+        t.lwp_exit(pid, second.tid).unwrap();
         t.fini_lwp(pid, second.tid).unwrap();
         first.advance("Instr_cnt", 1);
         t.tick(pid, first.tid).unwrap();
-        t.lwp_exit(pid, first.tid);
+        t.lwp_exit(pid, first.tid).unwrap();
         t.fini_lwp(pid, first.tid).unwrap();
         t.exit(pid, Status::Exited(0));
         first.end();
