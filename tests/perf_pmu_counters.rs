@@ -284,6 +284,30 @@ fn walkers_list_each_counters_events() {
     ));
 }
 
+/// Open a user-mode event on model `m` as the backend opens a set's members: in `leader`'s
+/// group (a new group without one), disabled or not, read with the group format and times.
+fn open_in_group(
+    m: &Model,
+    code: PerfCode,
+    disabled: bool,
+    leader: Option<&std::os::fd::OwnedFd>,
+) -> Result<std::os::fd::OwnedFd, i32> {
+    use perfcompat::backend::perf::kernel::Kernel;
+    use std::os::fd::AsRawFd;
+    let mut a = b::perf_event_attr {
+        size: std::mem::size_of::<b::perf_event_attr>() as u32,
+        type_: code.type_,
+        config: code.config,
+        read_format: (b::PERF_FORMAT_GROUP
+            | b::PERF_FORMAT_TOTAL_TIME_ENABLED
+            | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64,
+        ..Default::default()
+    };
+    a.set_disabled(u64::from(disabled));
+    a.set_exclude_kernel(1);
+    m.perf_event_open(&mut a, 0, -1, leader.map_or(-1, |l| l.as_raw_fd()), 0)
+}
+
 /// The model as the arm64 driver: with the leader disabled, a group of 8 (7 enabled members)
 /// opens on 6 + 1 counters and never runs after the enable (`time_running` 0 while
 /// `time_enabled` grows); a 9th member fails with EINVAL; `cycles` takes the cycle counter.
@@ -294,19 +318,7 @@ fn the_model_plays_the_arm64_driver() {
     use std::mem::MaybeUninit;
     use std::os::fd::{AsRawFd, OwnedFd};
     let open = |m: &Model, code: PerfCode, leader: Option<&OwnedFd>| {
-        let mut a = b::perf_event_attr {
-            size: std::mem::size_of::<b::perf_event_attr>() as u32,
-            type_: code.type_,
-            config: code.config,
-            read_format: (b::PERF_FORMAT_GROUP
-                | b::PERF_FORMAT_TOTAL_TIME_ENABLED
-                | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64,
-            ..Default::default()
-        };
-        a.set_disabled(u64::from(leader.is_none()));
-        a.set_exclude_kernel(1);
-        let group = leader.map_or(-1, |l| l.as_raw_fd());
-        m.perf_event_open(&mut a, 0, -1, group, 0)
+        open_in_group(m, code, leader.is_none(), leader)
     };
     let times = |m: &Model, leader: &OwnedFd| {
         let fd = leader.as_raw_fd();
@@ -377,18 +389,7 @@ fn the_model_answers_as_the_real_driver_did_in_the_guest() {
     use std::os::fd::{AsRawFd, OwnedFd};
     let m = Model::leak(Config::armv8_pmuv3());
     let open = |code: PerfCode, disabled: bool, leader: Option<&OwnedFd>| {
-        let mut a = b::perf_event_attr {
-            size: std::mem::size_of::<b::perf_event_attr>() as u32,
-            type_: code.type_,
-            config: code.config,
-            read_format: (b::PERF_FORMAT_GROUP
-                | b::PERF_FORMAT_TOTAL_TIME_ENABLED
-                | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64,
-            ..Default::default()
-        };
-        a.set_disabled(u64::from(disabled));
-        a.set_exclude_kernel(1);
-        m.perf_event_open(&mut a, 0, -1, leader.map_or(-1, |l| l.as_raw_fd()), 0)
+        open_in_group(m, code, disabled, leader)
     };
     /// Events, leader disabled, events opened, errno of the next one, runs once enabled.
     type Case = (&'static str, bool, usize, Option<i32>, Option<bool>);

@@ -6,17 +6,21 @@ mode=$(sed -n 's/.*perfcompat\.mode=\([a-z]*\).*/\1/p' /proc/cmdline)
 only=$(cat /guest/only 2>/dev/null)
 echo "GUEST START $mode"
 
+# Whether test $1 runs in this boot: its mode $2 is this boot's, and its name starts with one
+# of the names given to .ci/arm64 --only (if any).
+wanted() {
+  [ "$2" = "$mode" ] || return 1
+  [ -z "$only" ] && return 0
+  for o in $only; do
+    case $1 in "$o"*) return 0 ;; esac
+  done
+  return 1
+}
+
 t() { # name mode command...
-  name=$1 m=$2
+  name=$1
+  wanted "$1" "$2" || return 0
   shift 2
-  [ "$m" = "$mode" ] || return 0
-  if [ -n "$only" ]; then
-    want=0
-    for o in $only; do
-      case $name in "$o"*) want=1 ;; esac
-    done
-    [ $want = 1 ] || return 0
-  fi
   "$@" >/tmp/out 2>&1
   rc=$?
   grep '^GUEST ' /tmp/out
@@ -34,16 +38,9 @@ t() { # name mode command...
 # A program that checks itself and says so only by its exit status (the C examples): ok when it
 # exits 0, with its last line.
 x() { # name mode command...
-  name=$1 m=$2
+  name=$1
+  wanted "$1" "$2" || return 0
   shift 2
-  [ "$m" = "$mode" ] || return 0
-  if [ -n "$only" ]; then
-    want=0
-    for o in $only; do
-      case $name in "$o"*) want=1 ;; esac
-    done
-    [ $want = 1 ] || return 0
-  fi
   "$@" >/tmp/out 2>&1
   rc=$?
   last=$(grep -v '^$' /tmp/out | tail -1)
