@@ -241,6 +241,9 @@ pub struct BoundSet {
     // interval. Set with `gen_word`.
     gen: AtomicU64,
     detached: AtomicBool,
+    // The overflow signals of the notifying requests are off: the owner could not take them
+    // (`BoundSet::unsignalled`).
+    quiet: AtomicBool,
     user_data: AtomicUsize,
     // FORKS when the binding was made: a child of fork() has copies of the parent's counter
     // descriptors, which still count the parent; the child must neither read nor stop them.
@@ -477,6 +480,9 @@ impl BoundSet {
         }
         if self.gone() {
             return Err(Error::NotBound);
+        }
+        if self.notify != 0 && !self.is_frozen() {
+            self.take_unsignalled();
         }
         loop {
             let s1 = self.seq.begin();
@@ -807,6 +813,33 @@ impl BoundSet {
         self.write(|b| b.start_from_presets())
     }
 
+    /// Whether the binding's overflow signals are off (see `unsignalled`).
+    fn is_quiet(&self) -> bool {
+        self.quiet.load(Ordering::Acquire)
+    }
+
+    /// Turn the binding's overflow signals on again (`crate::watch` found its owner no longer
+    /// blocking them).
+    fn speak_again(&self) {
+        if self.quiet.swap(false, Ordering::AcqRel) {
+            self.group.set_signalled(true);
+        }
+    }
+
+    /// Handle the overflow whose record waits on `fd` for an owner that could not take its
+    /// signal. With `quiet` (the owner blocks the signal), also turn the binding's overflow
+    /// signals off until `crate::watch` finds the owner no longer blocking them:
+    /// a thread that keeps the signal blocked would otherwise collect one queued signal per
+    /// overflow, which the user's whole queue of real-time signals pays for. Overflows are
+    /// then found from their records only (by the sample and by `crate::watch`).
+    /// Async-signal-safe.
+    fn unsignalled(&self, fd: i32, quiet: bool) {
+        if quiet && !self.quiet.swap(true, Ordering::AcqRel) {
+            self.group.set_signalled(false);
+        }
+        self.interrupt(fd, true, 0);
+    }
+
     /// Change request `index`'s preset; it takes effect at the next [`BoundSet::restart`].
     ///
     /// Async-signal-safe.
@@ -1117,10 +1150,51 @@ impl BoundSet {
         }
     }
 
+    /// An overflow record waits while the set is not frozen: the overflow's signal has not
+    /// been handled. Handle it here, as the signal's handler would have, when no signal will
+    /// come for it: the binding's signals are off (`crate::watch` found the owner blocking
+    /// them), or the program ignores the signal. So a sample after such an overflow returns the
+    /// frozen values. A thread that blocks the signal for now (in a handler of its own, say)
+    /// or a handler of the program's that may pass it on are left to the signal and to
+    /// `crate::watch`, which acts once the record has waited. Async-signal-safe.
+    #[cold]
+    #[inline(never)]
+    fn take_unsignalled(&self) {
+        let Some(fd) = self.group.pending_overflow_fd() else {
+            return;
+        };
+        // Inside the library's own blocked scopes (or its overflow handler) the overflow
+        // handler runs when they end.
+        if crate::sigsafe::blocked_by_library() || gettid() != self.owner {
+            return;
+        }
+        let dropped =
+            !self.is_quiet() && crate::signal::disposition() == crate::signal::Disposition::Dropped;
+        if !self.is_quiet() && !dropped {
+            return;
+        }
+        // A record can outlive the overflow it reports (handled, or discarded by a restart
+        // that kept the group counting): only a request past its wrap now has one to handle.
+        let mut raw = [0u64; MAX_REQUESTS];
+        if self
+            .read_raw(&mut raw)
+            .map_or(true, |_| self.wrapped(&raw, None) == 0)
+        {
+            return;
+        }
+        if dropped {
+            crate::watch::tell_taken_over();
+        }
+        self.unsignalled(fd, false);
+    }
+
     fn detach(&self) {
         // After fork the descriptors still drive the parent's counters: only close ours.
         if !self.detached.swap(true, Ordering::AcqRel) && !self.inherited_from_parent() {
             self.write(|b| b.group.stop());
+            if self.notify != 0 {
+                crate::watch::unregister(self.id);
+            }
         }
     }
 }
@@ -1562,6 +1636,7 @@ pub fn bind_tagged(
         running0: AtomicU64::new(0),
         gen: AtomicU64::new(0),
         detached: AtomicBool::new(false),
+        quiet: AtomicBool::new(false),
         user_data: AtomicUsize::new(user_data),
         fork_gen: FORKS.load(Ordering::Relaxed),
     });
@@ -1572,6 +1647,11 @@ pub fn bind_tagged(
         register(&b, thread_bound)?;
     }
     let binding = Binding { inner: b };
+    // Before counting starts: the first one starts the watcher thread, whose creation costs
+    // this thread page faults.
+    if notify != 0 && thread_bound && !binding.kind.is_emulated() {
+        crate::watch::register(binding.inner.clone());
+    }
     binding.write(|b| b.start_from_presets())?;
     // Backends that detect overflows themselves (the emulated PMUs) keep a weak handle.
     let weak: std::sync::Weak<BoundSet> = Arc::downgrade(&binding.inner);
@@ -1583,6 +1663,44 @@ impl BoundSet {
     /// The backend that counts it.
     pub fn backend_kind(&self) -> BackendKind {
         self.kind
+    }
+}
+
+impl crate::watch::Watched for BoundSet {
+    fn id(&self) -> u64 {
+        self.id
+    }
+    fn owner(&self) -> i32 {
+        self.owner
+    }
+    fn gone(&self) -> bool {
+        BoundSet::gone(self)
+    }
+    fn overflow_fds(&self, out: &mut Vec<i32>) {
+        self.group.overflow_fds(out);
+    }
+    fn record_pending(&self, fd: i32) -> bool {
+        if self.is_frozen() || self.group.overflow_record_pending(fd) != Some(true) {
+            return false;
+        }
+        // A record can outlive the overflow it reports (see `take_unsignalled`): only a
+        // request past its wrap now has one to handle.
+        let mut raw = [0u64; MAX_REQUESTS];
+        self.group
+            .read_from_elsewhere(&mut raw[..self.n])
+            .is_ok_and(|_| self.wrapped(&raw, None) != 0)
+    }
+    fn handle(&self, fd: i32, owner_blocks: bool) {
+        self.unsignalled(fd, owner_blocks);
+    }
+    fn record_mark(&self, fd: i32) -> Option<u64> {
+        self.group.overflow_record_mark(fd)
+    }
+    fn quiet(&self) -> bool {
+        self.is_quiet()
+    }
+    fn speak(&self) {
+        self.speak_again();
     }
 }
 

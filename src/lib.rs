@@ -78,6 +78,7 @@ pub mod sigsafe;
 pub mod sys;
 pub mod threads;
 pub mod virt;
+pub mod watch;
 
 pub use engine::{bind, bind_with, Binding, BoundSet, OverflowEvent, SampleInfo};
 pub use error::{Error, Result};

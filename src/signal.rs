@@ -112,6 +112,47 @@ pub fn install_overflow_handler(dispatch: Dispatch) -> crate::Result<()> {
     Ok(())
 }
 
+/// What the overflow signal's disposition is now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// The engine's handler.
+    Ours,
+    /// `SIG_IGN`, or `SIG_DFL` (the handler was never installed, or the program reset it):
+    /// the kernel discards (or dies of) the signal, nothing of the engine's runs.
+    Dropped,
+    /// A handler of the program's own (which may or may not pass the signal on).
+    Foreign,
+}
+
+/// The overflow signal's disposition now. Async-signal-safe (one system call).
+pub fn disposition() -> Disposition {
+    // SAFETY: a query of the disposition into a local.
+    let h = unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(overflow_signal(), std::ptr::null(), &mut act) != 0 {
+            return Disposition::Foreign;
+        }
+        act.sa_sigaction
+    };
+    if h == on_overflow_signal as *const () as usize {
+        Disposition::Ours
+    } else if h == libc::SIG_IGN || h == libc::SIG_DFL {
+        Disposition::Dropped
+    } else {
+        Disposition::Foreign
+    }
+}
+
+/// Whether the calling thread blocks the overflow signal. Async-signal-safe (one system call).
+pub fn blocked_here() -> bool {
+    // SAFETY: a query of the calling thread's mask into a local.
+    unsafe {
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut mask) == 0
+            && libc::sigismember(&mask, overflow_signal()) == 1
+    }
+}
+
 /// The kernel's fallback for an overflow signal it could not queue (see
 /// `install_overflow_handler`): `si_code` is `SI_KERNEL` and there is no `si_fd`.
 extern "C" fn on_sigio(_sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {

@@ -22,6 +22,13 @@ thread_local! {
     static WINDOW: Cell<usize> = const { Cell::new(0) };
 }
 
+/// Whether the library has every signal blocked on this thread now (inside a [`Blocked`] scope
+/// or the overflow handler): the thread's mask then says nothing of the program's.
+/// Async-signal-safe.
+pub fn blocked_by_library() -> bool {
+    ALL_BLOCKED.try_with(|d| d.get() > 0).unwrap_or(true)
+}
+
 /// All signals blocked on this thread until dropped (then the previous mask is restored).
 pub struct Blocked {
     old: Option<libc::sigset_t>,

@@ -23,6 +23,26 @@ pub fn now_ns() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
+thread_local! {
+    static CREATING_INTERNAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f`, which creates a thread of the library's own (the overflow watcher): the
+/// thread-creation hook gives such a thread nothing to inherit (no libcpc set, no libperfex
+/// counters).
+pub fn create_internal_thread<R>(f: impl FnOnce() -> R) -> R {
+    CREATING_INTERNAL.with(|c| c.set(true));
+    let r = f();
+    CREATING_INTERNAL.with(|c| c.set(false));
+    r
+}
+
+/// Whether the calling thread is creating a thread of the library's own
+/// ([`create_internal_thread`]).
+pub fn creating_internal_thread() -> bool {
+    CREATING_INTERNAL.try_with(|c| c.get()).unwrap_or(false)
+}
+
 /// The signal the perf backend asks the kernel to send on counter overflow. A real-time
 /// signal, so that overflows queue instead of coalescing; `PERFCOMPAT_OVERFLOW_SIGNAL` can
 /// name another one (a number) when the program uses this one itself. Read once (the first

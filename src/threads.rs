@@ -24,6 +24,9 @@ pub struct NewThread {
 /// Called in the creating thread: what the new thread must do first, if anything. Two relaxed
 /// atomic loads when there is nothing to do.
 pub fn on_create() -> Option<NewThread> {
+    if crate::sys::creating_internal_thread() {
+        return None;
+    }
     let perfex = crate::perfex::handed_over();
     let active = thread::ACTIVE.load(Ordering::Relaxed) != 0;
     if !active && !perfex {

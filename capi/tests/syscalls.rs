@@ -36,25 +36,35 @@ fn program() -> PathBuf {
 }
 
 /// For each "BEGIN x" .. "END x" section of the traced program's output: the system calls
-/// between the markers, by name (a delivered signal counts as "---").
+/// between the markers made by the thread that wrote them, by name (a delivered signal counts
+/// as "---"). Other threads' calls are not the operation's: the library's overflow watcher
+/// (src/watch.rs) waits in `poll` and sleeps on a thread of its own.
 fn sections(trace: &str) -> BTreeMap<String, BTreeMap<String, usize>> {
     let mut out: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
-    let mut current: Option<String> = None;
+    let mut current: Option<(String, String)> = None;
     for line in trace.lines() {
         // Strip strace's "pid " prefix.
-        let l = match line.split_once(' ') {
-            Some((p, rest)) if p.chars().all(|c| c.is_ascii_digit()) => rest.trim_start(),
-            _ => line,
+        let (pid, l) = match line.split_once(' ') {
+            Some((p, rest)) if p.chars().all(|c| c.is_ascii_digit()) => (p, rest.trim_start()),
+            _ => ("", line),
         };
         if let Some(i) = l.find("\"BEGIN ") {
-            current = l[i + 7..].split('\\').next().map(str::to_string);
+            current = l[i + 7..]
+                .split('\\')
+                .next()
+                .map(|name| (name.to_string(), pid.to_string()));
             continue;
         }
         if l.contains("\"END ") {
             current = None;
             continue;
         }
-        if let Some(c) = &current {
+        if let Some((c, writer)) = &current {
+            // A call another thread's line interrupted shows again as "<... name resumed>":
+            // counted once, at its start.
+            if pid != writer || l.starts_with("<...") {
+                continue;
+            }
             let name = l.split(['(', ' ']).next().unwrap_or("").to_string();
             *out.entry(c.clone()).or_default().entry(name).or_default() += 1;
         }

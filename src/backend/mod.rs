@@ -253,6 +253,35 @@ pub trait Group: Send + Sync {
         let _ = fd;
         None
     }
+    /// The descriptors of the notifying requests that another thread can wait on with
+    /// `poll(2)`: each overflow record makes one readable (`POLLIN`). Empty where there are none
+    /// (emulated PMUs, a model kernel, inherited events). Default: none.
+    fn overflow_fds(&self, out: &mut Vec<i32>) {
+        let _ = out;
+    }
+    /// Where the oldest overflow record of `fd` not yet consumed starts; `None` where the
+    /// backend keeps no records for `fd`. The same mark with a record waiting at two looks
+    /// means that record has waited all along. Default: none.
+    fn overflow_record_mark(&self, fd: i32) -> Option<u64> {
+        let _ = fd;
+        None
+    }
+    /// [`Group::read`] made from a thread other than the one the group counts (no user-space
+    /// counter reads, whose values mean something on the counted thread only). Default:
+    /// [`Group::read`].
+    fn read_from_elsewhere(&self, out: &mut [u64]) -> std::result::Result<Times, i32> {
+        self.read(out)
+    }
+    /// Turn the overflow signals of the notifying requests off (`on` false: their overflows
+    /// still write their records) or back on. Async-signal-safe. Default: nothing.
+    fn set_signalled(&self, on: bool) {
+        let _ = on;
+    }
+    /// A notifying request's descriptor with an overflow record waiting, if any: an overflow
+    /// whose signal has not been handled (yet). Async-signal-safe. Default: none.
+    fn pending_overflow_fd(&self) -> Option<i32> {
+        None
+    }
     /// For downcasting by the backend that made it.
     fn as_any(&self) -> &dyn Any;
 }

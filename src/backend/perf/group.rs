@@ -44,6 +44,9 @@ pub struct PerfGroup {
     // Read with a `read` system call made inline by the caller ([`DirectRead`]): the kernel is
     // the host's (not a model), one unit, no `rdpmc` pages.
     pub(super) inline_read: bool,
+    // The descriptors are the host kernel's (not a model's): another thread can poll them
+    // ([`Group::overflow_fds`]).
+    pub(super) pollable: bool,
     // The kernel sampling period each notifying request was last given (at open or by
     // `PERF_EVENT_IOC_PERIOD`).
     pub(super) armed: [AtomicU64; MAX_REQUESTS],
@@ -197,7 +200,17 @@ impl PerfGroup {
     }
 
     fn read_unit(&self, u: &Unit, out: &mut [u64]) -> std::result::Result<Times, i32> {
-        if let Some(p) = &u.mmaps {
+        self.read_unit_with(u, out, true)
+    }
+
+    /// [`PerfGroup::read_unit`], with the user-space read only when `user_read`.
+    fn read_unit_with(
+        &self,
+        u: &Unit,
+        out: &mut [u64],
+        user_read: bool,
+    ) -> std::result::Result<Times, i32> {
+        if let (Some(p), true) = (&u.mmaps, user_read) {
             if let Some(t) = p.read(out) {
                 return Ok(t);
             }
@@ -570,6 +583,60 @@ impl Group for PerfGroup {
 
     fn overflow_record_pending(&self, fd: i32) -> Option<bool> {
         Some(self.ring_of(fd)?.pending())
+    }
+
+    fn overflow_fds(&self, out: &mut Vec<i32>) {
+        if !self.pollable {
+            return;
+        }
+        for u in &self.units {
+            out.extend(u.rings.iter().map(|(i, _)| u.fds[*i].as_raw_fd()));
+        }
+    }
+
+    fn overflow_record_mark(&self, fd: i32) -> Option<u64> {
+        Some(self.ring_of(fd)?.mark())
+    }
+
+    fn read_from_elsewhere(&self, out: &mut [u64]) -> std::result::Result<Times, i32> {
+        let out = &mut out[..self.n];
+        out.fill(0);
+        let mut t = Times::default();
+        let mut tmp = [0u64; MAX_REQUESTS];
+        for u in &self.units {
+            let x = self.read_unit_with(u, &mut tmp[..self.n], false)?;
+            for (o, v) in out.iter_mut().zip(&tmp) {
+                *o = o.wrapping_add(*v);
+            }
+            t.enabled += x.enabled;
+            t.running += x.running;
+        }
+        self.scale(out);
+        Ok(t)
+    }
+
+    fn set_signalled(&self, on: bool) {
+        let flags = if on {
+            libc::O_ASYNC | libc::O_NONBLOCK
+        } else {
+            libc::O_NONBLOCK
+        };
+        for u in &self.units {
+            for (i, _) in &u.rings {
+                let _ = self
+                    .kernel
+                    .fcntl(u.fds[*i].as_raw_fd(), libc::F_SETFL, flags as usize);
+            }
+        }
+    }
+
+    fn pending_overflow_fd(&self) -> Option<i32> {
+        self.units.iter().find_map(|u| {
+            u.rings
+                .iter()
+                .find(|(_, r)| r.pending())
+                .map(|(i, _)| u.fds[*i].as_raw_fd())
+        })
     }
 
     fn as_any(&self) -> &dyn Any {

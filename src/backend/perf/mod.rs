@@ -728,6 +728,7 @@ impl Backend for PerfBackend {
         Ok(Box::new(PerfGroup {
             kernel: self.kernel,
             inline_read,
+            pollable: self.host,
             armed,
             reloads_whole,
             untouched: AtomicU64::new(0),

@@ -134,6 +134,14 @@ impl Ring {
         unsafe { ptr::read_volatile(self.base.add(off + at).cast::<u64>()) }
     }
 
+    /// Where the oldest record not yet consumed starts (`data_tail`): it moves when records are
+    /// consumed or discarded, so a record still waiting at the same mark has not been read.
+    pub fn mark(&self) -> u64 {
+        let pg = self.page();
+        // SAFETY: a field of the live metadata page.
+        unsafe { ptr::read_volatile(&(*pg).data_tail) }
+    }
+
     /// Whether a record is waiting to be read.
     pub fn pending(&self) -> bool {
         let pg = self.page();

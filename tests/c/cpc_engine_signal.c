@@ -1,0 +1,172 @@
+/* Overflows of a program that does something of its own with the library's overflow signal
+ * (SIGRTMAX-2) or with its signal mask (capi/tests/engine_signal.rs, issue 29 item 1). One
+ * page-faults request, preset UINT64_MAX-99, notifies on overflow; each round makes 1000 page
+ * faults (the wrap is at the 100th), and the set must be frozen at the wrap: value 0, twice,
+ * with more faults in between. Modes (argv[1]):
+ *   normal    nothing special: the control
+ *   sigwait   every signal blocked (sigfillset); SIGEMT taken with sigtimedwait before the
+ *             sample: exactly one SIGEMT per overflow
+ *   blocked   SIGRTMAX-2 blocked; from the second round on, sample right after the faults
+ *             (the first overflow shows the library that the thread blocks the signal)
+ *   blockwait SIGRTMAX-2 blocked; wait for SIGEMT's handler before the sample
+ *   ignored   SIGRTMAX-2 set to SIG_IGN
+ *   replaced  a handler of the program's own on SIGRTMAX-2 (which does not pass it on);
+ *             wait for SIGEMT's handler before the sample (a handler of the program's may
+ *             pass the signal on, so the library waits to see the record left waiting)
+ * In the modes that block SIGRTMAX-2, at most 20 of it are left pending at the end (the
+ * library turns the binding's signals off once it found them blocked). argv[2]: rounds
+ * (default 100). Prints the first frozen value, "<n> notifications" and
+ * "<k> failures"; exits 0 when there were none. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libcpc.h>
+
+static volatile sig_atomic_t notified, stolen;
+static int failures;
+static char *pages;
+static long psz, next_page, npages;
+
+#define CHECK(c)                                                                                \
+    do {                                                                                        \
+        if (!(c)) {                                                                             \
+            failures++;                                                                         \
+            if (failures < 10) fprintf(stderr, "check failed (round %d): %s\n", round, #c);     \
+        }                                                                                       \
+    } while (0)
+
+static void fault(long n) {
+    for (long i = 0; i < n && next_page < npages; i++)
+        ((volatile char *)pages)[next_page++ * psz] = 1;
+}
+
+static void on_emt(int sig, siginfo_t *info, void *uc) {
+    (void)sig;
+    (void)uc;
+    if (info->si_code == EMT_CPCOVF || info->si_code == SI_QUEUE) notified++;
+}
+
+static void on_stolen(int sig) {
+    (void)sig;
+    stolen++;
+}
+
+/* Wait up to 5 s for the handler to have counted `want` notifications. */
+static void wait_for(int want) {
+    for (int i = 0; i < 5000 && notified < want; i++) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "normal";
+    int rounds = argc > 2 ? atoi(argv[2]) : 100;
+    int round = -1;
+    int ovf = SIGRTMAX - 2;
+    psz = sysconf(_SC_PAGESIZE);
+    npages = (long)rounds * 1100 + 100;
+    pages = mmap(NULL, (size_t)(npages * psz), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                 -1, 0);
+    if (pages == MAP_FAILED) return 2;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_emt;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(SIGEMT, &sa, NULL);
+
+    cpc_t *cpc = cpc_open(CPC_VER_CURRENT);
+    if (!cpc) return 2;
+    cpc_set_t *set = cpc_set_create(cpc);
+    int idx = cpc_set_add_request(cpc, set, "page-faults", UINT64_MAX - 99,
+                                  CPC_COUNT_USER | CPC_OVF_NOTIFY_EMT, 0, NULL);
+    cpc_buf_t *buf = cpc_buf_create(cpc, set);
+    if (!set || idx < 0 || !buf) return 2;
+    if (cpc_bind_curlwp(cpc, set, 0) != 0) {
+        perror("cpc_bind_curlwp");
+        return 2;
+    }
+
+    sigset_t emt;
+    sigemptyset(&emt);
+    sigaddset(&emt, SIGEMT);
+    if (!strcmp(mode, "sigwait")) {
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_BLOCK, &all, NULL);
+    } else if (!strcmp(mode, "blocked") || !strcmp(mode, "blockwait")) {
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, ovf);
+        sigprocmask(SIG_BLOCK, &one, NULL);
+    } else if (!strcmp(mode, "ignored")) {
+        signal(ovf, SIG_IGN);
+    } else if (!strcmp(mode, "replaced")) {
+        signal(ovf, on_stolen);
+    } else if (strcmp(mode, "normal")) {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        return 2;
+    }
+    int waits = !strcmp(mode, "sigwait");
+    uint64_t first = 1;
+    for (round = 0; round < rounds; round++) {
+        fault(1000);
+        if (waits) {
+            struct timespec five = {5, 0};
+            int s = sigtimedwait(&emt, NULL, &five);
+            CHECK(s == SIGEMT);
+            if (s == SIGEMT) notified++;
+        } else if (!strcmp(mode, "blockwait") || !strcmp(mode, "normal") ||
+                   !strcmp(mode, "replaced") || (!strcmp(mode, "blocked") && round == 0)) {
+            wait_for(round + 1);
+        }
+        uint64_t v = 1, w = 1;
+        CHECK(cpc_set_sample(cpc, set, buf) == 0);
+        CHECK(cpc_buf_get(cpc, buf, idx, &v) == 0);
+        fault(50);
+        CHECK(cpc_set_sample(cpc, set, buf) == 0);
+        CHECK(cpc_buf_get(cpc, buf, idx, &w) == 0);
+        if (round == 0) first = v;
+        CHECK(v == 0);
+        CHECK(w == v);
+        wait_for(round + 1);
+        CHECK(notified == round + 1);
+        CHECK(cpc_set_restart(cpc, set) == 0);
+    }
+    /* No notification more than the overflows. */
+    if (waits) {
+        struct timespec short_wait = {0, 300000000};
+        errno = 0;
+        int s = sigtimedwait(&emt, NULL, &short_wait);
+        CHECK(s == -1 && errno == EAGAIN);
+    } else {
+        struct timespec short_wait = {0, 300000000};
+        nanosleep(&short_wait, NULL);
+        CHECK(notified == rounds);
+    }
+    /* A thread that keeps the signal blocked collects no queue of it: the library turns the
+     * binding's signals off once it found the thread unable to take them. */
+    int left = 0;
+    if (waits || !strcmp(mode, "blocked") || !strcmp(mode, "blockwait")) {
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, ovf);
+        struct timespec zero = {0, 0};
+        while (left < 100000 && sigtimedwait(&one, NULL, &zero) == ovf) left++;
+        CHECK(left <= 20);
+    }
+    printf("%d overflow signals were left pending\n", left);
+    printf("mode %s: first frozen value %llu, %d stolen\n", mode, (unsigned long long)first,
+           (int)stolen);
+    printf("%d notifications\n%d failures\n", (int)notified, failures);
+    return failures ? 1 : 0;
+}
