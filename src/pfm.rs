@@ -1,8 +1,9 @@
 //! The Tru64 UNIX pfm(7) pseudo-device `/dev/pfcntr`, served over the engine.
 //!
-//! This module holds the device's semantics; the C ABI layer (`perfcompat-capi`, `pfm.rs`)
-//! interposes `open`/`ioctl`/`read`/`close` for that one path, copies the ioctl arguments in
-//! and out and calls the methods here. The numbers, flags and structure layouts of
+//! This module holds the device's semantics and its table of descriptors; `libpfcntr`
+//! (`capi/pfcntr/pfcntr.c`) interposes `open`/`ioctl`/`read`/`close` for that one path and
+//! calls the C ABI layer (`perfcompat-capi`, `pfm.rs`), which copies the ioctl arguments in
+//! and out and calls the functions here. The numbers, flags and structure layouts of
 //! `<sys/pfcntr.h>` are ours: pfm(7) names them but does not give their values.
 //!
 //! # Model
@@ -326,6 +327,12 @@ const TAG_MASK: usize = !0xff;
 /// Whether any descriptor of the process is a pfm device (async-signal-safe, one load).
 pub fn any_open() -> bool {
     OPEN.load(Ordering::Acquire) != 0
+}
+
+/// The count behind [`any_open`], for an interposer in another library that reads it with one
+/// atomic load per call (`libpfcntr`, through the C layer): non-zero while a device is open.
+pub fn open_count() -> &'static AtomicUsize {
+    &OPEN
 }
 
 /// Run `f` on the device open as `fd`, if `fd` is one. Async-signal-safe as far as `f` is.
