@@ -1,9 +1,9 @@
 //! Tru64's `/dev/pfcntr` (pfm(7)) through libpfcntr's interposed `open`/`ioctl`/`read`/`close`
 //! (`capi/pfcntr/pfcntr.c`, built by [`common::pfcntr_dir`]): `<sys/pfcntr.h>` against the
 //! library's values and layouts, every request's success and documented errors
-//! (tests/c/pfm_abi.c) linked and preloaded, other files untouched, the examples with exact
-//! counts on the emulated EV4/EV5 and on perf, built against the installed libpfcntr, and the
-//! PC profile of a hot loop.
+//! (tests/c/pfm_abi.c) linked and preloaded, other files untouched, libcpc and the device in
+//! one process (tests/c/pfm_with_cpc.c), the examples with exact counts on the emulated EV4/EV5
+//! and on perf, built against the installed libpfcntr, and the PC profile of a hot loop.
 
 mod common;
 use common::Guarded;
@@ -446,4 +446,43 @@ fn the_examples_build_against_the_installed_libpfcntr() {
     let out = stdout(&run_output(&bin, "perf", &[], &[]));
     let (samples, hot) = (number_after(&out, "samples"), number_after(&out, "hot"));
     assert!(samples >= 200 && hot * 10 >= samples * 9, "{out}");
+}
+
+/// The event map of tests/c/pfm_with_cpc.c: the device's `PF_BRANCHMISS` counts page faults.
+fn page_fault_branch_misses() -> String {
+    let map = tmp().join("pfm_with_cpc.map");
+    common::write_file(&map, "PAPI_br_msp = page-faults\n");
+    map.to_str().unwrap().to_string()
+}
+
+/// libcpc and the device in one process (tests/c/pfm_with_cpc.c): both count the same page
+/// faults (libcpc's count, the device's exact interrupts), and with libcpc's SIGEMT overflows
+/// and the device's PC profile on at once, both are delivered by the one engine (one copy of
+/// the library mapped). Built against the build tree's libraries and the installed ones.
+#[test]
+fn libcpc_and_the_device_share_one_engine() {
+    let map = page_fault_branch_misses();
+    let env = [("PERFCOMPAT_EVENTS", map.as_str())];
+    let tree = build("tests/c/pfm_with_cpc.c", "pfm_with_cpc", false);
+    let prefix = common::installed_prefix();
+    let installed = {
+        let out = tmp().join("installed-pfm_with_cpc");
+        compile(
+            Command::new("cc")
+                .args(WARN)
+                .arg(repo().join("tests/c/pfm_with_cpc.c"))
+                .args(common::pkg_config(prefix, "pfcntr"))
+                .args(common::pkg_config(prefix, "cpc"))
+                .arg(format!("-Wl,-rpath,{}", prefix.join("lib").display()))
+                .arg("-o")
+                .arg(&out),
+            "tests/c/pfm_with_cpc.c against the install",
+        );
+        out
+    };
+    for bin in [&tree, &installed] {
+        for mode in ["count", "overflow"] {
+            run_env(bin, "perf", &[mode], &env);
+        }
+    }
 }
