@@ -13,10 +13,11 @@
 //! ([`perfcompat::pfm`]). Its fast path reads [`perfcompat_pfm_open_count`]'s counter: while no
 //! device is open, a `read`, `ioctl` or `close` costs one atomic load more than the C library's.
 //!
-//! An open of exactly `"/dev/pfcntr"` (`openat` too, whatever the directory descriptor) opens
-//! `/dev/null` read-only (close-on-exec when asked) as the device's descriptor and registers it
-//! with the engine's pfm device ([`perfcompat::pfm`]); `ioctl` and `read` on that descriptor are
-//! served from it, `close` unregisters it. A `dup` of it is an ordinary `/dev/null` descriptor.
+//! An open of exactly `"/dev/pfcntr"` (`openat` too, whatever the directory descriptor) makes
+//! the device's descriptor (an empty sealed memfd, see [`perfcompat::pfm::open`]) and
+//! registers it; `ioctl` and `read` on that descriptor are served from the device while the
+//! number still refers to that file, and `close` forgets it. A `dup` of it is an ordinary empty
+//! file.
 //!
 //! The ioctl arguments are copied in and out with `process_vm_readv`/`process_vm_writev` on the
 //! calling process, so an unmapped or read-only argument gives `EFAULT` as a kernel's copyin
@@ -150,40 +151,13 @@ pub unsafe extern "C" fn perfcompat_pfm_open(
     if !is_device(path) {
         return 0;
     }
-    let r = ffi_boundary("open", || pfm::open(flags, || device_fd(flags))).unwrap_or_else(|e| {
+    let r = ffi_boundary("open", || pfm::open(flags)).unwrap_or_else(|e| {
         set_errno(e);
         -1
     });
     // SAFETY: the caller's int.
     unsafe { *fd = r };
     1
-}
-
-/// The device's descriptor: `/dev/null` read-only (close-on-exec when asked), or an event
-/// descriptor where there is no `/dev/null` (a bare container).
-fn device_fd(flags: c_int) -> Result<c_int, Errno> {
-    let cloexec = flags & libc::O_CLOEXEC;
-    // SAFETY: the system call with a constant path.
-    let fd = unsafe {
-        let null = c"/dev/null".as_ptr();
-        libc::syscall(
-            libc::SYS_openat,
-            libc::AT_FDCWD,
-            null,
-            libc::O_RDONLY | cloexec,
-        ) as c_int
-    };
-    if fd >= 0 {
-        return Ok(fd);
-    }
-    // SAFETY: a plain system call.
-    let fd = unsafe { libc::eventfd(0, if cloexec != 0 { libc::EFD_CLOEXEC } else { 0 }) };
-    if fd >= 0 {
-        Ok(fd)
-    } else {
-        // SAFETY: errno is thread-local.
-        Err(unsafe { *libc::__errno_location() })
-    }
 }
 
 /// libpfcntr's `read` and `__read_chk`: 0 when `fd` is not a device (libpfcntr passes the call

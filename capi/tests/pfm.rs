@@ -1,9 +1,10 @@
 //! Tru64's `/dev/pfcntr` (pfm(7)) through libpfcntr's interposed `open`/`ioctl`/`read`/`close`
 //! (`capi/pfcntr/pfcntr.c`, built by [`common::pfcntr_dir`]): `<sys/pfcntr.h>` against the
 //! library's values and layouts, every request's success and documented errors
-//! (tests/c/pfm_abi.c) linked and preloaded, other files untouched, libcpc and the device in
-//! one process (tests/c/pfm_with_cpc.c), the examples with exact counts on the emulated EV4/EV5
-//! and on perf, built against the installed libpfcntr, and the PC profile of a hot loop.
+//! (tests/c/pfm_abi.c) linked and preloaded, other files untouched, a reused descriptor number
+//! never served as the device (tests/c/pfm_reuse.c), libcpc and the device in one process
+//! (tests/c/pfm_with_cpc.c), the examples with exact counts on the emulated EV4/EV5 and on
+//! perf, built against the installed libpfcntr, and the PC profile of a hot loop.
 
 mod common;
 use common::Guarded;
@@ -446,6 +447,30 @@ fn the_examples_build_against_the_installed_libpfcntr() {
     let out = stdout(&run_output(&bin, "perf", &[], &[]));
     let (samples, hot) = (number_after(&out, "samples"), number_after(&out, "hot"));
     assert!(samples >= 200 && hot * 10 >= samples * 9, "{out}");
+}
+
+/// The ways a program reuses a descriptor number behind libpfcntr's back (tests/c/pfm_reuse.c).
+const REUSE_MODES: [&str; 6] = ["dup2", "dup3", "close_range", "dupfd", "syscall", "closed"];
+
+/// After `dup2`, `dup3`, `close_range` then `open`, `fcntl(F_DUPFD)`, or a raw `close` system
+/// call then `open`, the device's number names the program's file: it reads the file and pfm
+/// requests on it are `ENOTTY`; and the device opens again (issue 29, item 4). Linked and
+/// preloaded.
+#[test]
+fn a_reused_descriptor_number_is_never_the_device() {
+    let linked = build("tests/c/pfm_reuse.c", "pfm_reuse", false);
+    let preloaded = build("tests/c/pfm_reuse.c", "pfm_reuse_preload", true);
+    for mode in REUSE_MODES {
+        run(&linked, "sim:ev4", &[mode]);
+    }
+    for mode in ["dup2", "syscall"] {
+        run_env(
+            &preloaded,
+            "sim:ev4",
+            &[mode],
+            &[("LD_PRELOAD", &pfcntr_preload())],
+        );
+    }
 }
 
 /// The event map of tests/c/pfm_with_cpc.c: the device's `PF_BRANCHMISS` counts page faults.
