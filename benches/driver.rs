@@ -86,7 +86,12 @@ fn build_ours() -> PathBuf {
 
 /// Compile `benches/c/<name>.c`; `None` (with the reason) when a dependency is missing.
 fn compile(name: &str, lib: &Path, extra: &[&str]) -> Result<PathBuf, String> {
-    let out = bench_dir().join("bin").join(name);
+    compile_as(name, name, lib, extra)
+}
+
+/// [`compile`] into `bin/<out>`.
+fn compile_as(name: &str, out: &str, lib: &Path, extra: &[&str]) -> Result<PathBuf, String> {
+    let out = bench_dir().join("bin").join(out);
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
     let o = Command::new("cc")
         .args(["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o"])
@@ -106,6 +111,60 @@ fn compile(name: &str, lib: &Path, extra: &[&str]) -> Result<PathBuf, String> {
             .to_string());
     }
     Ok(out)
+}
+
+/// libpfcntr (`capi/pfcntr/pfcntr.c`) linked as `tools/install.sh` links it, against the
+/// release library in `lib`: its directory (`libpfcntr.so.1`, `libpfcntr.so`).
+fn build_pfcntr(lib: &Path) -> PathBuf {
+    let dir = bench_dir().join("pfcntr");
+    std::fs::create_dir_all(&dir).unwrap();
+    run_ok(
+        Command::new("cc")
+            .args(["-std=c99", "-O2", "-fPIC", "-shared", "-o"])
+            .arg(dir.join("libpfcntr.so.1"))
+            .arg(repo().join("capi/pfcntr/pfcntr.c"))
+            .arg("-Wl,-soname,libpfcntr.so.1")
+            .arg(format!(
+                "-Wl,--version-script={}",
+                repo().join("capi/pfcntr/pfcntr.map").display()
+            ))
+            .arg(format!("-L{}", lib.display()))
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .arg("-lperfcompat_capi"),
+        "cc (libpfcntr)",
+    );
+    let link = dir.join("libpfcntr.so");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink("libpfcntr.so.1", &link).unwrap();
+    dir
+}
+
+/// The programs of the read interposition row: benches/c/readcost.c linked with neither
+/// library, with the library (what `-lcpc` and `-lperfex` give) and with libpfcntr.
+fn read_programs(lib: &Path) -> Vec<(&'static str, PathBuf)> {
+    let pfcntr = build_pfcntr(lib);
+    let pf = [
+        format!("-L{}", pfcntr.display()),
+        format!("-Wl,-rpath,{}", pfcntr.display()),
+    ];
+    let linked = |out: &str, extra: &[&str]| {
+        compile_as("readcost", out, lib, extra)
+            .unwrap_or_else(|e| panic!("benches/c/readcost.c does not build: {e}"))
+    };
+    vec![
+        ("read unlinked", linked("readcost", &[])),
+        (
+            "read -lcpc",
+            linked("readcost_lib", &["-Wl,--no-as-needed", "-lperfcompat_capi"]),
+        ),
+        (
+            "read -lpfcntr",
+            linked(
+                "readcost_pfcntr",
+                &[&pf[0], &pf[1], "-Wl,--no-as-needed", "-lpfcntr"],
+            ),
+        ),
+    ]
 }
 
 /// Whether PAPI's development files are installed.
@@ -482,6 +541,7 @@ fn main() {
     let workload = compile("workload", &lib, &[]).expect("the workload builds");
     // The least a counting command does: the floor under perfex's and cputrack's fixed cost.
     let wrap = compile("wrap", &lib, &[]).expect("the raw counting command builds");
+    let reads = read_programs(&lib);
 
     // Our libperfex counts R10000 events: map 0 and 16 to the benchmark's first two events.
     let map = bench_dir().join("bench.events");
@@ -535,6 +595,13 @@ fn main() {
         if let Some(bin) = &pair {
             let blocks = if cfg.smoke { "1" } else { "30" };
             if let Err(e) = run_program(&mut s, "pair", bin, &[blocks.to_string()], &env) {
+                failures.push(e);
+            }
+        }
+        // The read(2) rows, in turns.
+        for i in 0..reads.len() {
+            let (who, bin) = &reads[(i + round) % reads.len()];
+            if let Err(e) = run_program(&mut s, who, bin, std::slice::from_ref(&n), &env) {
                 failures.push(e);
             }
         }
@@ -643,6 +710,9 @@ fn main() {
             ("cputrack", &["wall"]),
             ("preload", &["wall"]),
             ("raw counter", &["wall", "fixed"]),
+            ("read unlinked", &["read8"]),
+            ("read -lcpc", &["read8"]),
+            ("read -lpfcntr", &["read8"]),
         ];
         let mut missing = Vec::new();
         for (who, ops) in want {
@@ -652,7 +722,8 @@ fn main() {
                 || matches!(
                     *who,
                     "engine" | "bare" | "perfex" | "cputrack" | "preload" | "raw counter"
-                );
+                )
+                || who.starts_with("read ");
             for op in ops.iter() {
                 if present && s.stats(who, op).is_none() {
                     missing.push(format!("{who} {op}"));
@@ -667,6 +738,34 @@ fn main() {
     } else {
         std::fs::write(repo().join("benches/RESULTS.md"), &report).unwrap();
         println!("written to benches/RESULTS.md");
+    }
+}
+
+/// What interposing `read(2)` costs a program that does not use the counters
+/// (benches/c/readcost.c).
+fn read_rows(r: &mut String, s: &Samples) {
+    let Some(bare) = s.stats("read unlinked", "read8") else {
+        return;
+    };
+    let _ = writeln!(
+        r,
+        "\nA `read(2)` of 8 bytes from `/dev/zero` in a program that does not count (ns per \
+         call, median [min–max] over rounds of the best of 5 passes): linked with neither \
+         library, with the library (`-lcpc` or `-lperfex`, which interpose no C library \
+         function since issue 35) and with libpfcntr (`-lpfcntr`: the `/dev/pfcntr` \
+         interposers, whose `read` loads the count of open devices, then jumps to the C \
+         library's):\n"
+    );
+    let _ = writeln!(r, "| linked with | ns | over unlinked (medians) |");
+    let _ = writeln!(r, "|---|---|---|");
+    for (who, what) in [
+        ("read unlinked", "neither"),
+        ("read -lcpc", "`-lcpc`"),
+        ("read -lpfcntr", "`-lpfcntr`"),
+    ] {
+        let x = s.stats(who, "read8");
+        let over = x.map_or("n/a".into(), |(m, _, _)| format!("{:+.1}", m - bare.0));
+        let _ = writeln!(r, "| {what} | {} | {over} |", fmt_ns(x));
     }
 }
 
@@ -1134,6 +1233,7 @@ fn render(cfg: &Config, s: &Samples, notes: &[String], failures: &[String]) -> S
         },
         floor.map_or("n/a".into(), |f| format!("{:.2}% of bare", f * 100.0))
     );
+    read_rows(&mut r, s);
     let _ = writeln!(
         r,
         "\nEngine (Rust API, in-process; sampling: median over rounds, the rest best of 3):\n"

@@ -3,7 +3,7 @@
  * mispredicted branches on counter 1 (an interrupt every 2^8), for this process, with the IPL
  * histogram, and print what PCNTGETCNT and PCNTGETIPLHIS return.
  *
- *   cc pfm_ev4.c $(pkg-config --cflags --libs libcpc) -o pfm_ev4
+ *   cc pfm_ev4.c $(pkg-config --cflags --libs libpfcntr) -o pfm_ev4
  *   PERFCOMPAT_BACKEND=sim:ev4 ./pfm_ev4     emulated 21064: exact counts (events injected)
  *   ./pfm_ev4                                Linux perf: cycles (counter 1 off if the host
  *                                            cannot count mispredicted branches)

@@ -5,7 +5,7 @@
  * (PCNT5GETCNT2: the counts shifted by the counter width plus the raw counters) and the raw
  * counters (PCNT5READCNTRS).
  *
- *   cc pfm_ev5.c $(pkg-config --cflags --libs libcpc) -o pfm_ev5
+ *   cc pfm_ev5.c $(pkg-config --cflags --libs libpfcntr) -o pfm_ev5
  *   PERFCOMPAT_BACKEND=sim:ev5 ./pfm_ev5     emulated 21164: exact counts (events injected)
  *   ./pfm_ev5                                Linux perf: cycles (counters 1 and 2 off if the
  *                                            host cannot count loads and cache misses)

@@ -3,7 +3,7 @@
  * (cycles, every 2^16) over this program's text, four instructions (16 bytes) per bucket, read
  * the histogram with read(2), and say how many samples fell in the hot loop.
  *
- *   cc -O1 pfm_profile.c $(pkg-config --cflags --libs libcpc) -o pfm_profile && ./pfm_profile
+ *   cc -O1 pfm_profile.c $(pkg-config --cflags --libs libpfcntr) -o pfm_profile && ./pfm_profile
  *
  * Prints "samples N hot H" (H of the N samples in the text were in hot()).
  */

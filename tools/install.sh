@@ -16,18 +16,26 @@
 #   lib/libperfex.so.1, lib/libcpc.so.1 -> libperfcompat.so.1.0.0 (the names legacy binaries need)
 #   lib/libperfcompat.so, libperfex.so, libcpc.so  development links (-lperfex, -lcpc)
 #   lib/libperfex.a, lib/libcpc.a       static archives (Libs.private in the .pc files)
-#   lib/pkgconfig/libperfex.pc, libcpc.pc
+#   lib/libpfcntr.so.1.0.0              Tru64's /dev/pfcntr (pfm(7)): the open/ioctl/read/close
+#                                       interposers (capi/pfcntr/pfcntr.c), over libperfcompat.so.1
+#   lib/libpfcntr.so.1, libpfcntr.so    -> libpfcntr.so.1.0.0 (soname; -lpfcntr)
+#   lib/pkgconfig/libperfex.pc, libcpc.pc, libpfcntr.pc
 #   lib/libperfcompat-mpi.so            the PMPI layer (when an mpicc exists; README, "MPI")
 #   include/libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h,
 #   include/perfcompat/solaris.h (optional Solaris compatibility: _lwp_self, gethrtime, PC/SP),
-#   include/sys/pfcntr.h (Tru64's /dev/pfcntr, pfm(7): served by the library's open/ioctl/read),
+#   include/sys/pfcntr.h (Tru64's /dev/pfcntr, pfm(7): served by libpfcntr's open/ioctl/read),
 #   include/perfex.mod (when gfortran exists)
 #   share/perfcompat/fortran/perfex.f90 the module's source, for other gfortran versions
-#   bin/perfex, bin/cpustat, bin/cputrack, share/man/man1/{perfex,cpustat,cputrack}.1, share/man/man3/{libperfex,libcpc}.3 and function links
+#   bin/perfex, bin/cpustat, bin/cputrack, share/man/man1/{perfex,cpustat,cputrack}.1, share/man/man3/{libperfex,libcpc}.3 and function links,
+#   share/man/man7/pfm.7
 #
 # The shared library is linked here from the release staticlib with a version script generated
 # from capi/abi.manifest: rustc gives every cdylib its own anonymous version script, which
 # overrides (rust-lld) or conflicts with (GNU ld) any other, so a cdylib cannot carry versions.
+# libpfcntr is C, linked here against that library with the anonymous version script
+# capi/pfcntr/pfcntr.map (its interposers carry no version) and the run path $ORIGIN (it finds
+# libperfcompat.so.1 next to itself, preloaded too); a --target install links it with the
+# cross compiler.
 # Environment: CC (default cc), CARGO (default cargo), CARGO_TARGET_DIR, MPICC (default mpicc).
 set -euo pipefail
 
@@ -116,14 +124,28 @@ echo "install.sh: linking $real" >&2
   -Wl,--gc-sections -Wl,-z,relro,-z,now -Wl,-z,noexecstack $undefs \
   "$rel/libperfcompat_capi.a" $static_libs
 
+pfcntr=libpfcntr.so.1.0.0
+echo "install.sh: linking $pfcntr" >&2
+ln -sfn "$real" "$work/libperfcompat.so"
+# shellcheck disable=SC2016 # $ORIGIN is for the dynamic loader
+"$cc" -std=c99 -O2 -fPIC -shared -o "$work/$pfcntr" "$repo/capi/pfcntr/pfcntr.c" \
+  -Wl,-soname,libpfcntr.so.1 -Wl,--version-script="$repo/capi/pfcntr/pfcntr.map" \
+  -Wl,--no-undefined -Wl,-z,relro,-z,now -Wl,-z,noexecstack -Wl,-rpath,'$ORIGIN' \
+  -L"$work" -lperfcompat -ldl
+
 dest() { printf '%s%s' "$destdir" "$1"; }
 L=$(dest "$libdir")
 mkdir -p "$L/pkgconfig" "$(dest "$includedir")" "$(dest "$bindir")" \
-  "$(dest "$mandir")/man1" "$(dest "$mandir")/man3" "$(dest "$datadir")/fortran"
+  "$(dest "$mandir")/man1" "$(dest "$mandir")/man3" "$(dest "$mandir")/man7" \
+  "$(dest "$datadir")/fortran"
 
 install -m 0755 "$work/$real" "$L/$real"
 for link in $soname libperfex.so.1 libcpc.so.1 libperfcompat.so libperfex.so libcpc.so; do
   ln -sfn "$real" "$L/$link"
+done
+install -m 0755 "$work/$pfcntr" "$L/$pfcntr"
+for link in libpfcntr.so.1 libpfcntr.so; do
+  ln -sfn "$pfcntr" "$L/$link"
 done
 for a in libperfex.a libcpc.a; do
   install -m 0644 "$rel/libperfcompat_capi.a" "$L/$a"
@@ -146,7 +168,7 @@ else
   echo "install.sh: gfortran not found: perfex.mod not built (its source is in $datadir/fortran)" >&2
 fi
 
-pc() { # name description library
+pc() { # name description libraries [private libraries]
   cat >"$L/pkgconfig/$1.pc" <<EOF
 prefix=$prefix
 libdir=$libdir
@@ -155,13 +177,16 @@ includedir=$includedir
 Name: $1
 Description: $2 (perfcompat: Linux perf_event_open)
 Version: $version
-Libs: -L\${libdir} -l$3
-Libs.private: $static_libs
-Cflags: -I\${includedir}
+Libs: -L\${libdir} $3
+${4:+Libs.private: $4
+}Cflags: -I\${includedir}
 EOF
 }
-pc libperfex "IRIX libperfex hardware counter interface" perfex
-pc libcpc "Solaris libcpc v2 hardware counter interface" cpc
+pc libperfex "IRIX libperfex hardware counter interface" -lperfex "$static_libs"
+pc libcpc "Solaris libcpc v2 hardware counter interface" -lcpc "$static_libs"
+# -lperfcompat too: the perfcompat_* extensions (perfcompat_sim_advance) are libperfcompat's, which
+# libpfcntr needs anyway. No static archive: a static program's calls cannot be interposed.
+pc libpfcntr "Tru64 UNIX pfm(7) /dev/pfcntr pseudo-device" "-lpfcntr -lperfcompat"
 
 install -m 0755 "$rel/perfex" "$(dest "$bindir")/perfex"
 install -m 0755 "$rel/cpustat" "$(dest "$bindir")/cpustat"
@@ -186,6 +211,7 @@ install -m 0644 "$repo/man/cputrack.1" "$M/man1/cputrack.1"
 for page in libperfex.3 libcpc.3; do
   install -m 0644 "$repo/man/$page" "$M/man3/$page"
 done
+install -m 0644 "$repo/man/pfm.7" "$M/man7/pfm.7"
 # One page per library; each function name is a link to its library's page.
 for f in start_counters read_counters print_counters print_costs load_costs; do
   printf '.so man3/libperfex.3\n' >"$M/man3/$f.3"

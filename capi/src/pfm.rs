@@ -1,19 +1,23 @@
-//! Tru64 UNIX's `/dev/pfcntr` (pfm(7), `<sys/pfcntr.h>`): `open`, `open64`, `openat`, `ioctl`,
-//! `read` and `close`, interposed for that one path and its descriptors only; also the
-//! `_FORTIFY_SOURCE` forms `__open_2`, `__open64_2` and `__read_chk`.
+//! Tru64 UNIX's `/dev/pfcntr` (pfm(7), `<sys/pfcntr.h>`): the private entry points that
+//! `libpfcntr.so.1` calls for the device's descriptors.
 //!
-//! Every other path and descriptor goes straight to the next definition of the function (the C
-//! library's, found with `dlsym(RTLD_NEXT, ...)` in the library's constructor), so programs
-//! that never open the device see no difference but one atomic load per `read`/`close`/`ioctl`.
-//! This works both when the program is linked with `-lcpc`/`-lperfex` (the library comes before
-//! the C library in the search order) and with `LD_PRELOAD`. A call the C library makes
-//! internally (`fopen`, `openat64`) does not go through these functions and is not
-//! served.
+//! The C library's functions (`open`, `open64`, `openat`, `ioctl`, `read`, `close` and the
+//! `_FORTIFY_SOURCE` forms `__open_2`, `__open64_2`, `__read_chk`) are interposed by a library
+//! of their own, `libpfcntr.so.1` (`capi/pfcntr/pfcntr.c`), which a Tru64 program links
+//! (`-lpfcntr`) or preloads; this library (libcpc, libperfex) exports none of them, so the
+//! programs that only count see their file I/O untouched. libpfcntr needs this library
+//! (`DT_NEEDED libperfcompat.so.1`): one engine serves the device and libcpc in one process.
+//! libpfcntr only dispatches: every other path and descriptor goes to the C library, and for
+//! the device it calls the functions here (version `PERFCOMPAT_PRIVATE_1` in
+//! `capi/abi.manifest`), which check, copy and call the engine's pfm device
+//! ([`perfcompat::pfm`]). Its fast path reads [`perfcompat_pfm_open_count`]'s counter: while no
+//! device is open, a `read`, `ioctl` or `close` costs one atomic load more than the C library's.
 //!
-//! An open of exactly `"/dev/pfcntr"` (`openat` too, whatever the directory descriptor) opens
-//! `/dev/null` read-only (close-on-exec when asked) as the device's descriptor and registers it
-//! with the engine's pfm device ([`perfcompat::pfm`]); `ioctl` and `read` on that descriptor are
-//! served from it, `close` unregisters it. A `dup` of it is an ordinary `/dev/null` descriptor.
+//! An open of exactly `"/dev/pfcntr"` (`openat` too, whatever the directory descriptor) makes
+//! the device's descriptor (an empty sealed memfd, see [`perfcompat::pfm::open`]) and
+//! registers it; `ioctl` and `read` on that descriptor are served from the device while the
+//! number still refers to that file, and `close` forgets it. A `dup` of it is an ordinary empty
+//! file.
 //!
 //! The ioctl arguments are copied in and out with `process_vm_readv`/`process_vm_writev` on the
 //! calling process, so an unmapped or read-only argument gives `EFAULT` as a kernel's copyin
@@ -24,7 +28,6 @@
 
 use std::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void, CStr};
 use std::mem::{size_of, MaybeUninit};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use perfcompat::pfm::{self, req, Device, Errno, Ev5Op, NIPL};
 
@@ -119,73 +122,12 @@ pub struct pmctrs_ev5 {
     pub pmctrs_ev5_ctr: [c_ulong; 3],
 }
 
-/// The next definitions of the interposed functions (the C library's).
-static REAL: [AtomicUsize; 9] = [const { AtomicUsize::new(0) }; 9];
-const OPEN: usize = 0;
-const OPEN64: usize = 1;
-const OPENAT: usize = 2;
-const IOCTL: usize = 3;
-const READ: usize = 4;
-const CLOSE: usize = 5;
-const OPEN_2: usize = 6;
-const OPEN64_2: usize = 7;
-const READ_CHK: usize = 8;
-const NAMES: [&CStr; 9] = [
-    c"open",
-    c"open64",
-    c"openat",
-    c"ioctl",
-    c"read",
-    c"close",
-    c"__open_2",
-    c"__open64_2",
-    c"__read_chk",
-];
-
-/// The next definition of function `i`, looked up once (0 when there is none: a static program).
-fn real(i: usize) -> usize {
-    let f = REAL[i].load(Ordering::Relaxed);
-    if f != 0 {
-        return f;
-    }
-    // SAFETY: dlsym with a NUL-terminated name.
-    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, NAMES[i].as_ptr()) } as usize;
-    if f != 0 {
-        REAL[i].store(f, Ordering::Relaxed);
-    }
-    f
-}
-
-/// Look every next definition up at load time, so that no later call (in a signal handler,
-/// say) runs `dlsym`.
-extern "C" fn resolve() {
-    for i in 0..REAL.len() {
-        real(i);
-    }
-}
-
-/// The constructor that resolves the next definitions.
-#[used]
-#[link_section = ".init_array"]
-#[export_name = "perfcompat_pfm_ctor"]
-static PFM_CTOR: extern "C" fn() = resolve;
-
-type OpenFn = unsafe extern "C" fn(*const c_char, c_int, c_uint) -> c_int;
-type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, c_uint) -> c_int;
-type IoctlFn = unsafe extern "C" fn(c_int, c_ulong, *mut c_void) -> c_int;
-type ReadFn = unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize;
-type CloseFn = unsafe extern "C" fn(c_int) -> c_int;
-type Open2Fn = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
-type ReadChkFn = unsafe extern "C" fn(c_int, *mut c_void, usize, usize) -> isize;
-
-/// The real `open`/`open64` (the system call without a C library definition to call).
-unsafe fn real_open(i: usize, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    match real(i) {
-        // SAFETY: dlsym found the function of this name and type.
-        f if f != 0 => unsafe { std::mem::transmute::<usize, OpenFn>(f)(path, flags, mode) },
-        // SAFETY: the system call with the caller's arguments.
-        _ => unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, path, flags, mode) as c_int },
-    }
+/// The count of open devices, which libpfcntr's interposers load (atomically) before they call
+/// in: zero means no descriptor is a device. Private (`PERFCOMPAT_PRIVATE_1`), for libpfcntr's
+/// constructor; the counter lives as long as the process.
+#[no_mangle]
+pub extern "C" fn perfcompat_pfm_open_count() -> *const usize {
+    ffi_boundary("perfcompat_pfm_open_count", || pfm::open_count().as_ptr())
 }
 
 fn is_device(path: *const c_char) -> bool {
@@ -193,102 +135,51 @@ fn is_device(path: *const c_char) -> bool {
     !path.is_null() && unsafe { CStr::from_ptr(path) }.to_bytes() == pfm::PATH.as_bytes()
 }
 
-/// Open the device (the C convention: a descriptor, or -1 with `errno`).
-fn open_device(flags: c_int) -> c_int {
-    ffi_boundary("open", || {
-        let cloexec = flags & libc::O_CLOEXEC;
-        let r = pfm::open(flags, || {
-            // SAFETY: a constant path.
-            let fd = unsafe { real_open(OPEN, c"/dev/null".as_ptr(), libc::O_RDONLY | cloexec, 0) };
-            if fd >= 0 {
-                return Ok(fd);
-            }
-            // No /dev/null (a bare container): an event descriptor serves as well.
-            // SAFETY: a plain system call.
-            let fd = unsafe { libc::eventfd(0, if cloexec != 0 { libc::EFD_CLOEXEC } else { 0 }) };
-            if fd >= 0 {
-                Ok(fd)
-            } else {
-                // SAFETY: errno is thread-local.
-                Err(unsafe { *libc::__errno_location() })
-            }
-        });
-        match r {
-            Ok(fd) => fd,
-            Err(e) => {
-                set_errno(e);
-                -1
-            }
-        }
-    })
-}
-
-/// `open(2)`, served for `"/dev/pfcntr"` (the `PCNTOPEN*` bits in `flags`), passed on otherwise.
+/// libpfcntr's `open`, `open64`, `openat`, `__open_2` and `__open64_2`: 0 when `path` is not
+/// the device (libpfcntr passes the call on); else 1, with the device opened for `flags` (the
+/// `PCNTOPEN*` bits, `O_CLOEXEC`) and `*fd` its descriptor, or -1 with `errno`. Private
+/// (`PERFCOMPAT_PRIVATE_1`).
 ///
 /// # Safety
-/// As `open(2)`: `path` is NULL or a NUL-terminated string.
+/// `path` is NULL or a NUL-terminated string; `fd` points to an `int`.
 #[no_mangle]
-pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    if is_device(path) {
-        return open_device(flags);
-    }
-    // SAFETY: the caller's arguments, passed on.
-    unsafe { real_open(OPEN, path, flags, mode) }
-}
-
-/// `open64(2)`: as [`open`].
-///
-/// # Safety
-/// As [`open`].
-#[no_mangle]
-pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    if is_device(path) {
-        return open_device(flags);
-    }
-    // SAFETY: the caller's arguments, passed on.
-    unsafe { real_open(OPEN64, path, flags, mode) }
-}
-
-/// `openat(2)`: as [`open`] for the absolute path `"/dev/pfcntr"` (any `dirfd`).
-///
-/// # Safety
-/// As `openat(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn openat(
-    dirfd: c_int,
+pub unsafe extern "C" fn perfcompat_pfm_open(
     path: *const c_char,
     flags: c_int,
-    mode: c_uint,
+    fd: *mut c_int,
 ) -> c_int {
-    if is_device(path) {
-        return open_device(flags);
+    if !is_device(path) {
+        return 0;
     }
-    match real(OPENAT) {
-        // SAFETY: dlsym found the function of this name and type; the caller's arguments.
-        f if f != 0 => unsafe {
-            std::mem::transmute::<usize, OpenatFn>(f)(dirfd, path, flags, mode)
-        },
-        // SAFETY: the system call with the caller's arguments.
-        _ => unsafe { libc::syscall(libc::SYS_openat, dirfd, path, flags, mode) as c_int },
-    }
+    let r = ffi_boundary("open", || pfm::open(flags)).unwrap_or_else(|e| {
+        set_errno(e);
+        -1
+    });
+    // SAFETY: the caller's int.
+    unsafe { *fd = r };
+    1
 }
 
-/// `read(2)`: on the device, the PC profile ([`Device::read`]); otherwise passed on.
+/// libpfcntr's `read` and `__read_chk`: 0 when `fd` is not a device (libpfcntr passes the call
+/// on); else 1, with the profile read into `buf` ([`Device::read_into`]) and `*n` the bytes
+/// read, or -1 with `errno`. Private (`PERFCOMPAT_PRIVATE_1`).
 ///
 /// # Safety
-/// As `read(2)`.
+/// `n` points to an `ssize_t`; `buf` is the caller's (checked by the kernel).
 #[no_mangle]
-pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: usize) -> isize {
-    if pfm::any_open() {
-        if let Some(r) = ffi_boundary("read", || pfm::with_fd(fd, |d| read_device(d, buf, count))) {
-            return r;
-        }
-    }
-    match real(READ) {
-        // SAFETY: dlsym found the function of this name and type; the caller's arguments.
-        f if f != 0 => unsafe { std::mem::transmute::<usize, ReadFn>(f)(fd, buf, count) },
-        // SAFETY: the system call with the caller's arguments.
-        _ => unsafe { libc::syscall(libc::SYS_read, fd, buf, count) as isize },
+pub unsafe extern "C" fn perfcompat_pfm_read(
+    fd: c_int,
+    buf: *mut c_void,
+    count: usize,
+    n: *mut isize,
+) -> c_int {
+    match ffi_boundary("read", || pfm::with_fd(fd, |d| read_device(d, buf, count))) {
+        // SAFETY: the caller's ssize_t.
+        Some(r) => unsafe {
+            *n = r;
+            1
+        },
+        None => 0,
     }
 }
 
@@ -304,131 +195,49 @@ fn read_device(d: &Device, buf: *mut c_void, count: usize) -> isize {
     }
 }
 
-/// `__open_2`, what `open` without a mode becomes in a program built with `_FORTIFY_SOURCE`
-/// when the flags are not a constant: as [`open`].
+/// libpfcntr's `ioctl`: 0 when `fd` is not a device (libpfcntr passes the call on); else 1,
+/// with the pfm(7) request (`<sys/pfcntr.h>`) served and `*r` 0, or -1 with `errno`. Every
+/// request takes at most one pointer, `arg`. Private (`PERFCOMPAT_PRIVATE_1`).
 ///
 /// # Safety
-/// As [`open`].
+/// `r` points to an `int`; `arg` is the caller's (copied with the checked system calls).
 #[no_mangle]
-pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: the caller's arguments, passed on.
-    unsafe { open_2(OPEN_2, path, flags) }
-}
-
-/// `__open64_2`: as [`__open_2`].
-///
-/// # Safety
-/// As [`open`].
-#[no_mangle]
-pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
-    // SAFETY: the caller's arguments, passed on.
-    unsafe { open_2(OPEN64_2, path, flags) }
-}
-
-/// The two fortified opens.
-unsafe fn open_2(i: usize, path: *const c_char, flags: c_int) -> c_int {
-    if is_device(path) {
-        return open_device(flags);
-    }
-    match real(i) {
-        // SAFETY: dlsym found the function of this name and type; the caller's arguments.
-        f if f != 0 => unsafe { std::mem::transmute::<usize, Open2Fn>(f)(path, flags) },
-        // SAFETY: as `open` without a mode.
-        _ => unsafe { real_open(OPEN, path, flags, 0) },
-    }
-}
-
-/// `__read_chk`, what `read` into a buffer of known size becomes in a program built with
-/// `_FORTIFY_SOURCE` (the C library's calls `read` internally, past [`read`]): on the device
-/// as [`read`] after the same check (`nbytes` more than `buflen` ends the program).
-///
-/// # Safety
-/// As `read(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn __read_chk(
+pub unsafe extern "C" fn perfcompat_pfm_ioctl(
     fd: c_int,
-    buf: *mut c_void,
-    nbytes: usize,
-    buflen: usize,
-) -> isize {
-    if pfm::any_open() && nbytes <= buflen {
-        if let Some(r) = ffi_boundary("read", || pfm::with_fd(fd, |d| read_device(d, buf, nbytes)))
-        {
-            return r;
-        }
-    }
-    // SAFETY: the caller's arguments.
-    unsafe { real_read_chk(fd, buf, nbytes, buflen) }
-}
-
-/// The C library's `__read_chk`, or its check and the system call.
-///
-/// # Safety
-/// As `read(2)`.
-unsafe fn real_read_chk(fd: c_int, buf: *mut c_void, nbytes: usize, buflen: usize) -> isize {
-    match real(READ_CHK) {
-        // SAFETY: dlsym found the function of this name and type; the caller's arguments (it
-        // makes the size check and ends the program when it fails).
-        f if f != 0 => unsafe {
-            std::mem::transmute::<usize, ReadChkFn>(f)(fd, buf, nbytes, buflen)
-        },
-        _ if nbytes > buflen => std::process::abort(),
-        // SAFETY: the system call with the caller's arguments.
-        _ => unsafe { libc::syscall(libc::SYS_read, fd, buf, nbytes) as isize },
-    }
-}
-
-/// `close(2)`: the device is disabled and forgotten, then its descriptor closed.
-///
-/// # Safety
-/// As `close(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn close(fd: c_int) -> c_int {
-    if pfm::any_open() {
-        ffi_boundary("close", || pfm::close(fd));
-    }
-    match real(CLOSE) {
-        // SAFETY: dlsym found the function of this name and type.
-        f if f != 0 => unsafe { std::mem::transmute::<usize, CloseFn>(f)(fd) },
-        // SAFETY: the system call.
-        _ => unsafe { libc::syscall(libc::SYS_close, fd) as c_int },
-    }
-}
-
-/// `ioctl(2)`: the pfm(7) requests on the device (`<sys/pfcntr.h>`); otherwise passed on. The
-/// C prototype is variadic; every request here takes at most one pointer, which the calling
-/// convention passes as the third argument.
-///
-/// # Safety
-/// As `ioctl(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> c_int {
-    if let Some(r) = pfm_ioctl(fd, request, arg) {
-        return r;
-    }
-    match real(IOCTL) {
-        // SAFETY: dlsym found the function of this name and type; the caller's arguments.
-        f if f != 0 => unsafe { std::mem::transmute::<usize, IoctlFn>(f)(fd, request, arg) },
-        // SAFETY: the system call with the caller's arguments.
-        _ => unsafe { libc::syscall(libc::SYS_ioctl, fd, request, arg) as c_int },
-    }
-}
-
-/// The pfm(7) request on the device `fd`, if `fd` is one: 0, or -1 with `errno`.
-fn pfm_ioctl(fd: c_int, request: c_ulong, arg: *mut c_void) -> Option<c_int> {
-    if !pfm::any_open() {
-        return None;
-    }
-    let r = ffi_boundary("ioctl", || {
+    request: c_ulong,
+    arg: *mut c_void,
+    r: *mut c_int,
+) -> c_int {
+    let done = ffi_boundary("ioctl", || {
         pfm::with_fd(fd, |d| ioctl_device(d, request, arg as usize))
-    })?;
-    Some(r.map_or_else(
-        |e| {
+    });
+    match done {
+        // SAFETY: the caller's int.
+        Some(done) => unsafe {
+            *r = status(done);
+            1
+        },
+        None => 0,
+    }
+}
+
+/// A request's result in the C convention: 0, or -1 with `errno`.
+fn status(r: Result<(), Errno>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
             set_errno(e);
             -1
-        },
-        |()| 0,
-    ))
+        }
+    }
+}
+
+/// libpfcntr's `close`, before it closes `fd` with the C library's: the device registered as
+/// `fd` (if any) is disabled and forgotten. 1 when there was one, else 0. Private
+/// (`PERFCOMPAT_PRIVATE_1`).
+#[no_mangle]
+pub extern "C" fn perfcompat_pfm_close(fd: c_int) -> c_int {
+    ffi_boundary("close", || pfm::close(fd)) as c_int
 }
 
 /// Copy `len` bytes between this process's `local` and `remote` addresses with the checked

@@ -1,6 +1,8 @@
 //! The installed layout (issue 5): `tools/install.sh` into a temporary prefix, then what a
-//! system library must do there. The exports are exactly `capi/abi.manifest` with its versions;
-//! the files, links, sonames, pkg-config files and man pages are where they belong; programs
+//! system library must do there. The exports are exactly `capi/abi.manifest` with its versions,
+//! and no C library function but `pthread_create` (issue 35); libpfcntr exports exactly its
+//! unversioned interposers and needs the library; the files, links, sonames, pkg-config files
+//! and man pages are where they belong; programs
 //! built with `pkg-config` (C, statically too) and gfortran count; a program that links or
 //! preloads both names loads one copy of the library; `LD_PRELOAD` replaces another
 //! implementation; `PERFCOMPAT_PRELOAD_EVENTS` counts programs that never call the counters;
@@ -97,6 +99,82 @@ fn the_library_exports_exactly_the_manifest() {
     );
 }
 
+/// The names capi/pfcntr/pfcntr.map exports.
+fn pfcntr_map() -> BTreeSet<String> {
+    let text = std::fs::read_to_string(repo().join("capi/pfcntr/pfcntr.map")).unwrap();
+    let globals = text.split("global:").nth(1).unwrap();
+    let globals = globals.split("local:").next().unwrap();
+    globals
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// libpfcntr exports exactly the names of its version script, with no version (so that a
+/// program's `open@GLIBC_...` binds to them on any architecture), needs the library by its
+/// soname and finds it next to itself.
+#[test]
+fn libpfcntr_exports_its_interposers_unversioned() {
+    let so = lib().join("libpfcntr.so.1.0.0");
+    let want: BTreeSet<(String, String)> = pfcntr_map()
+        .into_iter()
+        .map(|s| (s, String::new()))
+        .collect();
+    assert_eq!(want.len(), 9, "{want:?}");
+    assert_eq!(dynamic_symbols(&so), want);
+    let dynamic = tool(Command::new("readelf").arg("-d").arg(&so));
+    for needed in [
+        "Library soname: [libpfcntr.so.1]",
+        "Shared library: [libperfcompat.so.1]",
+        "[$ORIGIN]",
+    ] {
+        assert!(dynamic.contains(needed), "{needed} not in:\n{dynamic}");
+    }
+}
+
+/// The C library's dynamic symbols (`nm -D --defined-only` of the `libc.so.6` this test runs
+/// with).
+fn c_library_symbols() -> BTreeSet<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let libc = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.ends_with("/libc.so.6"))
+        .expect("libc.so.6 is mapped");
+    let names: BTreeSet<String> = dynamic_symbols(Path::new(libc))
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
+    assert!(
+        ["open", "read", "close", "ioctl", "malloc"]
+            .iter()
+            .all(|f| names.contains(*f)),
+        "{libc}: {names:?}"
+    );
+    names
+}
+
+/// Programs that link libcpc or libperfex get their file I/O from the C library (issue 35): the
+/// installed library and the cargo-built one define no C library function but the
+/// `pthread_create` of inherited notifying sets (capi/abi.manifest says why).
+#[test]
+fn the_library_defines_no_c_library_function_but_pthread_create() {
+    let libc = c_library_symbols();
+    for so in [
+        lib().join("libcpc.so.1"),
+        common::lib_dir().join("libperfcompat_capi.so"),
+    ] {
+        let clash: Vec<String> = dynamic_symbols(&so)
+            .into_iter()
+            .map(|(s, _)| s)
+            .filter(|s| libc.contains(s))
+            .collect();
+        assert_eq!(clash, ["pthread_create"], "{}", so.display());
+    }
+}
+
 /// Every symbol the Rust code exports (`#[no_mangle]`, `#[export_name]`, macro-made ones
 /// included: the cdylib rustc builds exports exactly those) is in the manifest, so a new export
 /// without a manifest entry fails here.
@@ -121,13 +199,18 @@ fn the_layout_links_and_sonames() {
     let lib = lib();
     let real = lib.join("libperfcompat.so.1.0.0");
     let inode = std::fs::metadata(&real).unwrap().ino();
-    for name in [
-        "libperfcompat.so.1",
-        "libperfex.so.1",
-        "libcpc.so.1",
-        "libperfcompat.so",
-        "libperfex.so",
-        "libcpc.so",
+    let pfcntr = std::fs::metadata(lib.join("libpfcntr.so.1.0.0"))
+        .unwrap()
+        .ino();
+    for (name, inode) in [
+        ("libperfcompat.so.1", inode),
+        ("libperfex.so.1", inode),
+        ("libcpc.so.1", inode),
+        ("libperfcompat.so", inode),
+        ("libperfex.so", inode),
+        ("libcpc.so", inode),
+        ("libpfcntr.so.1", pfcntr),
+        ("libpfcntr.so", pfcntr),
     ] {
         let link = lib.join(name);
         assert!(
@@ -147,6 +230,7 @@ fn the_layout_links_and_sonames() {
         "lib/libcpc.a",
         "lib/pkgconfig/libperfex.pc",
         "lib/pkgconfig/libcpc.pc",
+        "lib/pkgconfig/libpfcntr.pc",
         "include/libperfex.h",
         "include/libcpc.h",
         "include/libpctx.h",
@@ -163,6 +247,8 @@ fn the_layout_links_and_sonames() {
         "share/man/man3/start_counters.3",
         "share/man/man3/cpc_bind_curlwp.3",
         "share/man/man3/pctx_run.3",
+        "share/man/man7/pfm.7",
+        "include/sys/pfcntr.h",
     ] {
         assert!(prefix.join(f).exists(), "{f} is not installed");
     }
@@ -172,6 +258,11 @@ fn the_layout_links_and_sonames() {
         "{pc}"
     );
     assert!(pc.contains("Libs: -L${libdir} -lcpc\n"), "{pc}");
+    let pc = std::fs::read_to_string(lib.join("pkgconfig/libpfcntr.pc")).unwrap();
+    assert!(
+        pc.contains("Libs: -L${libdir} -lpfcntr -lperfcompat\n") && !pc.contains("Libs.private"),
+        "{pc}"
+    );
     let perfex = tool(Command::new(prefix.join("bin/perfex")).guarded().arg("-t"));
     assert!(perfex.contains("clock"), "{perfex}");
 }
@@ -235,6 +326,7 @@ fn man_pages() {
         "cputrack.1",
         "libperfex.3",
         "libcpc.3",
+        "pfm.7",
     ];
     if common::have_tool("groff", "groff-base") {
         for page in pages {

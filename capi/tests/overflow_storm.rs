@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::{c_program, link_args, repo, tmp, Guarded};
+use common::{c_program, pfcntr_link_args, repo, tmp, Guarded};
 
 /// How long a program may take (each does well under a second of work).
 const LIMIT: Duration = Duration::from_secs(60);
@@ -155,7 +155,7 @@ fn pfm_storm() -> &'static Path {
                 .arg(&out)
                 .arg(repo().join("tests/c/storm_pfm.c"))
                 .arg(format!("-I{}", repo().join("include").display()))
-                .args(link_args()),
+                .args(pfcntr_link_args()),
             "tests/c/storm_pfm.c",
         );
         out

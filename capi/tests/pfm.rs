@@ -1,8 +1,10 @@
-//! Tru64's `/dev/pfcntr` (pfm(7)) through the interposed `open`/`ioctl`/`read`/`close`:
-//! `<sys/pfcntr.h>` against the library's values and layouts, every request's success and
-//! documented errors (tests/c/pfm_abi.c) linked and preloaded, other files untouched, the
-//! examples with exact counts on the emulated EV4/EV5 and on perf, built against the installed
-//! library as `-lcpc` and `-lperfex`, and the PC profile of a hot loop.
+//! Tru64's `/dev/pfcntr` (pfm(7)) through libpfcntr's interposed `open`/`ioctl`/`read`/`close`
+//! (`capi/pfcntr/pfcntr.c`, built by [`common::pfcntr_dir`]): `<sys/pfcntr.h>` against the
+//! library's values and layouts, every request's success and documented errors
+//! (tests/c/pfm_abi.c) linked and preloaded, other files untouched, a reused descriptor number
+//! never served as the device (tests/c/pfm_reuse.c), libcpc and the device in one process
+//! (tests/c/pfm_with_cpc.c), the examples with exact counts on the emulated EV4/EV5 and on
+//! perf, built against the installed libpfcntr, and the PC profile of a hot loop.
 
 mod common;
 use common::Guarded;
@@ -13,13 +15,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use common::{compile, lib_dir, link_args, repo, run, run_output, tmp};
+use common::{
+    compile, link_args, pfcntr_link_args, pfcntr_preload, repo, run, run_env, run_output, tmp,
+};
 use perfcompat_capi::pfm::{iccsr, pfaddr, pfcntrs, pfcntrs_ev5, pfipls, pfrange, pmctrs_ev5};
 
 const WARN: [&str; 5] = ["-std=c99", "-Wall", "-Wextra", "-Wpedantic", "-Werror"];
 
-/// Build `src` (from the repository's root) against include/ and the fresh library, as
-/// `<tmp>/<out>`; `preload` builds it without the library (LD_PRELOAD provides it).
+/// Build `src` (from the repository's root) against include/, the fresh libpfcntr and the
+/// library, as `<tmp>/<out>`; `preload` builds it without them (LD_PRELOAD provides them).
 fn build(src: &str, out: &str, preload: bool) -> PathBuf {
     let out = tmp().join(out);
     let mut cmd = Command::new("cc");
@@ -32,7 +36,7 @@ fn build(src: &str, out: &str, preload: bool) -> PathBuf {
     if preload {
         cmd.arg("-DPFM_PRELOAD");
     } else {
-        cmd.args(link_args());
+        cmd.args(pfcntr_link_args());
     }
     compile(&mut cmd, src);
     out
@@ -48,14 +52,14 @@ fn abi_preloaded() -> &'static Path {
     BIN.get_or_init(|| build("tests/c/pfm_abi.c", "pfm_abi_preload", true))
 }
 
-/// Run the unlinked build of tests/c/pfm_abi.c in `mode` with the library preloaded.
+/// Run the unlinked build of tests/c/pfm_abi.c in `mode` with libpfcntr preloaded (it brings
+/// the library in).
 fn run_preloaded(backend: &str, mode: &str) {
-    let lib = lib_dir().join("libperfcompat_capi.so");
-    common::run_env(
+    run_env(
         abi_preloaded(),
         backend,
         &[mode],
-        &[("LD_PRELOAD", lib.to_str().unwrap())],
+        &[("LD_PRELOAD", &pfcntr_preload())],
     );
 }
 
@@ -220,8 +224,24 @@ fn ev4_requests_and_their_errors_linked() {
     run(abi_linked(), "sim:ev4", &["ev4"]);
 }
 
+/// The unlinked program asks for the C library's versioned functions (`open@GLIBC_2.2.5` on
+/// x86-64): they bind to libpfcntr's unversioned interposers, which come first.
 #[test]
 fn ev4_requests_and_their_errors_preloaded() {
+    let nm = Command::new("nm")
+        .arg("-D")
+        .arg(abi_preloaded())
+        .output()
+        .unwrap();
+    let undefined = String::from_utf8_lossy(&nm.stdout);
+    for f in ["open", "ioctl", "read", "close"] {
+        assert!(
+            undefined
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("U {f}@GLIBC_"))),
+            "no versioned reference to {f} in:\n{undefined}"
+        );
+    }
     run_preloaded("sim:ev4", "ev4");
 }
 
@@ -238,7 +258,7 @@ fn ev4_requests_through_the_fortified_forms() {
             .arg("-o")
             .arg(&out)
             .arg(repo().join("tests/c/pfm_abi.c"))
-            .args(link_args()),
+            .args(pfcntr_link_args()),
         "tests/c/pfm_abi.c fortified",
     );
     let nm = Command::new("nm").arg("-u").arg(&out).output().unwrap();
@@ -286,28 +306,38 @@ fn without_privilege_logall_counts_the_process() {
     }
 }
 
-/// On another emulated PMU there is no pfm device.
-#[test]
-fn no_device_on_other_emulated_pmus() {
+/// A program that opens the device and prints the result and errno, linked with `libs`.
+fn open_program(out: &str, libs: &[String]) -> PathBuf {
     let src = tmp().join("pfm_nodev.c");
-    std::fs::write(
+    common::write_file(
         &src,
         "#include <errno.h>\n#include <fcntl.h>\n#include <stdio.h>\n\
          int main(void) { int fd = open(\"/dev/pfcntr\", O_RDONLY);\n\
-         printf(\"%d %d\\n\", fd, errno); return 0; }\n",
-    )
-    .unwrap();
-    let bin = tmp().join("pfm_nodev");
+         printf(\"%d %d\\n\", fd, fd < 0 ? errno : 0); return 0; }\n",
+    );
+    let bin = tmp().join(out);
     compile(
-        Command::new("cc")
-            .arg("-o")
-            .arg(&bin)
-            .arg(&src)
-            .args(link_args()),
+        Command::new("cc").arg("-o").arg(&bin).arg(&src).args(libs),
         "pfm_nodev.c",
     );
+    bin
+}
+
+/// On another emulated PMU there is no pfm device.
+#[test]
+fn no_device_on_other_emulated_pmus() {
+    let bin = open_program("pfm_nodev", &pfcntr_link_args());
     let out = stdout(&run_output(&bin, "sim:r10000", &[], &[]));
     assert_eq!(out, format!("-1 {}\n", libc::ENODEV));
+}
+
+/// libcpc and libperfex interpose nothing of the C library: linked with the library alone, a
+/// program's `open` of `/dev/pfcntr` is the system's (no such file), on an Alpha model too.
+#[test]
+fn the_library_alone_serves_no_device() {
+    let bin = open_program("pfm_no_pfcntr", &link_args());
+    let out = stdout(&run_output(&bin, "sim:ev4", &[], &[]));
+    assert_eq!(out, format!("-1 {}\n", libc::ENOENT));
 }
 
 fn example(name: &str) -> &'static Path {
@@ -375,35 +405,31 @@ fn the_pc_profile_finds_the_hot_loop() {
     assert!(hot * 10 >= samples * 9, "{out}");
 }
 
-/// The examples built as a user builds them against the installed library, with `-lcpc` and
-/// with `-lperfex` (one library under both names), and the installed library preloaded.
+/// The examples built as a user builds them against the installed library,
+/// `$(pkg-config --cflags --libs libpfcntr)` (`-lpfcntr -lperfcompat`: the examples call
+/// `perfcompat_sim_advance`), and the installed libpfcntr preloaded.
 #[test]
-fn the_examples_build_against_the_install_as_lcpc_and_lperfex() {
+fn the_examples_build_against_the_installed_libpfcntr() {
     let prefix = common::installed_prefix();
     assert!(prefix.join("include/sys/pfcntr.h").exists());
-    for (src, lib, backend, want) in [
+    for (src, backend, want) in [
         (
             "examples/pfm_ev4.c",
-            "cpc",
             "sim:ev4",
             "counter 0 (PF_CYCLES): 5 interrupts",
         ),
-        (
-            "examples/pfm_ev5.c",
-            "perfex",
-            "sim:ev5",
-            "events: 131082 1795 1279",
-        ),
+        ("examples/pfm_ev5.c", "sim:ev5", "events: 131082 1795 1279"),
     ] {
-        let out = format!("installed-{lib}-{}", src.rsplit('/').next().unwrap());
-        let bin = common::build_installed("cc", &WARN, src, prefix, lib, &out);
+        let out = format!("installed-{}", src.rsplit('/').next().unwrap());
+        let bin = common::build_installed("cc", &WARN, src, prefix, "pfcntr", &out);
         let text = stdout(&run_output(&bin, backend, &[], &[]));
         assert!(text.contains(want), "{text}");
     }
-    // Preloaded: the installed library's versioned interposers.
-    let lib = prefix.join("lib/libcpc.so.1");
+    // Preloaded: the installed libpfcntr's unversioned interposers, and the library it needs
+    // found next to it.
+    let lib = prefix.join("lib/libpfcntr.so.1");
     for (backend, mode) in [("sim:ev4", "ev4"), ("perf", "files")] {
-        common::run_env(
+        run_env(
             abi_preloaded(),
             backend,
             &[mode],
@@ -415,10 +441,73 @@ fn the_examples_build_against_the_install_as_lcpc_and_lperfex() {
         &["-O1"],
         "examples/pfm_profile.c",
         prefix,
-        "cpc",
+        "pfcntr",
         "installed-pfm_profile",
     );
     let out = stdout(&run_output(&bin, "perf", &[], &[]));
     let (samples, hot) = (number_after(&out, "samples"), number_after(&out, "hot"));
     assert!(samples >= 200 && hot * 10 >= samples * 9, "{out}");
+}
+
+/// The ways a program reuses a descriptor number behind libpfcntr's back (tests/c/pfm_reuse.c).
+const REUSE_MODES: [&str; 6] = ["dup2", "dup3", "close_range", "dupfd", "syscall", "closed"];
+
+/// After `dup2`, `dup3`, `close_range` then `open`, `fcntl(F_DUPFD)`, or a raw `close` system
+/// call then `open`, the device's number names the program's file: it reads the file and pfm
+/// requests on it are `ENOTTY`; and the device opens again (issue 29, item 4). Linked and
+/// preloaded.
+#[test]
+fn a_reused_descriptor_number_is_never_the_device() {
+    let linked = build("tests/c/pfm_reuse.c", "pfm_reuse", false);
+    let preloaded = build("tests/c/pfm_reuse.c", "pfm_reuse_preload", true);
+    for mode in REUSE_MODES {
+        run(&linked, "sim:ev4", &[mode]);
+    }
+    for mode in ["dup2", "syscall"] {
+        run_env(
+            &preloaded,
+            "sim:ev4",
+            &[mode],
+            &[("LD_PRELOAD", &pfcntr_preload())],
+        );
+    }
+}
+
+/// The event map of tests/c/pfm_with_cpc.c: the device's `PF_BRANCHMISS` counts page faults.
+fn page_fault_branch_misses() -> String {
+    let map = tmp().join("pfm_with_cpc.map");
+    common::write_file(&map, "PAPI_br_msp = page-faults\n");
+    map.to_str().unwrap().to_string()
+}
+
+/// libcpc and the device in one process (tests/c/pfm_with_cpc.c): both count the same page
+/// faults (libcpc's count, the device's exact interrupts), and with libcpc's SIGEMT overflows
+/// and the device's PC profile on at once, both are delivered by the one engine (one copy of
+/// the library mapped). Built against the build tree's libraries and the installed ones.
+#[test]
+fn libcpc_and_the_device_share_one_engine() {
+    let map = page_fault_branch_misses();
+    let env = [("PERFCOMPAT_EVENTS", map.as_str())];
+    let tree = build("tests/c/pfm_with_cpc.c", "pfm_with_cpc", false);
+    let prefix = common::installed_prefix();
+    let installed = {
+        let out = tmp().join("installed-pfm_with_cpc");
+        compile(
+            Command::new("cc")
+                .args(WARN)
+                .arg(repo().join("tests/c/pfm_with_cpc.c"))
+                .args(common::pkg_config(prefix, "pfcntr"))
+                .args(common::pkg_config(prefix, "cpc"))
+                .arg(format!("-Wl,-rpath,{}", prefix.join("lib").display()))
+                .arg("-o")
+                .arg(&out),
+            "tests/c/pfm_with_cpc.c against the install",
+        );
+        out
+    };
+    for bin in [&tree, &installed] {
+        for mode in ["count", "overflow"] {
+            run_env(bin, "perf", &[mode], &env);
+        }
+    }
 }

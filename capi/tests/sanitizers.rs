@@ -260,17 +260,17 @@ fn fortran_programs_are_clean_under_asan_and_ubsan() {
     common::run_libperfex_program_on_sim(&f90, "tests/fortran/perfex.sim.stderr");
 }
 
-/// Tru64's `/dev/pfcntr` through the interposed `open`/`ioctl`/`read`/`close`
-/// (capi/src/pfm.rs) under ASan, whose own interceptors of those functions come first and
-/// reach the library's as the next definition.
+/// Tru64's `/dev/pfcntr` through the installed libpfcntr's `open`/`ioctl`/`read`/`close`
+/// (capi/pfcntr/pfcntr.c) under ASan, whose own interceptors of those functions come first and
+/// reach libpfcntr's as the next definition.
 #[test]
 fn pfm_programs_are_clean_under_asan_and_ubsan() {
     let c = ["-std=c99", "-Wall", "-Wextra", "-Werror"];
-    let ev4 = build("cc", &c, "examples/pfm_ev4.c", "cpc", "pfm_ev4");
+    let ev4 = build("cc", &c, "examples/pfm_ev4.c", "pfcntr", "pfm_ev4");
     run_clean(&ev4, "sim:ev4", &[], &[]);
-    let ev5 = build("cc", &c, "examples/pfm_ev5.c", "perfex", "pfm_ev5");
+    let ev5 = build("cc", &c, "examples/pfm_ev5.c", "pfcntr", "pfm_ev5");
     run_clean(&ev5, "sim:ev5", &[], &[]);
-    let abi = build("cc", &c, "tests/c/pfm_abi.c", "cpc", "pfm_abi");
+    let abi = build("cc", &c, "tests/c/pfm_abi.c", "pfcntr", "pfm_abi");
     for (backend, mode) in PFM_MODES {
         let out = run_clean(&abi, backend, &[mode], &[]);
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -298,7 +298,7 @@ fn pfm_programs_are_clean_under_valgrind() {
         &c,
         "tests/c/pfm_abi.c",
         installed_prefix(),
-        "cpc",
+        "pfcntr",
         "vg-pfm_abi",
     );
     for (backend, mode) in PFM_MODES {

@@ -434,7 +434,7 @@ static void files(void) {
     CHECK(ioctl(p[0], FIONREAD, &avail) == 0 && avail == 3);
     CHECK(read(p[0], buf, 3) == 3);
     CHECK(close(p[0]) == 0 && close(p[1]) == 0);
-    /* The device through each open function; a dup of its descriptor is /dev/null. */
+    /* The device through each open function; a dup of its descriptor is an ordinary empty file. */
     int d = openat(AT_FDCWD, "/dev/pfcntr", O_RDONLY | O_CLOEXEC);
     CHECK(d >= 0);
     CHECK((fcntl(d, F_GETFD) & FD_CLOEXEC) != 0);

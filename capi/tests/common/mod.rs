@@ -85,6 +85,65 @@ pub fn link_args() -> Vec<String> {
     ]
 }
 
+/// libpfcntr, the library that interposes `open`/`ioctl`/`read`/`close` for `/dev/pfcntr`
+/// (`capi/pfcntr/pfcntr.c`), built fresh against [`lib_dir`]'s library as `tools/install.sh`
+/// builds it (the anonymous version script `capi/pfcntr/pfcntr.map`, soname `libpfcntr.so.1`)
+/// but with an rpath to [`lib_dir`]. Returns its directory: `libpfcntr.so.1` and the link
+/// `libpfcntr.so`.
+pub fn pfcntr_dir() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tmp().join("pfcntr-build");
+        std::fs::create_dir_all(&dir).unwrap();
+        // Written under another name and renamed: a program of an earlier test binary that
+        // still runs keeps the file it loaded.
+        let part = dir.join(format!("libpfcntr.so.1.part-{}", std::process::id()));
+        compile(
+            Command::new("cc")
+                .args(["-std=c99", "-O2", "-shared", "-fPIC"])
+                .args(["-Wall", "-Wextra", "-Wpedantic", "-Werror", "-o"])
+                .arg(&part)
+                .arg(repo().join("capi/pfcntr/pfcntr.c"))
+                .args(["-Wl,-soname,libpfcntr.so.1", "-Wl,--no-undefined"])
+                .arg(format!(
+                    "-Wl,--version-script={}",
+                    repo().join("capi/pfcntr/pfcntr.map").display()
+                ))
+                .args(link_args()),
+            "capi/pfcntr/pfcntr.c",
+        );
+        std::fs::rename(&part, dir.join("libpfcntr.so.1")).unwrap();
+        let link = dir.join("libpfcntr.so");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("libpfcntr.so.1", &link).unwrap();
+        dir
+    })
+    .clone()
+}
+
+/// The linker arguments of a program that uses `/dev/pfcntr`: `-lpfcntr` ([`pfcntr_dir`]) and
+/// then the library ([`link_args`]: `perfcompat_sim_advance`), found again through the rpaths.
+pub fn pfcntr_link_args() -> Vec<String> {
+    let dir = pfcntr_dir();
+    let mut args = vec![
+        format!("-L{}", dir.display()),
+        format!("-Wl,-rpath,{}", dir.display()),
+        "-lpfcntr".into(),
+    ];
+    args.extend(link_args());
+    args
+}
+
+/// What to preload for `/dev/pfcntr` in a program linked with neither library: [`pfcntr_dir`]'s
+/// `libpfcntr.so.1`, which brings the library in.
+pub fn pfcntr_preload() -> String {
+    pfcntr_dir()
+        .join("libpfcntr.so.1")
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
 /// Install perfcompat with the README's install command (`bash tools/install.sh --prefix P`)
 /// into `<tmp>/prefix`, once per test binary, building into a target directory of its own;
 /// returns the prefix. Test binaries run one after another, so they can share it.
@@ -111,14 +170,19 @@ pub fn installed_prefix() -> &'static Path {
 }
 
 /// The compiler flags of `pkg-config --cflags --libs lib<lib>` for the installed `prefix`
-/// (`-I<prefix>/include -L<prefix>/lib -l<lib>` without pkg-config, outside CI).
+/// (`-I<prefix>/include -L<prefix>/lib -l<lib>` without pkg-config, outside CI, and
+/// `-lperfcompat` after `-lpfcntr` as libpfcntr.pc has it).
 pub fn pkg_config(prefix: &Path, lib: &str) -> Vec<String> {
     if !have_tool("pkg-config", "pkg-config") {
-        return vec![
+        let mut flags = vec![
             format!("-I{}", prefix.join("include").display()),
             format!("-L{}", prefix.join("lib").display()),
             format!("-l{lib}"),
         ];
+        if lib == "pfcntr" {
+            flags.push("-lperfcompat".into());
+        }
+        return flags;
     }
     let out = Command::new("pkg-config")
         .args(["--cflags", "--libs", &format!("lib{lib}")])
