@@ -104,10 +104,34 @@ pub const fn pf5_mux(counter: u32, code: u32) -> u64 {
 /// The ioctl request codes. Ours: Linux's `_IO('P', 0x80 + n)`, with neither direction nor
 /// size, so that tools decoding ioctl numbers (strace, valgrind) do not read the argument of
 /// a request that reaches a real descriptor.
+///
+/// The four requests that return an array ([`req::PCNTGETCNT`], [`req::PCNTGETIPLHIS`],
+/// [`req::PCNT5GETCNT`], [`req::PCNT5GETCNT2`]) were written two ways in Tru64's life, and
+/// both are served ([`req::array_arg`]): pfm(7)'s sample passes the address of a pointer to
+/// the array (`ioctl(fd, PCNTGETCNT, &p)`), the form of our header's numbers and of a
+/// pointer-sized `_IOR('P', n, struct pfcntrs *)`; the original header's
+/// `_IOR('P', n, struct pfcntrs)` made the argument the array itself (`ioctl(fd, PCNTGETCNT,
+/// &cntrs)`, as PAPI's Alpha substrate calls it), the form of an element-sized `_IOR`. A
+/// program's source does not say which header it was written to, so ours serves pfm(7)'s (the
+/// page is the contract) unless the program defines `PFCNTR_ORIGINAL_ARGS`, and a device
+/// enabled or disabled with `PCNTRENABLE`/`PCNTRDISABLE`, names only the original header had,
+/// takes our numbers in the original form too ([`Device::speaks_original`]).
 pub mod req {
     const fn r(n: u64) -> u64 {
         ((b'P' as u64) << 8) | (0x80 + n)
     }
+    /// Linux's `_IOR('P', 0x80 + n, T)` for a `T` of `size` bytes: the direction (read) in bits
+    /// 30-31, the size in bits 16-29, the type in 8-15, the number in 0-7.
+    pub const fn ior(n: u64, size: usize) -> u64 {
+        (2 << 30) | (((size as u64) & 0x3fff) << 16) | r(n)
+    }
+    const W: usize = std::mem::size_of::<usize>();
+    /// `sizeof(struct pfcntrs)`: three `unsigned long`s.
+    pub const PFCNTRS_SIZE: usize = 3 * W;
+    /// `sizeof(struct pfcntrs_ev5)`: four `unsigned long`s.
+    pub const PFCNTRS_EV5_SIZE: usize = 4 * W;
+    /// `sizeof(struct pfipls)`: [`super::NIPL`] `unsigned long`s.
+    pub const PFIPLS_SIZE: usize = super::NIPL * W;
     /// Disable performance counter interrupts.
     pub const PCNTDISABLE: u64 = r(0);
     /// Enable performance counter interrupts.
@@ -140,6 +164,11 @@ pub mod req {
     pub const PCNTSETUADDR: u64 = r(14);
     /// User profiling range and stride (`struct pfrange *`).
     pub const PCNTSETURANGE: u64 = r(15);
+    /// The original header's name for [`PCNTENABLE`] (pfm(7) lists one enable request): does
+    /// what it does, and says the program was written to that header. No argument.
+    pub const PCNTRENABLE: u64 = r(16);
+    /// The original header's name for [`PCNTDISABLE`] (see [`PCNTRENABLE`]). No argument.
+    pub const PCNTRDISABLE: u64 = r(17);
     /// EV5: select the events of the three counters (`long *`: `PF5_MUXn_*` ORed).
     pub const PCNT5MUX: u64 = r(32);
     /// EV5: select the interrupt frequencies (`long *`: `PF5_Cn_INT_EVERY_*` ORed).
@@ -160,6 +189,44 @@ pub mod req {
     pub const PCNT5GETCNT2: u64 = r(40);
     /// EV5: read the raw counters of the selected CPU (`union pmctrs_ev5 *`).
     pub const PCNT5READCNTRS: u64 = r(41);
+
+    /// Where a request that returns an array finds it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ArrayArg {
+        /// The argument is the array (the original header's form).
+        Here,
+        /// The argument is the address of a pointer to the array (pfm(7)'s sample).
+        Behind,
+        /// Our header's own number: [`ArrayArg::Behind`], unless the device was told the
+        /// program speaks the original header ([`super::Device::speaks_original`]).
+        Header,
+    }
+
+    /// The array request `request` stands for and where its array is: our header's number
+    /// ([`ArrayArg::Header`]), `_IOR` of the element ([`ArrayArg::Here`]) or of a pointer
+    /// ([`ArrayArg::Behind`]). `None` for any other request, including these numbers with
+    /// another size or direction.
+    pub fn array_arg(request: u64) -> Option<(u64, ArrayArg)> {
+        [
+            (PCNTGETCNT, PFCNTRS_SIZE),
+            (PCNTGETIPLHIS, PFIPLS_SIZE),
+            (PCNT5GETCNT, PFCNTRS_EV5_SIZE),
+            (PCNT5GETCNT2, PFCNTRS_EV5_SIZE),
+        ]
+        .into_iter()
+        .find_map(|(canon, size)| {
+            let n = (canon & 0xff) - 0x80;
+            if request == canon {
+                Some((canon, ArrayArg::Header))
+            } else if request == ior(n, size) {
+                Some((canon, ArrayArg::Here))
+            } else if request == ior(n, W) {
+                Some((canon, ArrayArg::Behind))
+            } else {
+                None
+            }
+        })
+    }
 }
 
 /// The counter interface a device speaks.
@@ -238,6 +305,8 @@ pub fn header_constants() -> Vec<(String, u64)> {
         ("PCNTSETKRANGE", PCNTSETKRANGE),
         ("PCNTSETUADDR", PCNTSETUADDR),
         ("PCNTSETURANGE", PCNTSETURANGE),
+        ("PCNTRENABLE", PCNTRENABLE),
+        ("PCNTRDISABLE", PCNTRDISABLE),
         ("PCNT5MUX", PCNT5MUX),
         ("PCNT5FREQ", PCNT5FREQ),
         ("PCNT5ENABLE", PCNT5ENABLE),
@@ -688,6 +757,8 @@ pub struct Device {
     sim: Option<Chip>,
     st: Mutex<State>,
     prof: Prof,
+    // The program spoke the original header's names (`Device::speaks_original`).
+    original: AtomicBool,
 }
 
 // SAFETY: the UnsafeCells of `prof` are written only by `Device::prof_mut` with every hook
@@ -760,6 +831,7 @@ impl Device {
                 shift: AtomicU32::new(64),
                 nb: AtomicUsize::new(0),
             },
+            original: AtomicBool::new(false),
         }
     }
 
@@ -897,6 +969,17 @@ impl Device {
             st.marked = false;
             Ok(())
         })
+    }
+
+    /// `PCNTRENABLE`/`PCNTRDISABLE` were used on this device: the program was written to the
+    /// original header, whose array requests take the array itself ([`req::ArrayArg`]).
+    pub fn speaks_original(&self) -> bool {
+        self.original.load(Ordering::Relaxed)
+    }
+
+    /// Note that the program uses the original header's names (see [`Device::speaks_original`]).
+    pub fn heard_original(&self) {
+        self.original.store(true, Ordering::Relaxed);
     }
 
     /// `PCNTENABLE`: start counting the active counters (all of them when none is).

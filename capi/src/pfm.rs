@@ -29,6 +29,7 @@
 use std::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void, CStr};
 use std::mem::{size_of, MaybeUninit};
 
+use perfcompat::pfm::req::ArrayArg;
 use perfcompat::pfm::{self, req, Device, Errno, Ev5Op, NIPL};
 
 use crate::edge::set_errno;
@@ -296,11 +297,38 @@ fn copy_out_bytes(ptr: usize, v: &[u8]) -> Result<(), Errno> {
     copy_out_slice(ptr, v)
 }
 
+// The request numbers carry the C structures' sizes.
+const _: () = assert!(size_of::<pfcntrs>() == req::PFCNTRS_SIZE);
+const _: () = assert!(size_of::<pfcntrs_ev5>() == req::PFCNTRS_EV5_SIZE);
+const _: () = assert!(size_of::<pfipls>() == req::PFIPLS_SIZE);
+
+/// Where the array of an array request goes: `arg` itself, or the pointer stored at `arg`
+/// (read first, so that an unreadable one fails with `EFAULT` before anything happens). The
+/// request number says which ([`req::array_arg`]); nothing is written through a pointer the
+/// form does not name as the destination.
+fn array_dest(d: &Device, form: ArrayArg, arg: usize) -> Result<usize, Errno> {
+    match form {
+        ArrayArg::Here => Ok(arg),
+        ArrayArg::Header if d.speaks_original() => Ok(arg),
+        ArrayArg::Behind | ArrayArg::Header => copy_in(arg),
+    }
+}
+
 /// One ioctl on the device: copy in, call the engine, copy out.
 fn ioctl_device(d: &Device, request: c_ulong, arg: usize) -> Result<(), Errno> {
-    match request as u64 {
+    let (request, form) =
+        req::array_arg(request as u64).unwrap_or((request as u64, ArrayArg::Here));
+    match request {
         req::PCNTDISABLE => d.disable(),
         req::PCNTENABLE => d.enable(),
+        req::PCNTRDISABLE => {
+            d.heard_original();
+            d.disable()
+        }
+        req::PCNTRENABLE => {
+            d.heard_original();
+            d.enable()
+        }
         req::PCNTSETMUX => {
             let m: iccsr = copy_in(arg)?;
             d.set_mux_ev4(
@@ -318,7 +346,7 @@ fn ioctl_device(d: &Device, request: c_ulong, arg: usize) -> Result<(), Errno> {
         req::PCNTLOGUSER => d.unmark(),
         req::PCNTCLEARCNT => d.clear(),
         req::PCNTGETCNT => {
-            let to: usize = copy_in(arg)?;
+            let to = array_dest(d, form, arg)?;
             let v: Vec<pfcntrs> = d
                 .counts()?
                 .iter()
@@ -331,8 +359,8 @@ fn ioctl_device(d: &Device, request: c_ulong, arg: usize) -> Result<(), Errno> {
             copy_out_slice(to, &v)
         }
         req::PCNT5GETCNT | req::PCNT5GETCNT2 => {
-            let to: usize = copy_in(arg)?;
-            let shifted = request as u64 == req::PCNT5GETCNT2;
+            let to = array_dest(d, form, arg)?;
+            let shifted = request == req::PCNT5GETCNT2;
             let v: Vec<pfcntrs_ev5> = d
                 .counts()?
                 .iter()
@@ -355,7 +383,7 @@ fn ioctl_device(d: &Device, request: c_ulong, arg: usize) -> Result<(), Errno> {
             copy_out_slice(to, &v)
         }
         req::PCNTGETIPLHIS => {
-            let to: usize = copy_in(arg)?;
+            let to = array_dest(d, form, arg)?;
             let v: Vec<pfipls> = d
                 .ipl()?
                 .iter()
@@ -386,7 +414,7 @@ fn ioctl_device(d: &Device, request: c_ulong, arg: usize) -> Result<(), Errno> {
         req::PCNT5CTXT => d.set_ctxt_ev5(copy_in::<c_ulong>(arg)? as u64),
         req::PCNT5ENABLE | req::PCNT5RESTART | req::PCNT5DISABLE => {
             let u: pmctrs_ev5 = copy_in(arg)?;
-            let op = match request as u64 {
+            let op = match request {
                 req::PCNT5ENABLE => Ev5Op::Enable,
                 req::PCNT5RESTART => Ev5Op::Restart,
                 _ => Ev5Op::Disable,

@@ -25,10 +25,16 @@ const WARN: [&str; 5] = ["-std=c99", "-Wall", "-Wextra", "-Wpedantic", "-Werror"
 /// Build `src` (from the repository's root) against include/, the fresh libpfcntr and the
 /// library, as `<tmp>/<out>`; `preload` builds it without them (LD_PRELOAD provides them).
 fn build(src: &str, out: &str, preload: bool) -> PathBuf {
+    build_with(src, out, preload, &[])
+}
+
+/// [`build`] with more compiler flags (after the defaults: a later `-O` wins).
+fn build_with(src: &str, out: &str, preload: bool, flags: &[&str]) -> PathBuf {
     let out = tmp().join(out);
     let mut cmd = Command::new("cc");
     cmd.args(WARN)
         .arg("-O1")
+        .args(flags)
         .arg(format!("-I{}", repo().join("include").display()))
         .arg("-o")
         .arg(&out)
@@ -249,17 +255,11 @@ fn ev4_requests_and_their_errors_preloaded() {
 /// the library serves too.
 #[test]
 fn ev4_requests_through_the_fortified_forms() {
-    let out = tmp().join("pfm_abi_fortified");
-    compile(
-        Command::new("cc")
-            .args(WARN)
-            .args(["-O2", "-D_FORTIFY_SOURCE=2"])
-            .arg(format!("-I{}", repo().join("include").display()))
-            .arg("-o")
-            .arg(&out)
-            .arg(repo().join("tests/c/pfm_abi.c"))
-            .args(pfcntr_link_args()),
-        "tests/c/pfm_abi.c fortified",
+    let out = build_with(
+        "tests/c/pfm_abi.c",
+        "pfm_abi_fortified",
+        false,
+        &["-O2", "-D_FORTIFY_SOURCE=2"],
     );
     let nm = Command::new("nm").arg("-u").arg(&out).output().unwrap();
     let undefined = String::from_utf8_lossy(&nm.stdout);
@@ -447,6 +447,29 @@ fn the_examples_build_against_the_installed_libpfcntr() {
     let out = stdout(&run_output(&bin, "perf", &[], &[]));
     let (samples, hot) = (number_after(&out, "samples"), number_after(&out, "hot"));
     assert!(samples >= 200 && hot * 10 >= samples * 9, "{out}");
+}
+
+/// The two forms of the array requests (issue 29, item 6; tests/c/pfm_forms.c): pfm(7)'s
+/// address of a pointer (the header's numbers, and `_IOR` of a pointer) and the original
+/// header's array itself (`_IOR` of the element; the header's numbers on a device enabled with
+/// `PCNTRENABLE`; every number of a program built with `-DPFCNTR_ORIGINAL_ARGS`). A struct
+/// whose first member holds an address is never written through. Before, PAPI's call
+/// (`ioctl(fd, PCNTGETCNT, &cntrs)`) wrote the counts through `cntrs.pf_cntr0`, and
+/// `PCNTRENABLE` did not exist.
+#[test]
+fn array_requests_take_both_forms_by_the_size_in_their_number() {
+    let bin = build("tests/c/pfm_forms.c", "pfm_forms", false);
+    // `run` requires "0 failures" and a zero status.
+    for mode in ["pfm7", "renable"] {
+        run(&bin, "sim:ev4", &[mode]);
+    }
+    let original = build_with(
+        "tests/c/pfm_forms.c",
+        "pfm_forms_original",
+        false,
+        &["-DPFCNTR_ORIGINAL_ARGS"],
+    );
+    run(&original, "sim:ev4", &["original"]);
 }
 
 /// The ways a program reuses a descriptor number behind libpfcntr's back (tests/c/pfm_reuse.c).

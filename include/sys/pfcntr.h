@@ -29,7 +29,19 @@
 #define PFM_PROFILING 0x4
 
 /* ioctl requests (EV4 interface; most serve EV5 too). The argument of each is a pointer.
- * The numbers are Linux's _IO('P', 0x80 + n): no direction or size for tools to decode. */
+ * The numbers are Linux's _IO('P', 0x80 + n): no direction or size for tools to decode.
+ *
+ * The four requests that return an array (PCNTGETCNT, PCNTGETIPLHIS, PCNT5GETCNT,
+ * PCNT5GETCNT2) take the address of a pointer to the array, as in pfm(7)'s sample:
+ *     struct pfcntrs cntrs[N], *p = cntrs; ioctl(fd, PCNTGETCNT, &p);
+ * Tru64's original header made them _IOR('P', n, struct pfcntrs), whose argument is the
+ * array itself (ioctl(fd, PCNTGETCNT, &cntrs), as PAPI's Alpha code calls it). The library
+ * serves both, told apart by the size in the number: the numbers below and
+ * _IOR('P', 0x80 + n, <element> *) are the pointer's form, _IOR('P', 0x80 + n, <element>)
+ * the array's. A program written to the original header defines PFCNTR_ORIGINAL_ARGS before
+ * including this one, which then gives it the array's numbers; and a device enabled or
+ * disabled with PCNTRENABLE/PCNTRDISABLE (names only the original header had) takes the
+ * numbers below in the array's form too. */
 #define PCNTDISABLE      0x5080UL
 #define PCNTENABLE       0x5081UL
 #define PCNTSETMUX       0x5082UL
@@ -46,6 +58,8 @@
 #define PCNTSETKRANGE    0x508dUL
 #define PCNTSETUADDR     0x508eUL
 #define PCNTSETURANGE    0x508fUL
+#define PCNTRENABLE      0x5090UL
+#define PCNTRDISABLE     0x5091UL
 
 /* EV5 requests. */
 #define PCNT5MUX         0x50a0UL
@@ -58,6 +72,20 @@
 #define PCNT5GETCNT      0x50a7UL
 #define PCNT5GETCNT2     0x50a8UL
 #define PCNT5READCNTRS   0x50a9UL
+
+/* Linux's _IOR('P', nr, type), spelled out so that the header needs no other header. */
+#define PERFCOMPAT_PFCNTR_IOR(nr, type) \
+    (0x80000000UL | ((unsigned long)(sizeof(type) & 0x3fff) << 16) | 0x5000UL | (nr))
+#ifdef PFCNTR_ORIGINAL_ARGS
+#undef PCNTGETCNT
+#undef PCNTGETIPLHIS
+#undef PCNT5GETCNT
+#undef PCNT5GETCNT2
+#define PCNTGETCNT       PERFCOMPAT_PFCNTR_IOR(0x88, struct pfcntrs)
+#define PCNTGETIPLHIS    PERFCOMPAT_PFCNTR_IOR(0x8a, struct pfipls)
+#define PCNT5GETCNT      PERFCOMPAT_PFCNTR_IOR(0xa7, struct pfcntrs_ev5)
+#define PCNT5GETCNT2     PERFCOMPAT_PFCNTR_IOR(0xa8, struct pfcntrs_ev5)
+#endif
 
 /* PCNTSETMUX: EV4 events and interrupt frequencies. */
 struct iccsr {
