@@ -516,6 +516,17 @@ pub fn format_exact_costs(
     report(table, &counts, &shown, elapsed_s)
 }
 
+/// [`format_costs`] with each count printed as `shown` (same order): `perfex -y` prints the
+/// exact integers it read, or its scaled estimates rounded.
+pub fn format_costs_shown(
+    table: &CostTable,
+    counts: &[EventCount],
+    shown: &[String],
+    elapsed_s: Option<f64>,
+) -> String {
+    report(table, counts, shown, elapsed_s)
+}
+
 /// The cost report of `counts`, each count printed as `shown` (same order).
 fn report(
     table: &CostTable,

@@ -106,6 +106,16 @@ impl Count {
     pub fn scaled(&self) -> bool {
         self.running_ns < self.enabled_ns
     }
+
+    /// The count as the reports print it: the exact integer read (through `f64` a count above
+    /// 2^53 would print rounded), or the scaled estimate rounded to an integer.
+    pub fn shown(&self) -> String {
+        if self.scaled() {
+            format!("{:.0}", self.count)
+        } else {
+            self.raw.to_string()
+        }
+    }
 }
 
 /// The counts of one thread (`-mp`).
@@ -507,11 +517,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
 /// The count table: one line per event, with a note on scaled counts.
 fn count_lines(s: &mut String, flavor: Flavor, counts: &[Count]) {
     for c in counts {
-        s.push_str(&super::count_line(
-            flavor,
-            c.event,
-            &format!("{}", c.count as u64),
-        ));
+        s.push_str(&super::count_line(flavor, c.event, &c.shown()));
         if c.scaled() {
             let pct = 100.0 * c.running_ns as f64 / c.enabled_ns as f64;
             let _ = write!(s, "  (counted {pct:.0}% of the time, scaled)");
@@ -600,9 +606,10 @@ impl Outcome {
             let _ = writeln!(s, "\nTotals over {} threads:", self.threads.len());
         }
         match costs {
-            Some(t) => s.push_str(&costs::format_costs(
+            Some(t) => s.push_str(&costs::format_costs_shown(
                 t,
                 &self.cost_counts(),
+                &self.counts.iter().map(Count::shown).collect::<Vec<_>>(),
                 Some(self.counting_s),
             )),
             None => count_lines(&mut s, flavor, &self.counts),
@@ -766,6 +773,24 @@ pub(crate) fn json_num(v: f64) -> String {
 mod tests {
     use super::*;
 
+    /// A finished command's outcome with `counts`, a second of everything.
+    fn outcome(counts: Vec<Count>) -> Outcome {
+        Outcome {
+            command: vec!["x".into()],
+            backend: "perf".into(),
+            kernel: false,
+            all: true,
+            counts,
+            not_counted: vec![],
+            threads: vec![],
+            elapsed_s: 1.0,
+            counting_s: 1.0,
+            user_s: 0.0,
+            system_s: 0.0,
+            status: Status::Exited(0),
+        }
+    }
+
     #[test]
     fn json_strings_escape_quotes_backslashes_and_controls() {
         assert_eq!(json_str("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
@@ -787,20 +812,7 @@ mod tests {
             running_ns: 2,
         };
         assert!(c.scaled());
-        let o = Outcome {
-            command: vec!["x".into()],
-            backend: "perf".into(),
-            kernel: false,
-            all: true,
-            counts: vec![c],
-            not_counted: vec![],
-            threads: vec![],
-            elapsed_s: 1.0,
-            counting_s: 1.0,
-            user_s: 0.0,
-            system_s: 0.0,
-            status: Status::Exited(0),
-        };
+        let o = outcome(vec![c]);
         assert!(
             o.text(None).contains("(counted 67% of the time, scaled)"),
             "{}",
@@ -835,6 +847,26 @@ mod tests {
             },
         ] {
             assert_eq!(h(o), None);
+        }
+    }
+
+    #[test]
+    fn counts_print_exactly_in_the_count_and_cost_reports() {
+        // 2^53 + 1 and 2^63 - 1: through f64 they print as 2^53 and 2^63 (issue 29).
+        let count = |event: u32, raw: u64| Count {
+            event,
+            linux_event: None,
+            raw,
+            count: raw as f64,
+            enabled_ns: 5,
+            running_ns: 5,
+        };
+        let o = outcome(vec![count(0, (1 << 53) + 1), count(25, i64::MAX as u64)]);
+        let table = CostTable::builtin(Flavor::R10000);
+        for text in [o.text(None), o.text(Some(&table))] {
+            assert!(text.contains("9007199254740993"), "{text}");
+            assert!(text.contains("9223372036854775807"), "{text}");
+            assert!(!text.contains("9007199254740992"), "{text}");
         }
     }
 
