@@ -239,14 +239,14 @@ pub const HOST_CACHE_ENV: &str = "PERFCOMPAT_HOST_COSTS";
 /// Where `perfex --calibrate` caches the host table: `$PERFCOMPAT_HOST_COSTS`, else
 /// `$XDG_CACHE_HOME/perfcompat/<hostname>.costs`, else `~/.cache/perfcompat/<hostname>.costs`.
 pub fn host_cache_path() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os(HOST_CACHE_ENV).filter(|p| !p.is_empty()) {
+    if let Some(p) = crate::sys::env_os(HOST_CACHE_ENV).filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }
-    let dir = std::env::var_os("XDG_CACHE_HOME")
+    let dir = crate::sys::env_os("XDG_CACHE_HOME")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
         .or_else(|| {
-            std::env::var_os("HOME")
+            crate::sys::env_os("HOME")
                 .filter(|p| !p.is_empty())
                 .map(|h| PathBuf::from(h).join(".cache"))
         })?;

@@ -387,7 +387,7 @@ pub const SYSTEM_COSTS_ENV: &str = "PERFCOMPAT_SYSTEM_COSTS";
 
 /// The system cost file: `$PERFCOMPAT_SYSTEM_COSTS`, else `/etc/perfex.costs`.
 pub fn system_costs_path() -> PathBuf {
-    std::env::var_os(SYSTEM_COSTS_ENV)
+    crate::sys::env_os(SYSTEM_COSTS_ENV)
         .filter(|p| !p.is_empty())
         .map_or_else(|| PathBuf::from("/etc/perfex.costs"), PathBuf::from)
 }

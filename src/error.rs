@@ -424,6 +424,13 @@ impl fmt::Display for Error {
             ),
             Error::NoSuchCpu(c) => write!(f, "no such CPU {c}, or it is offline"),
             Error::Unsupported(s) => write!(f, "not supported: {s}"),
+            // A privileged process shows no part of a file's content: its user may not be
+            // allowed to read the file (`sys::secure`).
+            Error::BadFile { file, line, .. } if crate::sys::secure() => write!(
+                f,
+                "{file}:{line}: not a valid line (a privileged program does not show what it \
+                 holds)"
+            ),
             Error::BadFile { file, line, reason } if *line > 0 => {
                 write!(f, "{file}:{line}: {reason}")
             }

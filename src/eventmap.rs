@@ -386,7 +386,7 @@ impl EventMap {
     /// The map from the file named by `PERFCOMPAT_EVENTS`; an empty map when the variable is
     /// unset or empty.
     pub fn from_env() -> Result<EventMap> {
-        match std::env::var_os(ENV_VAR) {
+        match crate::sys::env_os(ENV_VAR) {
             Some(p) if !p.is_empty() => EventMap::load(Path::new(&p)),
             _ => Ok(EventMap::new()),
         }

@@ -23,6 +23,44 @@ pub fn now_ns() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
+/// Whether the process runs with privileges the user who started it may not have: a setuid or
+/// setgid program, or one with file capabilities (the kernel's `AT_SECURE`, the rule of glibc's
+/// `secure_getenv`). Such a process does not take its environment from that user: see
+/// [`env_os`].
+pub fn secure() -> bool {
+    static SECURE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    // SAFETY: getauxval has no preconditions.
+    *SECURE.get_or_init(|| unsafe { libc::getauxval(libc::AT_SECURE) } != 0)
+}
+
+/// The library's environment variable `name`, as [`std::env::var_os`] gives it, except in a
+/// secure process ([`secure`]): there every variable the library reads is ignored, because
+/// those that name files (event maps, cost files, the calibration cache and the `HOME` or
+/// `XDG_CACHE_HOME` it is found under, report outputs) would let the user read or write files
+/// through the privileged process, and the others would let them change what it does. The
+/// first variable found set is reported once on standard error, by name, never by value.
+/// Built-in defaults and the system-wide files (`/etc/perfex.costs`) still apply.
+pub fn env_os(name: &str) -> Option<std::ffi::OsString> {
+    let v = std::env::var_os(name)?;
+    if !secure() {
+        return Some(v);
+    }
+    static TOLD: std::sync::Once = std::sync::Once::new();
+    TOLD.call_once(|| {
+        crate::stderr_line!(
+            "perfcompat: this program runs with privileges its user may not have (setuid, \
+             setgid or file capabilities): the library ignores its environment variables \
+             ({name} is set) and uses its defaults"
+        );
+    });
+    None
+}
+
+/// [`env_os`] as a string: `None` also when the value is not UTF-8 (as [`std::env::var`]).
+pub fn env_var(name: &str) -> Option<String> {
+    env_os(name)?.into_string().ok()
+}
+
 thread_local! {
     static CREATING_INTERNAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -94,7 +132,7 @@ fn signals() -> (i32, i32) {
     }
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let env = |v| std::env::var_os(v).filter(|s| !s.is_empty());
+        let env = |v| env_os(v).filter(|s| !s.is_empty());
         let c = choose_signals(
             env(OVERFLOW_VAR),
             env(SIGEMT_VAR),

@@ -71,13 +71,9 @@ extern "C" fn ctor(argc: c_int, argv: *const *const c_char, envp: *const *const 
 /// The value of the environment variable `name`, unless unset or blank (copied before anything
 /// else touches the environment).
 fn env_value(name: &CStr) -> Option<String> {
-    // SAFETY: getenv with a NUL-terminated name.
-    let value = unsafe { libc::getenv(name.as_ptr()) };
-    if value.is_null() {
-        return None;
-    }
-    // SAFETY: getenv returned a NUL-terminated string.
-    let value = unsafe { CStr::from_ptr(value) }.to_string_lossy();
+    // Ignored in a privileged process (`perfcompat::sys::env_os`).
+    let value = perfcompat::sys::env_os(name.to_str().ok()?)?;
+    let value = value.to_string_lossy();
     (!value.trim().is_empty()).then(|| value.into_owned())
 }
 
@@ -105,10 +101,8 @@ fn preload(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char)
     };
     // SAFETY: getpid has no preconditions.
     let pid = CString::new(unsafe { libc::getpid() }.to_string()).unwrap_or_default();
-    // SAFETY: getenv with a NUL-terminated name.
-    let owner = unsafe { libc::getenv(OWNER_VAR.as_ptr()) };
-    // SAFETY: getenv returned NULL or a NUL-terminated string.
-    if !owner.is_null() && unsafe { CStr::from_ptr(owner) } != pid.as_c_str() {
+    let owner = OWNER_VAR.to_str().ok().and_then(perfcompat::sys::env_os);
+    if owner.is_some_and(|o| o.as_encoded_bytes() != pid.as_bytes()) {
         return; // a child of the counting process: counted there
     }
     // SAFETY: NUL-terminated strings; the loader runs constructors before the program's
@@ -199,7 +193,7 @@ extern "C" fn report(status: c_int, _arg: *mut c_void) {
 /// standard error.
 fn write_report(text: &str) {
     let mut text = text.to_string();
-    if let Some(path) = std::env::var_os(OUTPUT_VAR).filter(|p| !p.is_empty()) {
+    if let Some(path) = perfcompat::sys::env_os(OUTPUT_VAR).filter(|p| !p.is_empty()) {
         match std::fs::write(&path, &text) {
             Ok(()) => return,
             Err(e) => {

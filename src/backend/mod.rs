@@ -360,7 +360,7 @@ static GLOBAL: OnceLock<std::result::Result<Box<dyn Backend>, Error>> = OnceLock
 
 /// The process's backend, chosen once from `PERFCOMPAT_BACKEND` (default `auto`).
 pub fn global() -> Result<&'static dyn Backend> {
-    let r = GLOBAL.get_or_init(|| from_name(&env_name(std::env::var_os("PERFCOMPAT_BACKEND"))));
+    let r = GLOBAL.get_or_init(|| from_name(&env_name(crate::sys::env_os("PERFCOMPAT_BACKEND"))));
     match r {
         Ok(b) => Ok(b.as_ref()),
         Err(e) => Err(e.clone()),

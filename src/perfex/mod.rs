@@ -188,7 +188,7 @@ fn env_override(index: usize) -> Option<i32> {
     let names = [["T5_EVENT0", "T5EVENT0"], ["T5_EVENT1", "T5EVENT1"]][index];
     let (name, value) = names
         .iter()
-        .find_map(|n| std::env::var(n).ok().map(|v| (*n, v)))?;
+        .find_map(|n| crate::sys::env_var(n).map(|v| (*n, v)))?;
     match value.trim().parse::<i32>() {
         Ok(n) if (0..32).contains(&n) => Some(n),
         _ => {

@@ -89,7 +89,7 @@ pub fn rank_from_env() -> Result<u32> {
         "PMI_RANK",
         "SLURM_PROCID",
     ] {
-        if let Ok(v) = std::env::var(var) {
+        if let Some(v) = crate::sys::env_var(var) {
             return v
                 .trim()
                 .parse()
@@ -117,7 +117,7 @@ pub fn options_from_env(command: Vec<std::ffi::OsString>) -> Result<Options> {
         command,
         ..Options::default()
     };
-    let get = |v: &str| std::env::var(v).ok().filter(|s| !s.trim().is_empty());
+    let get = |v: &str| crate::sys::env_var(v).filter(|s| !s.trim().is_empty());
     if let Some(list) = get(EVENT_VARS[0]) {
         if list.trim() == "all" {
             opts.all = true;
@@ -231,12 +231,12 @@ pub fn merge_buffers(buffers: &[u8], record_len: usize) -> Result<Merged> {
 /// Write a job's report where `PERFCOMPAT_MPI_OUTPUT` says (a file, created or truncated;
 /// standard error when unset), as JSON when `PERFCOMPAT_MPI_FORMAT` is `json`, else as text.
 pub fn write_report(m: &Merged) -> Result<()> {
-    let json = std::env::var("PERFCOMPAT_MPI_FORMAT").is_ok_and(|f| f.trim() == "json");
+    let json = crate::sys::env_var("PERFCOMPAT_MPI_FORMAT").is_some_and(|f| f.trim() == "json");
     let mut text = if json { m.json() } else { m.text() };
     if json {
         text.push('\n');
     }
-    match std::env::var_os("PERFCOMPAT_MPI_OUTPUT").filter(|p| !p.is_empty()) {
+    match crate::sys::env_os("PERFCOMPAT_MPI_OUTPUT").filter(|p| !p.is_empty()) {
         Some(path) => std::fs::write(&path, text).map_err(|e| {
             Error::InvalidArgument(format!(
                 "PERFCOMPAT_MPI_OUTPUT={}: {e}",

@@ -252,7 +252,7 @@ impl PerfBackend {
     fn cycles_fallback(&self) -> bool {
         !self.pmu
             && *self.cycles_fallback.get_or_init(|| {
-                std::env::var("PERFCOMPAT_CYCLES_FALLBACK").map_or(true, |v| v.trim() != "0")
+                crate::sys::env_var("PERFCOMPAT_CYCLES_FALLBACK").is_none_or(|v| v.trim() != "0")
             })
     }
 
