@@ -196,6 +196,11 @@ fn start() -> bool {
     match spawned {
         Ok(h) => {
             *WATCHER.lock().unwrap_or_else(|e| e.into_inner()) = Some(h.thread().clone());
+            // Never joined, and not detached either: a program built with AddressSanitizer
+            // and linked statically does not see threads made through the library's
+            // pthread_create (its interposer comes first), and its pthread_detach aborts on
+            // one (the fuzz targets). The thread lives as long as the process.
+            std::mem::forget(h);
             WATCHER_PID.store(pid, Ordering::Release);
             true
         }
