@@ -74,24 +74,26 @@ struct Entry {
     set: Arc<dyn Watched>,
 }
 
-/// The bindings watched, behind a spin lock: taken with every signal blocked (never by a
-/// handler on the same thread), held for a few loads and stores, and reset in a fork's child
-/// (where the thread that held it may not exist).
-struct Registry {
+/// A value behind a spin lock: taken with every signal blocked (never by a handler on the
+/// same thread), held briefly, and reset in a fork's child (where the thread that held it may
+/// not exist; a `Mutex` held there would stay locked for ever).
+struct Spin<T> {
     locked: AtomicBool,
-    entries: UnsafeCell<Vec<Entry>>,
+    value: UnsafeCell<T>,
 }
 
-// SAFETY: `entries` is only touched while `locked` is held.
-unsafe impl Sync for Registry {}
+// SAFETY: `value` is only touched while `locked` is held.
+unsafe impl<T: Send> Sync for Spin<T> {}
 
-static REGISTRY: Registry = Registry {
-    locked: AtomicBool::new(false),
-    entries: UnsafeCell::new(Vec::new()),
-};
+impl<T> Spin<T> {
+    const fn new(value: T) -> Spin<T> {
+        Spin {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
 
-impl Registry {
-    fn with<R>(&self, f: impl FnOnce(&mut Vec<Entry>) -> R) -> R {
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         let _b = Blocked::all();
         while self
             .locked
@@ -101,14 +103,30 @@ impl Registry {
             std::hint::spin_loop();
         }
         // SAFETY: the lock is held.
-        let r = f(unsafe { &mut *self.entries.get() });
+        let r = f(unsafe { &mut *self.value.get() });
         self.locked.store(false, Ordering::Release);
         r
     }
+
+    /// In a fork's child: unlock, and take the value out without dropping it (it is the
+    /// parent's: threads and bindings this process does not have).
+    fn forget_in_child(&self, empty: T) {
+        self.locked.store(false, Ordering::Release);
+        // SAFETY: the only thread of the child; nothing else can hold the lock now.
+        let old = std::mem::replace(unsafe { &mut *self.value.get() }, empty);
+        std::mem::forget(old);
+    }
 }
 
-/// The watcher thread (to unpark when the first binding comes).
-static WATCHER: std::sync::Mutex<Option<std::thread::Thread>> = std::sync::Mutex::new(None);
+/// The bindings watched.
+static REGISTRY: Spin<Vec<Entry>> = Spin::new(Vec::new());
+
+/// The watcher thread (to unpark when the first binding comes). Its handle is kept, never
+/// joined nor detached: a program built with AddressSanitizer and linked statically does not
+/// see threads made through the library's pthread_create (its interposer comes first), and
+/// its pthread_detach aborts on one (the fuzz targets); a forgotten handle would be a leak to
+/// LeakSanitizer. The thread lives as long as the process.
+static WATCHER: Spin<Option<std::thread::JoinHandle<()>>> = Spin::new(None);
 /// The process the watcher runs in (0: none yet): a fork's child starts its own.
 static WATCHER_PID: AtomicI32 = AtomicI32::new(0);
 /// Overflows the watcher handled (for tests and the curious).
@@ -152,21 +170,18 @@ pub fn unregister(id: u64) {
 /// Wake the watcher if it is parked (nothing to watch); one in `poll` sees a change at its
 /// next look ([`LOOK_MS`]).
 fn wake() {
-    if let Ok(w) = WATCHER.try_lock() {
-        if let Some(t) = w.as_ref() {
-            t.unpark();
+    WATCHER.with(|w| {
+        if let Some(h) = w.as_ref() {
+            h.thread().unpark();
         }
-    }
+    });
 }
 
 extern "C" fn in_child() {
-    // The watcher did not come through the fork, and the lock may have been held by it: start
-    // over with nothing watched (the parent's bindings are gone here). The entries are
-    // forgotten, not dropped: dropping them would close descriptors the child may reuse.
-    REGISTRY.locked.store(false, Ordering::Release);
-    // SAFETY: the only thread of the child; nothing else can hold the registry now.
-    let old = std::mem::take(unsafe { &mut *REGISTRY.entries.get() });
-    std::mem::forget(old);
+    // The watcher did not come through the fork: start over with nothing watched (the
+    // parent's bindings are gone here; their descriptors are the child's to close or reuse).
+    REGISTRY.forget_in_child(Vec::new());
+    WATCHER.forget_in_child(None);
     WATCHER_PID.store(0, Ordering::Release);
 }
 
@@ -177,38 +192,35 @@ fn start() -> bool {
     if WATCHER_PID.load(Ordering::Acquire) == pid {
         return true;
     }
-    static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _one = STARTING.lock().unwrap_or_else(|e| e.into_inner());
-    if WATCHER_PID.load(Ordering::Acquire) == pid {
-        return true;
-    }
     static ATFORK: std::sync::Once = std::sync::Once::new();
     ATFORK.call_once(|| {
         // SAFETY: registers a child handler that only resets this module's state.
         unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
     });
-    let spawned = crate::sys::create_internal_thread(|| {
-        std::thread::Builder::new()
-            .name("perfcompat-ovf".into())
-            .stack_size(64 * 1024)
-            .spawn(run)
-    });
-    match spawned {
-        Ok(h) => {
-            *WATCHER.lock().unwrap_or_else(|e| e.into_inner()) = Some(h.thread().clone());
-            // Never joined, and not detached either: a program built with AddressSanitizer
-            // and linked statically does not see threads made through the library's
-            // pthread_create (its interposer comes first), and its pthread_detach aborts on
-            // one (the fuzz targets). The thread lives as long as the process.
-            std::mem::forget(h);
-            WATCHER_PID.store(pid, Ordering::Release);
-            true
+    // One starter at a time: under the lock of the handle it stores.
+    WATCHER.with(|w| {
+        if WATCHER_PID.load(Ordering::Acquire) == pid {
+            return true;
         }
-        Err(e) => {
-            tell_failure(&e);
-            false
+        let spawned = crate::sys::create_internal_thread(|| {
+            std::thread::Builder::new()
+                .name("perfcompat-ovf".into())
+                .stack_size(64 * 1024)
+                .spawn(run)
+        });
+        match spawned {
+            Ok(h) => {
+                // A handle from before a fork names a thread this process does not have.
+                std::mem::forget(w.replace(h));
+                WATCHER_PID.store(pid, Ordering::Release);
+                true
+            }
+            Err(e) => {
+                tell_failure(&e);
+                false
+            }
         }
-    }
+    })
 }
 
 fn tell_failure(e: &std::io::Error) {
