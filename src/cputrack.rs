@@ -7,7 +7,7 @@
 //! a [`Record`] of kind [`Kind::Tick`] carries its counts over the interval; with several sets
 //! each thread moves to the next set after each of its samples (rebinding counts from zero).
 //! What happens to the process is reported too: a thread created ([`Kind::LwpCreate`], the
-//! creator's counts since its last line), a thread other than the first ending
+//! creator's counts since its last line), a thread ending before its process
 //! ([`Kind::LwpExit`], its totals), a `fork` (with `follow_fork` the child is tracked by a copy
 //! of the controller, as the original ran one controlling process per tracked process), an
 //! `exec` (its totals so far; with `follow_exec` counting goes on in the new program, else the
@@ -58,7 +58,7 @@ pub enum Kind {
     InitLwp,
     /// A thread stops being counted (`-v`): its totals.
     FiniLwp,
-    /// A thread other than the process's first ended: its totals.
+    /// A thread ended before its process: its totals.
     LwpExit,
     /// A thread created a thread: the creator's counts since its last line.
     LwpCreate,
@@ -419,8 +419,10 @@ impl Observer for Tracker<'_> {
     }
 
     fn lwp_exit(&mut self, pid: i32, tid: i32) -> Result<()> {
-        if tid == pid || !self.counted(pid) {
-            return Ok(()); // the first thread's end is the process's exit line
+        // Only for a thread that ends before its process (the engine does not call it for the
+        // threads ending with the process: their end is the exit line), LWP 1 included.
+        if !self.counted(pid) {
+            return Ok(());
         }
         let Some(l) = self.lwps.get(&tid) else {
             return Ok(());

@@ -552,6 +552,8 @@ struct Task {
     /// In a ptrace-stop we took and have not ended (the command at its exec before the run,
     /// an adopted process, a thread whose callback failed): resumed or detached directly.
     held: bool,
+    /// Past its exit stop.
+    exiting: bool,
 }
 
 impl Task {
@@ -560,6 +562,7 @@ impl Task {
             pid,
             observed: false,
             held: false,
+            exiting: false,
         }
     }
 }
@@ -1010,16 +1013,19 @@ impl Pctx {
                 Self::cont(tid, 0);
             }
             EVENT_EXIT => {
+                if let Some(x) = self.tasks.get_mut(&tid) {
+                    x.exiting = true;
+                }
                 if t.observed {
                     self.set_observed(tid, false);
                     // lwp_exit is for a thread that ends before its process does
                     // (pctx_set_events(3CPC)): one that called exit(2) itself (not
                     // exit_group(2), not killed with its process) while another thread of
-                    // the process is still observed.
+                    // the process lives (observed yet or not: one just created).
                     let others = self
                         .tasks
                         .iter()
-                        .any(|(&k, x)| k != tid && x.pid == t.pid && x.observed);
+                        .any(|(&k, x)| k != tid && x.pid == t.pid && !x.exiting);
                     if others && exit_syscall(tid).is_none_or(|n| n == libc::SYS_exit) {
                         obs.lwp_exit(t.pid, tid)?;
                     }

@@ -313,6 +313,34 @@ fn at_process_exit_the_threads_get_fini_lwp_without_lwp_exit() {
     }
 }
 
+/// The main thread ending alone (pthread_exit) ends before its process: lwp_exit, fini_lwp;
+/// the thread left ends with the process: fini_lwp alone, then exit (issue 30: lwp_exit came
+/// for every thread).
+#[test]
+fn the_main_thread_ending_first_gets_lwp_exit_and_the_last_thread_does_not() {
+    let t = target();
+    let Some(out) = run(&["seq", &t, "main_exit"]) else {
+        return;
+    };
+    let l = of(&out, "p");
+    assert_eq!(l[..2], lines("init_lwp main 1\nlwp_create main 1"), "{out}");
+    // The new thread's start and the main thread's end come in either order.
+    let of_lwp = |id: &str| -> Vec<String> {
+        l[2..]
+            .iter()
+            .filter(|x| x.ends_with(&format!("main {id}")))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(of_lwp("1"), ["lwp_exit main 1", "fini_lwp main 1"], "{out}");
+    assert_eq!(of_lwp("2"), ["init_lwp main 2", "fini_lwp main 2"], "{out}");
+    assert_eq!(
+        l[l.len() - 3..],
+        lines("exit main 1 0\npctx_run 0\nreleased"),
+        "{out}"
+    );
+}
+
 /// The callbacks of `pctx_target fork` when its child is not followed in the same run.
 const PARENT_ALONE: &str = "init_lwp main 1
                             fini_lwp main 1
