@@ -464,8 +464,8 @@ void cpc_buf_zero(cpc_t *cpc, cpc_buf_t *buf);
 int cpc_bind_curlwp(cpc_t *cpc, cpc_set_t *set, uint_t flags);
 
 /*
- Bind `set` to thread `id` (a Linux thread id, as the libpctx callbacks pass it) of the
- process `pctx` controls; see cpc_bind_curlwp(3CPC). Counting starts from the presets; the
+ Bind `set` to LWP `id` (libpctx's id, as its callbacks pass it: 1 for the process's
+ first thread, then 2, 3, ... in creation order) of the process `pctx` controls; see cpc_bind_curlwp(3CPC). Counting starts from the presets; the
  thread's children do not inherit it.
 
  # Returns
@@ -475,7 +475,11 @@ int cpc_bind_curlwp(cpc_t *cpc, cpc_set_t *set, uint_t flags);
  # Safety
  `pctx` is NULL or a handle from `pctx_create`/`pctx_capture`.
  */
-int cpc_bind_pctx(cpc_t *cpc, pctx_t *pctx, id_t id, cpc_set_t *set, uint_t flags);
+int cpc_bind_pctx(cpc_t *cpc,
+                  pctx_t *pctx,
+                  id_t id,
+                  cpc_set_t *set,
+                  uint_t flags);
 
 /*
  Count everything that runs on CPU `id` with `set`, and bind the calling thread to that CPU

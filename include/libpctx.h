@@ -10,7 +10,7 @@
 /* Solaris's unsigned int. */
 typedef unsigned int uint_t;
 
-/* id_t (a thread id here) is POSIX, but glibc's <sys/types.h> declares it only for XSI and
+/* id_t (an LWP id here) is POSIX, but glibc's <sys/types.h> declares it only for XSI and
  * POSIX 2008 builds: declare it the way glibc does for strict C builds (-std=c99). */
 #if defined(__GLIBC__) && !defined(__id_t_defined)
 typedef __id_t id_t;
@@ -31,12 +31,13 @@ typedef enum {
 
 typedef struct pctx_t pctx_t;
 
-/* Callback types, as in Solaris's libpctx.h. The id_t is a Linux thread id.
+/* Callback types, as in Solaris's libpctx.h. The id_t is an LWP id as Solaris numbers them:
+ * 1 for the process's first thread, then 2, 3, ... in creation order (1 again after an exec);
+ * the library maps it to the Linux thread, and cpc_bind_pctx takes it.
  * The fork callback is called in a copy of the caller (only a registered fork callback makes
- * children followed) as fn(child's own pctx_t, parent pid, child pid, child's thread id, arg):
- * pctx_set_events(3CPC) names the third and fourth arguments lwpid and child, cputrack reads
- * them as child pid and lwpid; the child's one thread has the child's pid as its id, so both
- * readings hold. The exit callback's int is the exit status (128 + N for signal N). */
+ * children followed) as fn(child's own pctx_t, parent pid, child pid, 1, arg): the child's one
+ * thread is its LWP 1 (pctx_set_events(3CPC) names the third and fourth arguments lwpid and
+ * child, cputrack reads them as child pid and lwpid). The exit callback's int is the exit status (128 + N for signal N). */
 typedef void (pctx_errfn_t)(const char *fn, const char *fmt, va_list ap);
 typedef int pctx_sysc_execfn_t(pctx_t *, pid_t, id_t, char *, void *);
 typedef void pctx_sysc_forkfn_t(pctx_t *, pid_t, id_t, pid_t, void *);
@@ -96,13 +97,15 @@ pctx_t *pctx_capture(pid_t pid, void *arg, int verbose, pctx_errfn_t *errfn);
  every thread every `msec` milliseconds by the clock (0: no ticks), until the process
  exits, after `nsamples` ticks when it is not 0, or when `pctx_terminate` or
  `cpc_terminate` is called; see pctx_run(3CPC). The callbacks come in pctx_set_events(3CPC)'s
- order: a program that just runs gives init_lwp, lwp_exit, fini_lwp, exit; a thread created
- gives lwp_create (the creating thread's id) before its init_lwp; an exec gives fini_lwp for
- every thread, exec, then init_lwp for the process's one thread (id = pid). The command's
+ order: a program that just runs gives init_lwp, fini_lwp, exit; a thread created gives
+ lwp_create (the creating thread's id) before its init_lwp; a thread ending before the
+ process gives lwp_exit, fini_lwp (the threads ending with the process only fini_lwp); an
+ exec gives fini_lwp for every thread, exec, then init_lwp for the process's one thread
+ (LWP 1). The command's
  own start (`pctx_create`'s exec) is not an exec event: its init_lwp comes before its first
  instruction. Children are followed only with a fork callback registered, each in a copy
  of the caller: the callback gets the child's own `pctx_t`, the parent's pid, the child's
- pid, the child's thread id (the same number on Linux) and `arg`; it may set events on the
+ pid, the child's LWP id (1) and `arg`; it may set events on the
  child's handle and run it; when it returns the child is released and the copy exits.
 
  # Returns

@@ -6,7 +6,8 @@
 //! every thread before it runs ([`Target::Thread`]). Every interval each thread is sampled and
 //! a [`Record`] of kind [`Kind::Tick`] carries its counts over the interval; with several sets
 //! each thread moves to the next set after each of its samples (rebinding counts from zero).
-//! What happens to the process is reported too: a thread other than the first ending
+//! What happens to the process is reported too: a thread created ([`Kind::LwpCreate`], the
+//! creator's counts since its last line), a thread ending before its process
 //! ([`Kind::LwpExit`], its totals), a `fork` (with `follow_fork` the child is tracked by a copy
 //! of the controller, as the original ran one controlling process per tracked process), an
 //! `exec` (its totals so far; with `follow_exec` counting goes on in the new program, else the
@@ -57,8 +58,10 @@ pub enum Kind {
     InitLwp,
     /// A thread stops being counted (`-v`): its totals.
     FiniLwp,
-    /// A thread other than the process's first ended: its totals.
+    /// A thread ended before its process: its totals.
     LwpExit,
+    /// A thread created a thread: the creator's counts since its last line.
+    LwpCreate,
     /// The process created a child process (the note is its id).
     Fork,
     /// The process executed a new program: its totals so far (and, with `follow_exec`, a
@@ -76,6 +79,7 @@ impl Kind {
             Kind::InitLwp => "init_lwp",
             Kind::FiniLwp => "fini_lwp",
             Kind::LwpExit => "lwp_exit",
+            Kind::LwpCreate => "lwp_create",
             Kind::Fork => "fork",
             Kind::Exec => "exec",
             Kind::Exit => "exit",
@@ -124,6 +128,8 @@ struct Lwp {
     totals: Vec<Vec<u64>>,
     /// CPU time (ns) at the last sample, for cycles.
     cpu_ns: u64,
+    /// With [`Options::cycles`]: its CPU time in cycles, every sample's added up.
+    cycles: u64,
 }
 
 /// One tracked process.
@@ -135,6 +141,8 @@ struct Proc {
     used: Vec<bool>,
     /// Not counted any more (an exec without `follow_exec`).
     dropped: bool,
+    /// With [`Options::cycles`]: the CPU time in cycles of its threads that have ended.
+    cycles: u64,
 }
 
 /// The [`Observer`] that counts each thread and reports [`Record`]s to a [`Sink`].
@@ -171,17 +179,6 @@ fn cpu_ns(pid: i32, tid: i32) -> u64 {
         .ok()
         .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
         .unwrap_or(0)
-}
-
-/// A process's command line, as `ps` shows it (`/proc/<pid>/cmdline`, arguments joined by
-/// spaces).
-fn cmdline(pid: i32) -> String {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    raw.split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(String::from_utf8_lossy)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 impl<'a> Tracker<'a> {
@@ -276,7 +273,9 @@ impl<'a> Tracker<'a> {
             let now = cpu_ns(l.pid, tid);
             let d = now.saturating_sub(l.cpu_ns);
             l.cpu_ns = now;
-            (d as f64 * backend::nominal_mhz() / 1000.0).round() as u64
+            let c = (d as f64 * backend::nominal_mhz() / 1000.0).round() as u64;
+            l.cycles = l.cycles.wrapping_add(c);
+            c
         });
         Ok((deltas, cyc))
     }
@@ -294,6 +293,7 @@ impl<'a> Tracker<'a> {
             for (k, t) in l.totals.iter().enumerate() {
                 add(&mut p.totals[k], t);
             }
+            p.cycles = p.cycles.wrapping_add(l.cycles);
         }
         Ok(Some(l))
     }
@@ -306,6 +306,7 @@ impl<'a> Tracker<'a> {
             totals: zeros(sets),
             used: vec![false; n],
             dropped: false,
+            cycles: 0,
         })
     }
 
@@ -318,6 +319,7 @@ impl<'a> Tracker<'a> {
         let Some(p) = self.procs.get(&pid) else {
             return Vec::new();
         };
+        let cycles = self.opts.cycles.then_some(p.cycles);
         let sets: Vec<(usize, Vec<u64>)> = p
             .totals
             .iter()
@@ -326,8 +328,29 @@ impl<'a> Tracker<'a> {
             .map(|(k, t)| (k, t.clone()))
             .collect();
         sets.into_iter()
-            .map(|(k, t)| self.record(pid, lwp, kind, k, t))
+            .map(|(k, t)| {
+                let mut r = self.record(pid, lwp, kind, k, t);
+                r.cycles = cycles;
+                r
+            })
             .collect()
+    }
+
+    /// A line of `kind` for thread `tid` of `pid` with its counts since its last line; the
+    /// thread's set, or `None` when it is not counted.
+    fn sample_line(&mut self, pid: i32, tid: i32, kind: Kind) -> Result<Option<usize>> {
+        if !self.counted(pid) {
+            return Ok(None);
+        }
+        let Some(l) = self.lwps.get(&tid) else {
+            return Ok(None);
+        };
+        let (lwp, set) = (l.lwp, l.set);
+        let (values, cycles) = self.sample(tid)?;
+        let mut r = self.record(pid, lwp, kind, set, values);
+        r.cycles = cycles;
+        self.emit(r)?;
+        Ok(Some(set))
     }
 
     /// Adopted as a followed child in a copy of the controller: forget the parent's state
@@ -373,10 +396,12 @@ impl Observer for Tracker<'_> {
                 } else {
                     0
                 },
+                cycles: 0,
             },
         );
         if self.opts.verbose {
-            let r = self.record(pid, lwp, Kind::InitLwp, set, vec![0; n]);
+            let mut r = self.record(pid, lwp, Kind::InitLwp, set, vec![0; n]);
+            r.cycles = self.opts.cycles.then_some(0);
             self.emit(r)?;
         }
         Ok(())
@@ -385,7 +410,8 @@ impl Observer for Tracker<'_> {
     fn fini_lwp(&mut self, pid: i32, tid: i32) -> Result<()> {
         if let Some(l) = self.retire(pid, tid)? {
             if self.opts.verbose && !self.done {
-                let r = self.record(pid, l.lwp, Kind::FiniLwp, l.set, l.totals[l.set].clone());
+                let mut r = self.record(pid, l.lwp, Kind::FiniLwp, l.set, l.totals[l.set].clone());
+                r.cycles = self.opts.cycles.then_some(l.cycles);
                 self.emit(r)?;
             }
         }
@@ -393,8 +419,10 @@ impl Observer for Tracker<'_> {
     }
 
     fn lwp_exit(&mut self, pid: i32, tid: i32) -> Result<()> {
-        if tid == pid || !self.counted(pid) {
-            return Ok(()); // the first thread's end is the process's exit line
+        // Only for a thread that ends before its process (the engine does not call it for the
+        // threads ending with the process: their end is the exit line), LWP 1 included.
+        if !self.counted(pid) {
+            return Ok(());
         }
         let Some(l) = self.lwps.get(&tid) else {
             return Ok(());
@@ -403,13 +431,23 @@ impl Observer for Tracker<'_> {
         if self.sample(tid).is_err() {
             return Ok(());
         }
-        let values = self.lwps.get(&tid).map(|l| l.totals[set].clone());
-        if let Some(values) = values {
-            let r = self.record(pid, lwp, Kind::LwpExit, set, values);
+        let totals = self
+            .lwps
+            .get(&tid)
+            .map(|l| (l.totals[set].clone(), l.cycles));
+        if let Some((values, cycles)) = totals {
+            let mut r = self.record(pid, lwp, Kind::LwpExit, set, values);
+            r.cycles = self.opts.cycles.then_some(cycles);
             // A write error shows again at the next record, which can return it.
             let _ = self.emit(r);
         }
         Ok(())
+    }
+
+    fn lwp_create(&mut self, pid: i32, tid: i32, _new: i32) -> Result<()> {
+        // As Sun's cputrack: a line for the creating LWP, with its counts since its last
+        // line (a sample taken at the creation).
+        self.sample_line(pid, tid, Kind::LwpCreate).map(drop)
     }
 
     fn fork(&mut self, pid: i32, tid: i32, child: i32) -> Follow {
@@ -454,10 +492,12 @@ impl Observer for Tracker<'_> {
         p.totals = sets;
         p.used.iter_mut().for_each(|u| *u = false);
         p.next_lwp = 1;
+        p.cycles = 0;
         p.dropped = !follow;
         if follow {
             let mut r = self.record(pid, 1, Kind::Exec, self.current, Vec::new());
-            r.note = Some(format!("'{}'", cmdline(pid)));
+            let args = crate::pctx::psargs(pid);
+            r.note = Some(format!("'{}'", String::from_utf8_lossy(&args)));
             self.emit(r)?;
         }
         Ok(())
@@ -473,17 +513,9 @@ impl Observer for Tracker<'_> {
     }
 
     fn tick(&mut self, pid: i32, tid: i32) -> Result<()> {
-        if !self.counted(pid) {
-            return Ok(());
-        }
-        let Some(l) = self.lwps.get(&tid) else {
+        let Some(set) = self.sample_line(pid, tid, Kind::Tick)? else {
             return Ok(());
         };
-        let (lwp, set) = (l.lwp, l.set);
-        let (values, cycles) = self.sample(tid)?;
-        let mut r = self.record(pid, lwp, Kind::Tick, set, values);
-        r.cycles = cycles;
-        self.emit(r)?;
         let n = self.opts.sets.len();
         if n > 1 {
             let next = (set + 1) % n;

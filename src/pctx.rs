@@ -11,9 +11,11 @@
 //!   command starts) and calls [`Observer::init_lwp`] before the command's first instruction.
 //!   [`Pctx::capture`] seizes every thread of a running process instead.
 //! - The order of the callbacks is libpctx's (pctx_set_events(3CPC)): a program that just runs
-//!   gives `init_lwp`, `lwp_exit`, `fini_lwp`, `exit`; a new thread gives `lwp_create` (with
-//!   the creating thread's id) before its own `init_lwp`; every thread that ends gives
-//!   `lwp_exit` then `fini_lwp`, the last one at process exit included; an `execve` gives
+//!   gives `init_lwp`, `fini_lwp`, `exit`; a new thread gives `lwp_create` (with the creating
+//!   thread's id) before its own `init_lwp`; a thread that ends before its process (it called
+//!   `exit(2)`, `pthread_exit`, or returned from its start routine, while another thread
+//!   lives) gives `lwp_exit` then `fini_lwp`; the threads that end with the process (its
+//!   `exit_group(2)`, a fatal signal, the last thread's exit) give only `fini_lwp`; an `execve` gives
 //!   `fini_lwp` for every observed thread of the process, then [`Observer::exec`], then
 //!   `init_lwp` for the process's one thread (its id is the process id).
 //! - A new process is followed as [`Observer::fork`] says ([`Follow`]): in this `Pctx`
@@ -128,7 +130,8 @@ pub trait Observer {
         let _ = (pid, tid, new);
         Ok(())
     }
-    /// Thread `tid` of process `pid` is exiting (before its `fini_lwp`).
+    /// Thread `tid` of process `pid` is exiting before its process does (before its
+    /// `fini_lwp`); not called for the threads that end with the process.
     fn lwp_exit(&mut self, pid: i32, tid: i32) -> Result<()> {
         let _ = (pid, tid);
         Ok(())
@@ -184,6 +187,42 @@ fn tgid_of(tid: i32) -> Option<i32> {
     s.lines()
         .find_map(|l| l.strip_prefix("Tgid:"))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// The system call thread `tid`, in its exit stop (`PTRACE_EVENT_EXIT`), was making: the
+/// number of `exit` for a thread ending itself, of `exit_group` for the thread ending its
+/// process, anything else for a thread killed with its process. `None` where it cannot be
+/// read (another architecture, the thread gone).
+#[cfg(target_arch = "x86_64")]
+fn exit_syscall(tid: i32) -> Option<libc::c_long> {
+    // struct user_regs_struct's orig_rax, the 16th word of the user area.
+    const ORIG_RAX: usize = 15 * 8;
+    // SAFETY: PEEKUSER reads one word of the tracee's user area at a valid offset.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let v = libc::ptrace(libc::PTRACE_PEEKUSER, tid, ORIG_RAX, 0usize);
+        (v != -1 || errno() == 0).then_some(v)
+    }
+}
+
+/// See the x86-64 version: on arm64 the syscall number is the `NT_ARM_SYSTEM_CALL` regset.
+#[cfg(target_arch = "aarch64")]
+fn exit_syscall(tid: i32) -> Option<libc::c_long> {
+    const NT_ARM_SYSTEM_CALL: usize = 0x404;
+    let mut nr: i32 = -1;
+    let mut iov = libc::iovec {
+        iov_base: (&mut nr as *mut i32).cast(),
+        iov_len: std::mem::size_of::<i32>(),
+    };
+    // SAFETY: GETREGSET writes at most iov_len bytes into `nr`.
+    let r = unsafe { libc::ptrace(libc::PTRACE_GETREGSET, tid, NT_ARM_SYSTEM_CALL, &mut iov) };
+    (r == 0).then_some(libc::c_long::from(nr))
+}
+
+/// See the x86-64 version.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn exit_syscall(_tid: i32) -> Option<libc::c_long> {
+    None
 }
 
 /// Async-signal-safe write of a whole buffer (for a child between fork and exec).
@@ -513,6 +552,8 @@ struct Task {
     /// In a ptrace-stop we took and have not ended (the command at its exec before the run,
     /// an adopted process, a thread whose callback failed): resumed or detached directly.
     held: bool,
+    /// Past its exit stop.
+    exiting: bool,
 }
 
 impl Task {
@@ -521,6 +562,7 @@ impl Task {
             pid,
             observed: false,
             held: false,
+            exiting: false,
         }
     }
 }
@@ -908,8 +950,9 @@ impl Pctx {
             // Gone: exited, or killed (SIGKILL, or another thread's exit or exec, may skip
             // the exit stop).
             if let Some(t) = self.tasks.remove(&tid) {
+                // Ended without an exit stop: killed with its process (SIGKILL) or by another
+                // thread's exec; never a thread exiting on its own, so no lwp_exit.
                 if t.observed {
-                    obs.lwp_exit(t.pid, tid)?;
                     obs.fini_lwp(t.pid, tid)?;
                 }
                 if tid == t.pid {
@@ -970,9 +1013,22 @@ impl Pctx {
                 Self::cont(tid, 0);
             }
             EVENT_EXIT => {
+                if let Some(x) = self.tasks.get_mut(&tid) {
+                    x.exiting = true;
+                }
                 if t.observed {
                     self.set_observed(tid, false);
-                    obs.lwp_exit(t.pid, tid)?;
+                    // lwp_exit is for a thread that ends before its process does
+                    // (pctx_set_events(3CPC)): one that called exit(2) itself (not
+                    // exit_group(2), not killed with its process) while another thread of
+                    // the process lives (observed yet or not: one just created).
+                    let others = self
+                        .tasks
+                        .iter()
+                        .any(|(&k, x)| k != tid && x.pid == t.pid && !x.exiting);
+                    if others && exit_syscall(tid).is_none_or(|n| n == libc::SYS_exit) {
+                        obs.lwp_exit(t.pid, tid)?;
+                    }
                     obs.fini_lwp(t.pid, tid)?;
                 }
                 Self::cont(tid, 0);
@@ -1171,6 +1227,25 @@ impl Drop for Pctx {
         }
         self.reap_copies(true);
     }
+}
+
+/// The size of Solaris's `pr_psargs` (`PRARGSZ`): the argument string holds at most one byte
+/// less, then its NUL.
+pub const PRARGSZ: usize = 80;
+
+/// Process `pid`'s arguments as Solaris's `pr_psargs` holds them, what libpctx's exec
+/// callback and cputrack's `exec` line show: `/proc/<pid>/cmdline`'s arguments joined by
+/// spaces, cut to `PRARGSZ - 1` bytes (empty when it cannot be read).
+pub fn psargs(pid: i32) -> Vec<u8> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let mut s: Vec<u8> = raw
+        .strip_suffix(&[0])
+        .unwrap_or(&raw)
+        .iter()
+        .map(|&b| if b == 0 { b' ' } else { b })
+        .collect();
+    s.truncate(PRARGSZ - 1);
+    s
 }
 
 /// Whether `tid` is a thread of process `pid` (what a libcpc bind to another process's thread

@@ -340,3 +340,122 @@ fn unprivileged_users_are_told_the_paranoid_level() {
     );
     assert!(out.stdout.is_empty());
 }
+
+/// Whether `f` is an item right-aligned in a column of `width` characters.
+fn column(f: Option<&str>, width: usize, ok: impl Fn(&str) -> bool) -> bool {
+    f.is_some_and(|f| {
+        let t = f.trim_start();
+        f.len() == width && !t.is_empty() && !t.contains(' ') && ok(t)
+    })
+}
+
+fn digits(s: &str) -> bool {
+    s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The kind of a line of cpustat's output if it has cpustat(1)'s documented layout (the
+/// reference's formats: title `"%7s %3s %5s "` then `"%9s "` per request; rows
+/// `"%7.3f %3d %5s "` with `tick` or, for the total, the number of CPUs and `total`, then
+/// `"%9d "` per request, `# spec` with several sets), else why not.
+fn cpustat_line_kind(line: &str, sets: &[(&str, usize)]) -> Result<&'static str, String> {
+    let bad = |what: &str| format!("{what} in {line:?}");
+    let (body, spec) = match line.split_once(" # ") {
+        Some((b, s)) => (b, Some(s)),
+        None => (line, None),
+    };
+    let n = match (spec, sets) {
+        (None, [(_, n)]) => *n,
+        (Some(s), _) => sets
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|(_, n)| *n)
+            .ok_or_else(|| bad("an unknown set"))?,
+        (None, _) if body.starts_with("   time") => 0,
+        (None, _) => return Err(bad("no set named")),
+    };
+    if let Some(rest) = body.strip_prefix(&format!("{:>7} {:>3} {:>5}", "time", "cpu", "event")) {
+        let ok = rest.len() % 10 == 0
+            && (0..rest.len() / 10)
+                .all(|k| column(rest.get(10 * k..10 * k + 10), 10, |c| c.starts_with("pic")));
+        return ok.then_some("title").ok_or_else(|| bad("bad title"));
+    }
+    let f = |a: usize, b: usize| body.get(a..b);
+    if !column(f(0, 7), 7, |t| {
+        t.split_once('.')
+            .is_some_and(|(a, b)| digits(a) && b.len() == 3 && digits(b))
+    }) {
+        return Err(bad("time not %7.3f"));
+    }
+    if !column(f(7, 11), 4, digits) {
+        return Err(bad("cpu not %3d"));
+    }
+    let kind = match f(11, 17).map(str::trim_start) {
+        Some("tick") => "tick",
+        Some("total") => "total",
+        _ => return Err(bad("event not tick or total")),
+    };
+    if !column(f(11, 17), 6, |_| true) {
+        return Err(bad("event not %5s"));
+    }
+    let rest = body.get(17..).unwrap_or("");
+    if rest.len() != 10 * n || !(0..n).all(|k| column(rest.get(10 * k..10 * k + 10), 10, digits)) {
+        return Err(bad("counts not %9d per request"));
+    }
+    Ok(kind)
+}
+
+/// Side by side with cpustat(1): every line has the documented layout for its kind, with
+/// one set and with several.
+#[test]
+fn every_line_has_the_documented_format() {
+    if !root() {
+        skip("cpustat: CPU-wide counting needs root here (perf_event_paranoid > 0)");
+        return;
+    }
+    for (args, sets) in [
+        (
+            &["-c", "task-clock", "0.1", "2"][..],
+            &[("task-clock", 1)][..],
+        ),
+        (
+            &[
+                "-c",
+                "task-clock",
+                "-c",
+                "page-faults,task-clock",
+                "0.1",
+                "3",
+            ][..],
+            &[("task-clock", 1), ("page-faults,task-clock", 2)][..],
+        ),
+    ] {
+        let out = cpustat(args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        let mut kinds = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            match cpustat_line_kind(line, sets) {
+                Ok(k) => kinds.push(k),
+                Err(e) => panic!("line {}: {e}\n{text}", i + 1),
+            }
+        }
+        assert_eq!(kinds[0], "title", "{text}");
+        assert!(
+            kinds.contains(&"tick") && kinds.contains(&"total"),
+            "{text}"
+        );
+    }
+}
+
+/// As Solaris's getopt: the first operand ends the options, so `cpustat -c ev 0.1 1 -n` has
+/// three operands, a usage error (issue 30: `-n` was taken as an option after the operands).
+#[test]
+fn options_stop_at_the_first_operand() {
+    let out = cpustat(&["-c", "task-clock", "0.1", "1", "-n"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("too many arguments"),
+        "{out:?}"
+    );
+    assert!(out.stdout.is_empty(), "{out:?}");
+}

@@ -169,7 +169,7 @@ fn golden(
 }
 
 #[test]
-fn golden_ticks_lwp_exit_and_exit_on_ultrasparc() {
+fn golden_ticks_lwp_create_lwp_exit_and_exit_on_ultrasparc() {
     let text = golden(&["pic0=Cycle_cnt,pic1=Instr_cnt"], false, |t, b| {
         let first = Lwp::spawn(b);
         let second = Lwp::spawn(b);
@@ -179,6 +179,7 @@ fn golden_ticks_lwp_exit_and_exit_on_ultrasparc() {
         first.advance("Cycle_cnt", 765308);
         first.advance("Instr_cnt", 219233);
         t.tick(pid, first.tid).unwrap();
+        first.advance("Cycle_cnt", 20);
         t.lwp_create(pid, first.tid, second.tid).unwrap();
         t.init_lwp(pid, second.tid).unwrap();
         first.advance("Cycle_cnt", 50);
@@ -191,19 +192,22 @@ fn golden_ticks_lwp_exit_and_exit_on_ultrasparc() {
         t.fini_lwp(pid, second.tid).unwrap();
         first.advance("Instr_cnt", 1);
         t.tick(pid, first.tid).unwrap();
-        t.lwp_exit(pid, first.tid).unwrap();
+        // The first LWP ends with the process: fini_lwp alone, as the engine calls it.
         t.fini_lwp(pid, first.tid).unwrap();
         t.exit(pid, Status::Exited(0));
         first.end();
         second.end();
     });
+    // The creating LWP's line at lwp_create carries its counts since its last line (issue
+    // 30: no lwp_create line was printed).
     let want = "   time lwp      event      pic0      pic1
   0.001   1       tick    765308    219233
-  0.002   1       tick        50         0
-  0.003   2       tick         7         3
-  0.004   2   lwp_exit        12         3
-  0.005   1       tick         0         1
-  0.006   1       exit    765370    219237
+  0.002   1 lwp_create        20         0
+  0.003   1       tick        50         0
+  0.004   2       tick         7         3
+  0.005   2   lwp_exit        12         3
+  0.006   1       tick         0         1
+  0.007   1       exit    765390    219237
 ";
     assert_eq!(text, want);
 }
@@ -531,4 +535,217 @@ fn the_command_dies_of_sigpipe_as_without_cputrack() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(128 + libc::SIGPIPE), "{text}");
     assert!(!text.contains("survived"), "{text}");
+}
+
+// ---- the documented format, line by line ----------------------------------------------------
+
+/// Whether `field` is `n` right-aligned in a column of `width` characters (blank-padded).
+fn right_aligned(field: &str, width: usize, ok: impl Fn(&str) -> bool) -> bool {
+    field.len() == width && {
+        let t = field.trim_start();
+        !t.is_empty() && !t.contains(' ') && ok(t)
+    }
+}
+
+fn digits(s: &str) -> bool {
+    s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The kind of one line of cputrack's output if it has cputrack(1)'s documented layout (the
+/// reference's formats: `"%7.3f "`, [`"%6d "` pid with -f], `"%3d %10s "` lwp and event,
+/// [`"%9d "` tsc with -t], `"%9d "` per request, then `# note`; the title the same widths),
+/// else why not. `requests` is the number of counter columns.
+fn cputrack_line_kind(line: &str, pid: bool, tsc: bool, requests: usize) -> Result<String, String> {
+    const KINDS: [&str; 8] = [
+        "tick",
+        "init_lwp",
+        "fini_lwp",
+        "lwp_create",
+        "lwp_exit",
+        "exec",
+        "exit",
+        "fork",
+    ];
+    let mut title = format!("{:>7}", "time");
+    if pid {
+        title += &format!(" {:>6}", "pid");
+    }
+    title += &format!(" {:>3} {:>10}", "lwp", "event");
+    if tsc {
+        title += &format!(" {:>9}", "tsc");
+    }
+    if line.starts_with(&title) {
+        let rest = &line[title.len()..];
+        let cols: Vec<&str> = rest.split_whitespace().collect();
+        let ok = cols.len() == requests
+            && cols.iter().all(|c| c.starts_with("pic"))
+            && rest.len() == 10 * requests;
+        return ok
+            .then(|| "title".into())
+            .ok_or(format!("bad title {line:?}"));
+    }
+    let bad = |what: &str| format!("{what} in {line:?}");
+    let (body, note) = match line.split_once(" # ") {
+        Some((b, n)) => (b.trim_end(), Some(n)),
+        None => (line, None),
+    };
+    let mut at = 0;
+    let mut take = |w: usize| -> Option<&str> {
+        let f = body.get(at..at + w);
+        at += w;
+        f
+    };
+    let time = take(7).ok_or_else(|| bad("no time"))?;
+    if !right_aligned(time, 7, |t| {
+        t.split_once('.')
+            .is_some_and(|(a, b)| digits(a) && b.len() == 3 && digits(b))
+    }) {
+        return Err(bad("time not %7.3f"));
+    }
+    if pid && !take(7).is_some_and(|f| right_aligned(f, 7, digits)) {
+        return Err(bad("pid not %6d"));
+    }
+    if !take(4).is_some_and(|f| right_aligned(f, 4, digits)) {
+        return Err(bad("lwp not %3d"));
+    }
+    let event = take(11).ok_or_else(|| bad("no event"))?;
+    let kind = event.trim_start();
+    if !right_aligned(event, 11, |e| KINDS.contains(&e)) {
+        return Err(bad("event not one of cputrack's"));
+    }
+    let counts = kind != "fork" && !(kind == "exec" && note.is_some_and(|n| n.starts_with('\'')));
+    if tsc {
+        let f = body.get(at..(at + 10).min(body.len())).unwrap_or("");
+        at += 10;
+        // Filled on every line with counts; blank on the fork and exec-command lines.
+        if counts && !right_aligned(f, 10, digits) {
+            return Err(bad("tsc not %9d"));
+        }
+    }
+    let rest = body.get(at.min(body.len())..).unwrap_or("");
+    if counts {
+        if rest.len() != 10 * requests
+            || !(0..requests).all(|k| right_aligned(&rest[10 * k..10 * k + 10], 10, digits))
+        {
+            return Err(bad("counts not %9d per request"));
+        }
+    } else if !rest.trim().is_empty() {
+        return Err(bad("a fork or exec-command line with counts"));
+    }
+    match (kind, note) {
+        ("fork", Some(n)) if digits(n) => {}
+        ("fork", _) => return Err(bad("fork without '# pid'")),
+        ("exec", Some(n))
+            if !counts && n.len() >= 2 && n.starts_with('\'') && n.ends_with('\'') => {}
+        (_, None) => {}
+        (_, Some(_)) => return Err(bad("a note where none belongs")),
+    }
+    Ok(kind.to_string())
+}
+
+/// Side by side with cputrack(1): every line of a run on a program that forks, executes and
+/// starts threads has the documented layout for its kind; and the lines the documentation
+/// promises are there: `lwp_create` when a thread starts (issue 30: never printed), the `tsc`
+/// column on the `exit` line with -t (issue 30: blank), `exec # 'cmd'`, small LWP ids.
+#[test]
+fn every_line_has_the_documented_format() {
+    let w = common::workload().display().to_string();
+    let script = format!("{w} threads 50; exec {w} threads 60");
+    let out = cputrack(&[
+        "-fevt",
+        "-T",
+        "0.05",
+        "-c",
+        "page-faults",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let mut kinds = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        match cputrack_line_kind(line, true, true, 1) {
+            Ok(k) => kinds.push(k),
+            Err(e) => panic!("line {}: {e}\n{text}", i + 1),
+        }
+    }
+    assert_eq!(kinds[0], "title", "{text}");
+    for k in [
+        "fork",
+        "exec",
+        "lwp_create",
+        "lwp_exit",
+        "init_lwp",
+        "fini_lwp",
+        "exit",
+    ] {
+        assert!(kinds.iter().any(|x| x == k), "no {k} line:\n{text}");
+    }
+    let l = lines(&text, true);
+    // Two processes, each with its LWP 1 and the workload's two threads: small ids only.
+    assert!(l.iter().all(|l| (1..=3).contains(&l.lwp)), "{text}");
+    // Both exits (sh's child and sh after its exec) carry their CPU time in cycles.
+    let exits: Vec<&str> = text
+        .lines()
+        .filter(|l| cputrack_line_kind(l, true, true, 1).is_ok_and(|k| k == "exit"))
+        .collect();
+    assert_eq!(exits.len(), 2, "{text}");
+    assert!(
+        exits
+            .iter()
+            .all(|e| e.split_whitespace().nth(3).is_some_and(|t| t != "0")),
+        "{text}"
+    );
+    assert!(
+        l.iter()
+            .any(|l| l.event == "exec" && l.note == format!("'{w} threads 60'")),
+        "{text}"
+    );
+    // Several sets: the same layout, each line with counts naming its set.
+    let out = cputrack(&[
+        "-T",
+        "0.05",
+        "-c",
+        "page-faults",
+        "-c",
+        "task-clock,page-faults",
+        &w,
+        "threads",
+        "50",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for (i, line) in text.lines().enumerate().skip(1) {
+        let (body, spec) = line.rsplit_once(" # ").unwrap_or_else(|| panic!("{line}"));
+        let n = if spec == "page-faults" { 1 } else { 2 };
+        assert!(
+            spec == "page-faults" || spec == "task-clock,page-faults",
+            "line {}: {line}",
+            i + 1
+        );
+        if let Err(e) = cputrack_line_kind(body, false, false, n) {
+            panic!("line {}: {e}\n{text}", i + 1);
+        }
+    }
+}
+
+/// As Solaris's getopt: the first operand ends cputrack's options, the rest is the command's
+/// (`cputrack -c ev printf %s: -v` runs `printf %s: -v`, it does not take `-v` itself).
+#[test]
+fn options_stop_at_the_command() {
+    let out = cputrack_command(&[
+        "-o",
+        "/dev/null",
+        "-c",
+        "page-faults",
+        "printf",
+        "%s:",
+        "-v",
+    ])
+    .env_remove("POSIXLY_CORRECT")
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "-v:");
 }

@@ -605,3 +605,16 @@ fn the_command_dies_of_sigpipe_as_without_perfex() {
     );
     assert!(!stdout(&out).contains("survived"), "{}", stdout(&out));
 }
+
+/// As Solaris's and IRIX's getopt: the first operand ends perfex's options, the rest is the
+/// command's (`perfex -e 0 printf %s: -a` runs `printf %s: -a`; it does not take `-a`), without
+/// POSIXLY_CORRECT.
+#[test]
+fn options_stop_at_the_command() {
+    let out = perfex_command(&["-o", "/dev/null", "-e", "0", "printf", "%s:", "-a"])
+        .env_remove("POSIXLY_CORRECT")
+        .output()
+        .expect("perfex runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "-a:");
+}

@@ -60,7 +60,9 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
         interval: 5.0,
         count: None,
     };
-    let (opts, rest) = solaris::getopt(solaris::utf8(argv)?, "cpT", false)?;
+    // As Solaris getopt(3C): the first operand ends the options (`cpustat 1 3 -n` has three
+    // operands, not an option after two).
+    let (opts, rest) = solaris::getopt(solaris::utf8(argv)?, "cpT", true)?;
     for (c, v) in opts {
         match c {
             'h' => return Ok(None),
@@ -196,10 +198,11 @@ fn title(sets: &[CounterSet], set: usize, tick: bool) -> String {
         s.push_str(&format!("{:>9} ", "tsc"));
     }
     for r in sets[set].requests() {
-        let mut h = format!("{:>8}{:<2}", "pic", r.counter.unwrap_or(0));
+        // cpustat's "%8s%-2d " cut to 10 characters: the column of a "%9d " count (issue 30:
+        // the space was added after the cut, so the second column was one too wide).
+        let mut h = format!("{:>8}{:<2} ", "pic", r.counter.unwrap_or(0));
         h.truncate(10);
         s.push_str(&h);
-        s.push(' ');
     }
     s.trim_end().to_string() + "\n"
 }

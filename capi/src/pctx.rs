@@ -2,7 +2,10 @@
 //! [`perfcompat::pctx`] (ptrace). `pctx_create` starts a command stopped before its first
 //! instruction, `pctx_capture` takes a running process, `pctx_set_events` registers the
 //! callbacks, `pctx_run` runs it calling them, `pctx_release` lets it go. The callbacks get the
-//! process id and the Linux thread id (libpctx's LWP id), which `cpc_bind_pctx` takes.
+//! process id and an LWP id as Solaris numbers them: 1 for the process's first thread, then
+//! 2, 3, ... in the order threads are created (for a captured process, found), 1 again for
+//! the one thread after an exec. The library maps each to its Linux thread; `cpc_bind_pctx`
+//! takes the LWP id.
 //!
 //! The callbacks come in the order and with the ids pctx_set_events(3CPC) documents (the
 //! engine, [`perfcompat::pctx`], makes them); this file only calls them. A fork callback
@@ -15,21 +18,23 @@
 //! - a callback returning non-zero ends `pctx_run`, which returns -1 without a message (the
 //!   callback decided it); the processes stay under control until `pctx_release`, which lets
 //!   them go on running;
-//! - the `SYSC_EXEC` callback gets the new program's path from `/proc/<pid>/exe`; the
-//!   `SYSC_EXIT` callback's thread id is the process id; only successful execs are seen;
-//! - the fork callback gets (child's `pctx_t`, parent pid, child pid, child's thread id, arg):
-//!   the page names the third and fourth arguments lwpid and child, cputrack reads them as
-//!   child pid and lwpid; with Linux thread ids the child's one thread has the child's pid,
-//!   so both readings hold;
+//! - the `SYSC_EXEC` callback gets the new program's arguments as Solaris's `pr_psargs`
+//!   (`/proc/<pid>/cmdline` joined by spaces, at most 79 bytes), read at the exec stop; the
+//!   `SYSC_EXIT` callback's LWP id is 1; only successful execs are seen;
+//! - the fork callback gets (child's `pctx_t`, parent pid, child pid, 1, arg): the page names
+//!   the third and fourth arguments lwpid and child, cputrack reads them as child pid and
+//!   lwpid; the child's one thread is its LWP 1 here (Solaris keeps the forking LWP's id);
 //! - `pctx_set_events` is variadic; Rust cannot define C variadic functions on stable, so the
 //!   exported symbol is a naked trampoline that jumps to a C function (capi/src/cpc/varargs.c)
 //!   which reads the (event, callback) pairs and registers each here;
 //! - `pctx_terminate` (and `cpc_terminate`, for every run) ends a run within 10 ms; both are
 //!   async-signal-safe.
 
+use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use perfcompat::pctx::{Follow, Observer, Pctx, Status};
 use perfcompat::{Error, Result};
@@ -129,6 +134,50 @@ pub(crate) struct Ctx {
     pctx: Mutex<Option<Pctx>>,
     /// Set by `pctx_terminate`.
     terminate: AtomicBool,
+    /// The LWP ids the callbacks pass, and the Linux threads they stand for.
+    ids: Arc<Mutex<LwpIds>>,
+}
+
+/// libpctx's LWP ids: small numbers per process, as Solaris's (1 for the initial thread, then
+/// 2, 3, ... in the order the threads are created, or, for a captured process, found), mapped
+/// to the Linux thread ids the counters bind to. An exec starts again at 1 (the process's one
+/// thread), as Solaris's exec does.
+#[derive(Default)]
+pub(crate) struct LwpIds {
+    by_tid: BTreeMap<i32, libc::id_t>,
+    next: libc::id_t,
+    one_used: bool,
+}
+
+impl LwpIds {
+    /// The id of thread `tid` of process `pid`, given now if it has none.
+    fn id(&mut self, pid: i32, tid: i32) -> libc::id_t {
+        if let Some(&id) = self.by_tid.get(&tid) {
+            return id;
+        }
+        let id = if tid == pid && !self.one_used {
+            self.one_used = true;
+            1
+        } else {
+            let n = self.next.max(2);
+            self.next = n + 1;
+            n
+        };
+        self.by_tid.insert(tid, id);
+        id
+    }
+
+    /// The thread of id `id`.
+    fn tid(&self, id: libc::id_t) -> Option<i32> {
+        self.by_tid
+            .iter()
+            .find_map(|(&tid, &i)| (i == id).then_some(tid))
+    }
+
+    /// The process executed a program: its one thread will be 1 again.
+    fn exec(&mut self) {
+        *self = LwpIds::default();
+    }
 }
 
 // SAFETY: only `register` records Kind::Pctx pointers, boxes of Ctx.
@@ -156,6 +205,16 @@ pub(crate) fn pid_of(p: *mut pctx_t) -> Option<i32> {
     edge::get(p).map(|c: &Ctx| c.pid)
 }
 
+/// The Linux thread of LWP `id` (as the callbacks of a live `pctx_t` pass it), if it is one
+/// of its process's observed threads.
+pub(crate) fn tid_of(p: *mut pctx_t, id: libc::id_t) -> Option<i32> {
+    edge::get(p).and_then(|c: &Ctx| lock(&c.ids).tid(id))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// A new handle for `pctx`, registered.
 fn register(pctx: Pctx, arg: *mut c_void) -> Result<*mut pctx_t> {
     let ctx = Ctx {
@@ -164,6 +223,7 @@ fn register(pctx: Pctx, arg: *mut c_void) -> Result<*mut pctx_t> {
         callbacks: Mutex::new(Callbacks::default()),
         pctx: Mutex::new(Some(pctx)),
         terminate: AtomicBool::new(false),
+        ids: Arc::default(),
     };
     // Dropped when it cannot be registered: the process is let go.
     edge::new_handle(ctx, |p| registry::insert(p, Kind::Pctx))
@@ -296,6 +356,7 @@ struct Calls {
     arg: *mut c_void,
     cb: Callbacks,
     tick: Option<TickFn>,
+    ids: Arc<Mutex<LwpIds>>,
 }
 
 /// `pctx_run`'s tick callback.
@@ -314,7 +375,13 @@ impl Calls {
             arg: c.arg,
             cb: *c.callbacks.lock().unwrap_or_else(|p| p.into_inner()),
             tick,
+            ids: Arc::clone(&c.ids),
         }
+    }
+
+    /// The LWP id of thread `tid` of process `pid`.
+    fn id(&self, pid: i32, tid: i32) -> libc::id_t {
+        lock(&self.ids).id(pid, tid)
     }
 
     fn lwp(
@@ -325,8 +392,9 @@ impl Calls {
         tid: i32,
     ) -> perfcompat::Result<()> {
         let Some(f) = f else { return Ok(()) };
+        let id = self.id(pid, tid);
         // SAFETY: the program's callback.
-        match unsafe { f(self.handle, pid, tid as libc::id_t, self.arg) } {
+        match unsafe { f(self.handle, pid, id, self.arg) } {
             0 => Ok(()),
             rc => Err(refused(what, rc)),
         }
@@ -338,10 +406,23 @@ impl Observer for Calls {
         self.lwp(self.cb.init_lwp, "init_lwp", pid, tid)
     }
     fn fini_lwp(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
-        self.lwp(self.cb.fini_lwp, "fini_lwp", pid, tid)
+        let r = self.lwp(self.cb.fini_lwp, "fini_lwp", pid, tid);
+        // The thread is gone (or let go): its id names nothing any more.
+        lock(&self.ids).by_tid.remove(&tid);
+        r
     }
-    fn lwp_create(&mut self, pid: i32, tid: i32, _new: i32) -> perfcompat::Result<()> {
-        self.lwp(self.cb.lwp_create, "lwp_create", pid, tid)
+    fn lwp_create(&mut self, pid: i32, tid: i32, new: i32) -> perfcompat::Result<()> {
+        // The new thread's id is given in the order of creation, before its init_lwp.
+        let creator = self.id(pid, tid);
+        self.id(pid, new);
+        let Some(f) = self.cb.lwp_create else {
+            return Ok(());
+        };
+        // SAFETY: the program's callback.
+        match unsafe { f(self.handle, pid, creator, self.arg) } {
+            0 => Ok(()),
+            rc => Err(refused("lwp_create", rc)),
+        }
     }
     fn lwp_exit(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
         self.lwp(self.cb.lwp_exit, "lwp_exit", pid, tid)
@@ -363,29 +444,23 @@ impl Observer for Calls {
         let Ok(handle) = register(child, self.arg) else {
             return;
         };
-        // SAFETY: the program's callback, with a live handle it may run and release.
-        unsafe { f(handle, pid, cpid as libc::id_t, cpid, self.arg) };
+        // SAFETY: the program's callback, with a live handle it may run and release. The
+        // child's one thread is its LWP 1 (its own init_lwp will say so).
+        unsafe { f(handle, pid, cpid as libc::id_t, 1, self.arg) };
         if registry::contains(handle as usize, Kind::Pctx) {
             // SAFETY: still live: the callback did not release it.
             unsafe { pctx_release(handle) };
         }
     }
     fn exec(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
+        // The exec left one thread: LWP 1 of the new program.
+        lock(&self.ids).exec();
+        let id = self.id(pid, tid);
         let Some(f) = self.cb.exec else { return Ok(()) };
-        let path = std::fs::read_link(format!("/proc/{pid}/exe"))
-            .map(|p| p.as_os_str().as_bytes().to_vec())
-            .unwrap_or_default();
-        let path = CString::new(path).unwrap_or_default();
-        // SAFETY: the program's callback; the path lives through the call.
-        let rc = unsafe {
-            f(
-                self.handle,
-                pid,
-                tid as libc::id_t,
-                path.as_ptr() as *mut c_char,
-                self.arg,
-            )
-        };
+        // Solaris passes pr_psargs: the arguments joined by spaces, at most PRARGSZ - 1 bytes.
+        let args = CString::new(perfcompat::pctx::psargs(pid)).unwrap_or_default();
+        // SAFETY: the program's callback; the string lives through the call.
+        let rc = unsafe { f(self.handle, pid, id, args.as_ptr() as *mut c_char, self.arg) };
         match rc {
             0 => Ok(()),
             rc => Err(refused("exec", rc)),
@@ -394,21 +469,14 @@ impl Observer for Calls {
     fn exit(&mut self, pid: i32, status: Status) {
         if let Some(f) = self.cb.exit {
             // SAFETY: the program's callback.
-            unsafe {
-                f(
-                    self.handle,
-                    pid,
-                    pid as libc::id_t,
-                    status.exit_code(),
-                    self.arg,
-                )
-            };
+            unsafe { f(self.handle, pid, 1, status.exit_code(), self.arg) };
         }
     }
     fn tick(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
         let Some(f) = self.tick else { return Ok(()) };
+        let id = self.id(pid, tid);
         // SAFETY: the program's callback.
-        match unsafe { f(self.handle, pid, tid as libc::id_t, self.arg) } {
+        match unsafe { f(self.handle, pid, id, self.arg) } {
             0 => Ok(()),
             rc => Err(refused("tick", rc)),
         }
@@ -423,13 +491,15 @@ impl Observer for Calls {
 /// every thread every `msec` milliseconds by the clock (0: no ticks), until the process
 /// exits, after `nsamples` ticks when it is not 0, or when `pctx_terminate` or
 /// `cpc_terminate` is called; see pctx_run(3CPC). The callbacks come in pctx_set_events(3CPC)'s
-/// order: a program that just runs gives init_lwp, lwp_exit, fini_lwp, exit; a thread created
-/// gives lwp_create (the creating thread's id) before its init_lwp; an exec gives fini_lwp for
-/// every thread, exec, then init_lwp for the process's one thread (id = pid). The command's
+/// order: a program that just runs gives init_lwp, fini_lwp, exit; a thread created gives
+/// lwp_create (the creating thread's id) before its init_lwp; a thread ending before the
+/// process gives lwp_exit, fini_lwp (the threads ending with the process only fini_lwp); an
+/// exec gives fini_lwp for every thread, exec, then init_lwp for the process's one thread
+/// (LWP 1). The command's
 /// own start (`pctx_create`'s exec) is not an exec event: its init_lwp comes before its first
 /// instruction. Children are followed only with a fork callback registered, each in a copy
 /// of the caller: the callback gets the child's own `pctx_t`, the parent's pid, the child's
-/// pid, the child's thread id (the same number on Linux) and `arg`; it may set events on the
+/// pid, the child's LWP id (1) and `arg`; it may set events on the
 /// child's handle and run it; when it returns the child is released and the copy exits.
 ///
 /// # Returns

@@ -111,11 +111,11 @@ fn lines(s: &str) -> Vec<String> {
 }
 
 /// The callbacks (all registered) of a program that just runs, and what the caller prints
-/// after `pctx_run` and `pctx_release`.
-const JUST_RUNS: &str = "init_lwp P P
-                         lwp_exit P P
-                         fini_lwp P P
-                         exit P P 0
+/// after `pctx_run` and `pctx_release`: no lwp_exit, which is for a thread ending before its
+/// process (issue 30: it came for the last LWP too); its LWP id is 1.
+const JUST_RUNS: &str = "init_lwp P 1
+                         fini_lwp P 1
+                         exit P 1 0
                          pctx_run 0
                          released";
 
@@ -130,20 +130,32 @@ fn a_program_that_just_runs_gives_init_lwp_fini_lwp_exit() {
 
 #[test]
 fn an_exec_ends_the_threads_then_starts_lwp_1() {
-    let Some(out) = run(&["seq", "sh", "-c", "exec /bin/true"]) else {
+    let Some(out) = run(&["seq", "sh", "-c", "exec /bin/true a ' b'"]) else {
         return;
     };
     assert_eq!(
         of(&out, "p"),
-        // The program execed is a program that just runs.
+        // The program execed is a program that just runs. The exec callback gets its
+        // arguments as Solaris's pr_psargs (issue 30: it got /proc/<pid>/exe's path).
         lines(&format!(
-            "init_lwp P P
-             fini_lwp P P
-             exec P P true
+            "init_lwp P 1
+             fini_lwp P 1
+             exec P 1 '/bin/true a  b'
              {JUST_RUNS}"
         )),
         "{out}"
     );
+}
+
+/// pr_psargs holds PRARGSZ (80) bytes with its NUL: the argument string is cut at 79.
+#[test]
+fn the_exec_callbacks_argument_string_is_cut_as_pr_psargs() {
+    let long = "x".repeat(100);
+    let Some(out) = run(&["seq", "sh", "-c", &format!("exec /bin/true {long}")]) else {
+        return;
+    };
+    let want = format!("/bin/true {long}")[..79].to_string();
+    assert_eq!(of(&out, "p")[2], format!("exec P 1 '{want}'"), "{out}");
 }
 
 #[test]
@@ -155,9 +167,9 @@ fn the_exec_callbacks_minus_one_ends_pctx_run_with_minus_one() {
     assert_eq!(
         of(&out, "p"),
         lines(
-            "init_lwp P P
-             fini_lwp P P
-             exec P P true
+            "init_lwp P 1
+             fini_lwp P 1
+             exec P 1 '/bin/true'
              pctx_run -1
              released"
         ),
@@ -169,14 +181,17 @@ fn the_exec_callbacks_minus_one_ends_pctx_run_with_minus_one() {
 /// callback's -1 was ignored (issue 29): fini_lwp and exit came, and pctx_run returned 0.
 #[test]
 fn the_lwp_exit_callbacks_minus_one_ends_pctx_run_with_minus_one() {
-    let Some(out) = run(&["seq", "-l", "true"]) else {
+    let t = target();
+    let Some(out) = run(&["seq", "-l", &t, "threads"]) else {
         return;
     };
     assert_eq!(
         of(&out, "p"),
         lines(
-            "init_lwp P P
-             lwp_exit P P
+            "init_lwp main 1
+             lwp_create main 1
+             init_lwp main 2
+             lwp_exit main 2
              pctx_run -1
              released"
         ),
@@ -242,19 +257,20 @@ fn threads_get_lwp_create_from_their_creator_then_init_lwp() {
     };
     assert_eq!(
         of(&out, "p"),
+        // LWP ids are Solaris's small numbers in creation order (issue 30: Linux thread ids),
+        // and the last LWP ends with the process: fini_lwp without lwp_exit.
         lines(
-            "init_lwp main main
-             lwp_create main main
-             init_lwp main t1
-             lwp_exit main t1
-             fini_lwp main t1
-             lwp_create main main
-             init_lwp main t2
-             lwp_exit main t2
-             fini_lwp main t2
-             lwp_exit main main
-             fini_lwp main main
-             exit main main 0
+            "init_lwp main 1
+             lwp_create main 1
+             init_lwp main 2
+             lwp_exit main 2
+             fini_lwp main 2
+             lwp_create main 1
+             init_lwp main 3
+             lwp_exit main 3
+             fini_lwp main 3
+             fini_lwp main 1
+             exit main 1 0
              pctx_run 0
              released"
         ),
@@ -263,9 +279,10 @@ fn threads_get_lwp_create_from_their_creator_then_init_lwp() {
 }
 
 /// A process that ends with a thread still running (exit from main, or SIGKILL): every thread
-/// gets lwp_exit then fini_lwp (the two threads end at once, in either order), then exit.
+/// ends with the process, so gets fini_lwp alone, no lwp_exit (issue 30: both got lwp_exit);
+/// the two threads end at once, in either order; then exit.
 #[test]
-fn at_process_exit_every_thread_gets_lwp_exit_then_fini_lwp() {
+fn at_process_exit_the_threads_get_fini_lwp_without_lwp_exit() {
     let t = target();
     for (mode, status) in [("exit", "0"), ("kill", "137")] {
         let Some(out) = run(&["seq", &t, mode]) else {
@@ -275,26 +292,19 @@ fn at_process_exit_every_thread_gets_lwp_exit_then_fini_lwp() {
         assert_eq!(
             l[..3],
             lines(
-                "init_lwp main main
-                 lwp_create main main
-                 init_lwp main t1"
+                "init_lwp main 1
+                 lwp_create main 1
+                 init_lwp main 2"
             ),
             "{out}"
         );
-        let mut ends = vec![l[3..5].join(", "), l[5..7].join(", ")];
+        let mut ends = l[3..5].to_vec();
         ends.sort();
+        assert_eq!(ends, ["fini_lwp main 1", "fini_lwp main 2"], "{out}");
         assert_eq!(
-            ends,
-            [
-                "lwp_exit main main, fini_lwp main main",
-                "lwp_exit main t1, fini_lwp main t1"
-            ],
-            "{out}"
-        );
-        assert_eq!(
-            l[7..],
+            l[5..],
             lines(&format!(
-                "exit main main {status}
+                "exit main 1 {status}
                  pctx_run 0
                  released"
             )),
@@ -303,11 +313,38 @@ fn at_process_exit_every_thread_gets_lwp_exit_then_fini_lwp() {
     }
 }
 
+/// The main thread ending alone (pthread_exit) ends before its process: lwp_exit, fini_lwp;
+/// the thread left ends with the process: fini_lwp alone, then exit (issue 30: lwp_exit came
+/// for every thread).
+#[test]
+fn the_main_thread_ending_first_gets_lwp_exit_and_the_last_thread_does_not() {
+    let t = target();
+    let Some(out) = run(&["seq", &t, "main_exit"]) else {
+        return;
+    };
+    let l = of(&out, "p");
+    assert_eq!(l[..2], lines("init_lwp main 1\nlwp_create main 1"), "{out}");
+    // The new thread's start and the main thread's end come in either order.
+    let of_lwp = |id: &str| -> Vec<String> {
+        l[2..]
+            .iter()
+            .filter(|x| x.ends_with(&format!("main {id}")))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(of_lwp("1"), ["lwp_exit main 1", "fini_lwp main 1"], "{out}");
+    assert_eq!(of_lwp("2"), ["init_lwp main 2", "fini_lwp main 2"], "{out}");
+    assert_eq!(
+        l[l.len() - 3..],
+        lines("exit main 1 0\npctx_run 0\nreleased"),
+        "{out}"
+    );
+}
+
 /// The callbacks of `pctx_target fork` when its child is not followed in the same run.
-const PARENT_ALONE: &str = "init_lwp main main
-                            lwp_exit main main
-                            fini_lwp main main
-                            exit main main 0
+const PARENT_ALONE: &str = "init_lwp main 1
+                            fini_lwp main 1
+                            exit main 1 0
                             pctx_run 0
                             released";
 
@@ -329,15 +366,14 @@ fn a_fork_callback_gets_the_child_as_its_own_pctx() {
     };
     // The parent's run sees only the parent.
     assert_eq!(of(&out, "p"), lines(PARENT_ALONE), "{out}");
-    // The copy gets (child's pctx, parent pid, child pid, child's thread id) and runs it.
+    // The copy gets (child's pctx, parent pid, child pid, child's LWP id 1) and runs it.
     assert_eq!(
         of(&out, "c"),
         lines(
-            "fork main child child
-             init_lwp child child
-             lwp_exit child child
-             fini_lwp child child
-             exit child child 0
+            "fork main child 1
+             init_lwp child 1
+             fini_lwp child 1
+             exit child 1 0
              pctx_run 0"
         ),
         "{out}"
@@ -437,9 +473,9 @@ fn a_cputrack_like_client_counts_page_faults_of_parent_and_child() {
         assert!(l.iter().any(|l| l == "pctx_run 0"), "{out}");
     }
     // sh's child (with dash a vfork) is followed in the copy: (parent, child, child's thread).
-    assert_eq!(of(&out, "c")[0], "fork P X1 X1", "{out}");
+    assert_eq!(of(&out, "c")[0], "fork P X1 1", "{out}");
     assert!(
-        of(&out, "c").contains(&"exec X1 X1 pctx_workload".to_string()),
+        of(&out, "c").contains(&"exec X1 1 pctx_workload touch 20000".to_string()),
         "{out}"
     );
 }

@@ -1,6 +1,7 @@
 /* libpctx as its documented clients drive it (run by capi/tests/pctx.rs). Every line goes to
  * standard output as "[p] ..." from this process, or "[c] ..." from the copy of it that runs
- * a fork callback; ids are printed as "#N" for the test to name.
+ * a fork callback; process ids are printed as "#N" for the test to name, LWP ids (libpctx's
+ * small per-process numbers) as they are; the exec callback's argument string in quotes.
  * usage: pctx_events MODE ... FILE [ARG...]   (FILE is run with ARG... under pctx_create)
  *   seq [-f] [-x] FILE...     log every callback with its ids; -f registers a fork callback
  *                             (which logs the child's callbacks the same way), -x makes the
@@ -49,32 +50,32 @@ static const char *base(const char *path) {
 
 static int lg_init(pctx_t *p, pid_t pid, id_t lwp, void *arg) {
     (void)p; (void)arg;
-    say("init_lwp #%d #%d", (int)pid, (int)lwp);
+    say("init_lwp #%d %d", (int)pid, (int)lwp);
     return 0;
 }
 static int lg_fini(pctx_t *p, pid_t pid, id_t lwp, void *arg) {
     (void)p; (void)arg;
-    say("fini_lwp #%d #%d", (int)pid, (int)lwp);
+    say("fini_lwp #%d %d", (int)pid, (int)lwp);
     return 0;
 }
 static int lg_lwp_create(pctx_t *p, pid_t pid, id_t lwp, void *arg) {
     (void)p; (void)arg;
-    say("lwp_create #%d #%d", (int)pid, (int)lwp);
+    say("lwp_create #%d %d", (int)pid, (int)lwp);
     return 0;
 }
 static int lg_lwp_exit(pctx_t *p, pid_t pid, id_t lwp, void *arg) {
     (void)p; (void)arg;
-    say("lwp_exit #%d #%d", (int)pid, (int)lwp);
+    say("lwp_exit #%d %d", (int)pid, (int)lwp);
     return lwp_exit_rc;
 }
 static int lg_exec(pctx_t *p, pid_t pid, id_t lwp, char *cmd, void *arg) {
     (void)p; (void)arg;
-    say("exec #%d #%d %s", (int)pid, (int)lwp, base(cmd));
+    say("exec #%d %d '%s'", (int)pid, (int)lwp, cmd);
     return exec_rc;
 }
 static void lg_exit(pctx_t *p, pid_t pid, id_t lwp, int status, void *arg) {
     (void)p; (void)arg;
-    say("exit #%d #%d %d", (int)pid, (int)lwp, status);
+    say("exit #%d %d %d", (int)pid, (int)lwp, status);
 }
 static void lg_fork(pctx_t *child, pid_t ppid, id_t a, pid_t b, void *arg);
 
@@ -95,7 +96,7 @@ static int lg_events(pctx_t *p, int with_fork) {
 static void lg_fork(pctx_t *child, pid_t ppid, id_t a, pid_t b, void *arg) {
     (void)arg;
     who = "c";
-    say("fork #%d #%d #%d", (int)ppid, (int)a, (int)b);
+    say("fork #%d #%d %d", (int)ppid, (int)a, (int)b);
     if (lg_events(child, 1) != 0) say("pctx_set_events failed: %s", strerror(errno));
     say("pctx_run %d", pctx_run(child, 0, 0, NULL));
 }
@@ -179,7 +180,7 @@ static int tr_init(pctx_t *p, pid_t pid, id_t lwp, void *arg) {
         say("init_lwp #%d #%d: cannot bind: %s", (int)pid, (int)lwp, strerror(errno));
         return -1;
     }
-    say("init #%d #%d", (int)pid, (int)lwp);
+    say("init #%d %d", (int)pid, (int)lwp);
     return 0;
 }
 
@@ -198,7 +199,7 @@ static int tr_fini(pctx_t *p, pid_t pid, id_t lwp, void *arg) {
     if (s == NULL || cpc_set_sample(cpc, s->set, s->buf) != 0 ||
         cpc_buf_get(cpc, s->buf, 0, &v) != 0 || cpc_unbind(cpc, s->set) != 0)
         return -1;
-    say("fini #%d #%d faults %" PRIu64, (int)pid, (int)lwp, v);
+    say("fini #%d %d faults %" PRIu64, (int)pid, (int)lwp, v);
     cpc_buf_destroy(cpc, s->buf);
     cpc_set_destroy(cpc, s->set);
     s->set = NULL;
@@ -207,7 +208,7 @@ static int tr_fini(pctx_t *p, pid_t pid, id_t lwp, void *arg) {
 
 static int tr_exec(pctx_t *p, pid_t pid, id_t lwp, char *cmd, void *arg) {
     (void)p; (void)arg;
-    say("exec #%d #%d %s", (int)pid, (int)lwp, base(cmd));
+    say("exec #%d %d %s", (int)pid, (int)lwp, base(cmd));
     return 0;
 }
 
@@ -230,7 +231,7 @@ static void tr_fork(pctx_t *child, pid_t ppid, id_t cpid, pid_t lwp, void *arg) 
     who = "c";
     memset(slots, 0, sizeof slots);
     tr_ticks = 0;
-    say("fork #%d #%d #%d", (int)ppid, (int)cpid, (int)lwp);
+    say("fork #%d #%d %d", (int)ppid, (int)cpid, (int)lwp);
     if (tr_events(child) != 0) say("pctx_set_events failed");
     say("pctx_run %d", pctx_run(child, tr_msec, 0, tr_tick));
 }

@@ -4,6 +4,8 @@
  *   threads  create a thread and join it, then a second one
  *   exit     create a thread that waits forever, then exit from the main thread
  *   kill     the same, then SIGKILL itself
+ *   main_exit  create a thread that waits a little, then end the main thread alone
+ *            (pthread_exit): the thread ends last, with the process
  *   fork     fork a child that exits 0; wait for it
  * (The page-fault workload is perfex_workload.c's touch mode.) */
 #define _GNU_SOURCE
@@ -29,6 +31,12 @@ static void *wait_forever(void *arg) {
     return NULL;
 }
 
+static void *wait_a_little(void *arg) {
+    fprintf(stderr, "id %s=%ld\n", (const char *)arg, tid());
+    usleep(100000);
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     setvbuf(stderr, NULL, _IONBF, 0);
@@ -46,6 +54,10 @@ int main(int argc, char **argv) {
         usleep(100000);
         if (strcmp(mode, "kill") == 0) kill(getpid(), SIGKILL);
         exit(0);
+    } else if (strcmp(mode, "main_exit") == 0) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, wait_a_little, "t1") != 0) return 98;
+        pthread_exit(NULL);
     } else if (strcmp(mode, "fork") == 0) {
         pid_t pid = fork();
         if (pid == 0) {

@@ -60,8 +60,8 @@ fn no_flags(flags: uint_t) -> Result<()> {
     }
 }
 
-/// Bind `set` to thread `id` (a Linux thread id, as the libpctx callbacks pass it) of the
-/// process `pctx` controls; see cpc_bind_curlwp(3CPC). Counting starts from the presets; the
+/// Bind `set` to LWP `id` (libpctx's id, as its callbacks pass it: 1 for the process's
+/// first thread, then 2, 3, ... in creation order) of the process `pctx` controls; see cpc_bind_curlwp(3CPC). Counting starts from the presets; the
 /// thread's children do not inherit it.
 ///
 /// # Returns
@@ -84,7 +84,12 @@ pub unsafe extern "C" fn cpc_bind_pctx(
             "not a pctx_t returned by pctx_create or pctx_capture",
         ))?;
         no_flags(flags)?;
-        s.bind_thread(c.backend, pid, id as i32, emt::EMT_TAG)?;
+        // `id` is libpctx's LWP id (1, 2, ...), as its callbacks pass it.
+        let tid = crate::pctx::tid_of(pctx, id).ok_or(Error::NotAThreadOf {
+            tid: id as i32,
+            pid,
+        })?;
+        s.bind_thread(c.backend, pid, tid, emt::EMT_TAG)?;
         Ok(0)
     })
 }
