@@ -125,7 +125,7 @@ fn on_current(
 pub extern "C" fn cpc_request_preset(cpc: *mut cpc_t, index: c_int, preset: u64) -> c_int {
     on_current(c"cpc_request_preset", cpc, |b| {
         let i = usize::try_from(index).map_err(|_| Error::IndexOutOfRange {
-            index: 0,
+            index: index.into(),
             len: b.len(),
         })?;
         b.set_preset(i, preset)
