@@ -543,20 +543,23 @@ int cpc_set_restart(cpc_t *cpc, cpc_set_t *set);
 
 /*
  Resume counting on the calling thread's bound set after `cpc_disable`; see cpc_enable(3CPC).
- Async-signal-safe.
+ A thread without a bound set gets 0 (the page's "no harm will ensue"; also under cputrack,
+ whose counters this cannot reach). Async-signal-safe.
 
  # Returns
- 0, or -1 with `errno` `EINVAL` when the thread has no bound set or its counters are running
+ 0, or -1 with `errno` `EINVAL` for a bad handle or when the thread's counters are running
  (libcpc's behaviour).
  */
 int cpc_enable(cpc_t *cpc);
 
 /*
  Stop counting on the calling thread's bound set (samples return the values at this
- moment); see cpc_enable(3CPC). Async-signal-safe.
+ moment); see cpc_enable(3CPC). A thread without a bound set gets 0 and nothing is stopped:
+ counters cputrack bound to it from outside go on counting (Linux has no way for the thread
+ to stop them). Async-signal-safe.
 
  # Returns
- 0, or -1 with `errno` `EINVAL` when the thread has no bound set or its counters are already
+ 0, or -1 with `errno` `EINVAL` for a bad handle or when the thread's counters are already
  stopped.
  */
 int cpc_disable(cpc_t *cpc);
