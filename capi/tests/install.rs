@@ -640,7 +640,8 @@ fn preloaded(bin: &Path, args: &[&str], events: &str, env: &[(&str, &str)]) -> O
     run(bin, args, &all)
 }
 
-/// The count of the report line of event `event` (`25 Primary data cache misses .... N`).
+/// The count of the report line of event `event` (`25 page-faults (R10000 Primary data cache
+/// misses) .... N`).
 fn report_count(report: &str, event: u32) -> u64 {
     report
         .lines()
