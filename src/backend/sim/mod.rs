@@ -809,17 +809,4 @@ mod tests {
         }
         assert!(copies.is_empty(), "copied events: {copies:#?}");
     }
-
-    /// A report names what a spec counted: nothing to add for the event's own name or, on the
-    /// R10000, its number; the model's event for a number or code that stands for one.
-    #[test]
-    fn counted_names_are_the_models_events() {
-        let r10k = SimBackend::new("r10000").unwrap();
-        assert_eq!(r10k.counted_name("0"), None);
-        assert_eq!(r10k.counted_name("25"), None);
-        let us = SimBackend::new("ultrasparc").unwrap();
-        assert_eq!(us.counted_name("Cycle_cnt"), None);
-        assert_eq!(us.counted_name("0x0").as_deref(), Some("Cycle_cnt"));
-        assert_eq!(us.counted_name("No_such_event"), None);
-    }
 }
