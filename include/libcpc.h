@@ -492,10 +492,13 @@ int cpc_bind_pctx(cpc_t *cpc,
  known.
 
  # Returns
- 0, or -1 with `errno`: `EINVAL` for a bad handle, `flags` not 0, a CPU that does not exist,
- and the errors of `cpc_bind_curlwp`; `ENOSYS` for an offline CPU; `EAGAIN` when a set of
- this process is already bound to it; `EACCES` without the privilege (a line says how to get
- it); the `sched_setaffinity` errno with `CPC_PBIND_FAILED` when the thread cannot be moved.
+ 0, or -1 with `errno`: `EINVAL` for a bad handle, `flags` not 0 and the errors of
+ `cpc_bind_curlwp`; `EAGAIN` when a set of this process is already bound to the CPU;
+ `EACCES` without the privilege (a line says how to get it). The thread is moved to the CPU
+ first (libcpc's `processor_bind`), and when that fails the handler gets `CPC_PBIND_FAILED`
+ (without one, the libcpc line and the reason are written to standard error): `EINVAL` for a
+ CPU that does not exist, `ENOSYS` for an offline CPU, the `sched_setaffinity` errno when the
+ thread cannot be moved.
  */
 int cpc_bind_cpu(cpc_t *cpc, processorid_t id, cpc_set_t *set, uint_t flags);
 
@@ -544,20 +547,23 @@ int cpc_set_restart(cpc_t *cpc, cpc_set_t *set);
 
 /*
  Resume counting on the calling thread's bound set after `cpc_disable`; see cpc_enable(3CPC).
- Async-signal-safe.
+ A thread without a bound set gets 0 (the page's "no harm will ensue"; also under cputrack,
+ whose counters this cannot reach). Async-signal-safe.
 
  # Returns
- 0, or -1 with `errno` `EINVAL` when the thread has no bound set or its counters are running
+ 0, or -1 with `errno` `EINVAL` for a bad handle or when the thread's counters are running
  (libcpc's behaviour).
  */
 int cpc_enable(cpc_t *cpc);
 
 /*
  Stop counting on the calling thread's bound set (samples return the values at this
- moment); see cpc_enable(3CPC). Async-signal-safe.
+ moment); see cpc_enable(3CPC). A thread without a bound set gets 0 and nothing is stopped:
+ counters cputrack bound to it from outside go on counting (Linux has no way for the thread
+ to stop them). Async-signal-safe.
 
  # Returns
- 0, or -1 with `errno` `EINVAL` when the thread has no bound set or its counters are already
+ 0, or -1 with `errno` `EINVAL` for a bad handle or when the thread's counters are already
  stopped.
  */
 int cpc_disable(cpc_t *cpc);

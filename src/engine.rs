@@ -845,7 +845,10 @@ impl BoundSet {
     /// Async-signal-safe.
     pub fn set_preset(&self, index: usize, preset: u64) -> Result<()> {
         if index >= self.n {
-            return Err(Error::IndexOutOfRange { index, len: self.n });
+            return Err(Error::IndexOutOfRange {
+                index: i64::try_from(index).unwrap_or(i64::MAX),
+                len: self.n,
+            });
         }
         self.preset[index].store(preset, Ordering::Release);
         Ok(())

@@ -209,8 +209,8 @@ pub enum Error {
     InvalidArgument(String),
     /// A request index outside the set (no allocation: used on signal-safe paths).
     IndexOutOfRange {
-        /// The index given.
-        index: usize,
+        /// The index given, as the caller gave it (a C caller's may be negative).
+        index: i64,
         /// Number of requests in the set.
         len: usize,
     },
@@ -365,7 +365,12 @@ impl Error {
             },
             Error::PermissionDenied { .. } => ErrorKind::RequiresPrivilege,
             Error::MissingEvent(_) => ErrorKind::InvalidEvent,
-            Error::PbindFailed { .. } => ErrorKind::PbindFailed,
+            // libcpc's cpc_bind_cpu first binds the thread to the processor (processor_bind),
+            // which is what fails for a processor that does not exist or is offline: the
+            // handler gets CPC_PBIND_FAILED for those too (errno stays EINVAL / ENOSYS).
+            Error::PbindFailed { .. }
+            | Error::NoSuchProcessor { .. }
+            | Error::ProcessorOffline(_) => ErrorKind::PbindFailed,
             _ => ErrorKind::Other,
         }
     }

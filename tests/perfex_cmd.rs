@@ -155,6 +155,14 @@ fn golden(name: &str, got: &str) {
         .join("tests/golden")
         .join(name);
     let got = got.replace(workload().to_str().unwrap(), "<workload>");
+    // Without a PMU `cycles` is estimated from the task clock and its line says so: written as
+    // a host with a PMU labels it (the dotted leader takes the room), so the goldens hold on
+    // both.
+    const FALLBACK: &str = ", from task-clock";
+    let got = got.replace(
+        &format!("cycles{FALLBACK} (R10000 Cycles) "),
+        &format!("cycles (R10000 Cycles) {}", ".".repeat(FALLBACK.len())),
+    );
     if std::env::var_os("PERFCOMPAT_BLESS").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, &got).unwrap();
@@ -353,7 +361,13 @@ fn bad_arguments_and_files_fail_before_the_command_runs() {
     let wl = workload().to_str().unwrap();
     let out = perfex(&["-T", "-e", "25", wl, "touch", "10"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(report(&out).contains("25 Primary data cache misses"));
+    // The count is named for what was counted, then the R10000 event it stands for (issue 30
+    // item 9: it was labelled "25 Primary data cache misses" alone).
+    assert!(
+        report(&out).contains("25 page-faults (R10000 Primary data cache misses) ...."),
+        "{}",
+        report(&out)
+    );
     let out = perfex(&[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("no command to count"));

@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use perfcompat::backend::sim::{SimBackend, SimGroup};
+use perfcompat::backend::Backend as _;
 use perfcompat::engine::{self, OverflowEvent};
 use perfcompat::error::ConflictReason;
 use perfcompat::{bind_with, CounterSet, Error, Request, RequestFlags, Target};
@@ -459,4 +460,18 @@ fn r12000_numbers_and_names() {
     )
     .unwrap_err();
     assert!(matches!(e, Error::PicNotCapable { .. }), "{e}");
+}
+
+/// A report names what a spec counted (issue 30 item 9; here, not in the library's unit tests:
+/// it reads the process's event map once): nothing to add for the event's own name or, on the
+/// R10000, its number; the model's event for a number or code that stands for one.
+#[test]
+fn counted_names_are_the_models_events() {
+    let r10k = SimBackend::new("r10000").unwrap();
+    assert_eq!(r10k.counted_name("0"), None);
+    assert_eq!(r10k.counted_name("25"), None);
+    let us = SimBackend::new("ultrasparc").unwrap();
+    assert_eq!(us.counted_name("Cycle_cnt"), None);
+    assert_eq!(us.counted_name("0x0").as_deref(), Some("Cycle_cnt"));
+    assert_eq!(us.counted_name("No_such_event"), None);
 }

@@ -13,20 +13,22 @@
 # The layout (see man/libperfex.3, FILES):
 #   lib/libperfcompat.so.1.0.0          the one library: libperfex, libcpc, libpctx, perfcompat_*
 #   lib/libperfcompat.so.1              -> libperfcompat.so.1.0.0 (its soname)
-#   lib/libperfex.so.1, lib/libcpc.so.1 -> libperfcompat.so.1.0.0 (the names legacy binaries need)
-#   lib/libperfcompat.so, libperfex.so, libcpc.so  development links (-lperfex, -lcpc)
-#   lib/libperfex.a, lib/libcpc.a       static archives (Libs.private in the .pc files)
+#   lib/libperfex.so.1, lib/libcpc.so.1, lib/libpctx.so.1
+#                                       -> libperfcompat.so.1.0.0 (the names legacy binaries need)
+#   lib/libperfcompat.so, libperfex.so, libcpc.so, libpctx.so
+#                                       development links (-lperfex, -lcpc, -lpctx)
+#   lib/libperfex.a, libcpc.a, libpctx.a  static archives (Libs.private in the .pc files)
 #   lib/libpfcntr.so.1.0.0              Tru64's /dev/pfcntr (pfm(7)): the open/ioctl/read/close
 #                                       interposers (capi/pfcntr/pfcntr.c), over libperfcompat.so.1
 #   lib/libpfcntr.so.1, libpfcntr.so    -> libpfcntr.so.1.0.0 (soname; -lpfcntr)
-#   lib/pkgconfig/libperfex.pc, libcpc.pc, libpfcntr.pc
+#   lib/pkgconfig/libperfex.pc, libcpc.pc, libpctx.pc, libpfcntr.pc
 #   lib/libperfcompat-mpi.so            the PMPI layer (when an mpicc exists; README, "MPI")
 #   include/libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h,
 #   include/perfcompat/solaris.h (optional Solaris compatibility: _lwp_self, gethrtime, PC/SP),
 #   include/sys/pfcntr.h (Tru64's /dev/pfcntr, pfm(7): served by libpfcntr's open/ioctl/read),
 #   include/perfex.mod (when gfortran exists)
 #   share/perfcompat/fortran/perfex.f90 the module's source, for other gfortran versions
-#   bin/perfex, bin/cpustat, bin/cputrack, share/man/man1/{perfex,cpustat,cputrack}.1, share/man/man3/{libperfex,libcpc}.3 and function links,
+#   bin/perfex, bin/cpustat, bin/cputrack, share/man/man1/{perfex,cpustat,cputrack}.1, share/man/man3/{libperfex,libcpc,libpctx}.3 and function links,
 #   share/man/man7/pfm.7
 #
 # The shared library is linked here from the release staticlib with a version script generated
@@ -140,14 +142,15 @@ mkdir -p "$L/pkgconfig" "$(dest "$includedir")" "$(dest "$bindir")" \
   "$(dest "$datadir")/fortran"
 
 install -m 0755 "$work/$real" "$L/$real"
-for link in $soname libperfex.so.1 libcpc.so.1 libperfcompat.so libperfex.so libcpc.so; do
+for link in $soname libperfex.so.1 libcpc.so.1 libpctx.so.1 libperfcompat.so libperfex.so \
+  libcpc.so libpctx.so; do
   ln -sfn "$real" "$L/$link"
 done
 install -m 0755 "$work/$pfcntr" "$L/$pfcntr"
 for link in libpfcntr.so.1 libpfcntr.so; do
   ln -sfn "$pfcntr" "$L/$link"
 done
-for a in libperfex.a libcpc.a; do
+for a in libperfex.a libcpc.a libpctx.a; do
   install -m 0644 "$rel/libperfcompat_capi.a" "$L/$a"
 done
 
@@ -184,6 +187,7 @@ EOF
 }
 pc libperfex "IRIX libperfex hardware counter interface" -lperfex "$static_libs"
 pc libcpc "Solaris libcpc v2 hardware counter interface" -lcpc "$static_libs"
+pc libpctx "Solaris libpctx process contexts (pctx_capture(3CPC))" -lpctx "$static_libs"
 # -lperfcompat too: the perfcompat_* extensions (perfcompat_sim_advance) are libperfcompat's, which
 # libpfcntr needs anyway. No static archive: a static program's calls cannot be interposed.
 pc libpfcntr "Tru64 UNIX pfm(7) /dev/pfcntr pseudo-device" "-lpfcntr -lperfcompat"
@@ -208,7 +212,7 @@ M=$(dest "$mandir")
 install -m 0644 "$repo/man/perfex.1" "$M/man1/perfex.1"
 install -m 0644 "$repo/man/cpustat.1" "$M/man1/cpustat.1"
 install -m 0644 "$repo/man/cputrack.1" "$M/man1/cputrack.1"
-for page in libperfex.3 libcpc.3; do
+for page in libperfex.3 libcpc.3 libpctx.3; do
   install -m 0644 "$repo/man/$page" "$M/man3/$page"
 done
 install -m 0644 "$repo/man/pfm.7" "$M/man7/pfm.7"
@@ -218,7 +222,8 @@ for f in start_counters read_counters print_counters print_costs load_costs; do
 done
 for f in $(awk '/^[ \t]*(#|$)/ { next } $1 == "version" { v = $2; next }
     v ~ /^SUNW/ { print $1 }' "$repo/capi/abi.manifest"); do
-  printf '.so man3/libcpc.3\n' >"$M/man3/$f.3"
+  case $f in pctx_*) page=libpctx.3 ;; *) page=libcpc.3 ;; esac
+  printf '.so man3/%s\n' "$page" >"$M/man3/$f.3"
 done
 
 echo "install.sh: installed under ${destdir}${prefix}" >&2

@@ -177,8 +177,9 @@ struct Tally {
 /// unbind it (then sampling it is `EINVAL`), and every few rounds destroy and recreate the set
 /// and its buffers. Between rounds each thread also makes the cross-thread calls the library
 /// refuses: sampling, unbinding and binding a neighbour's set through its own `cpc_t` (a set
-/// of another `cpc_t`: `EINVAL`), and `cpc_set_restart` / `cpc_request_preset` / `cpc_enable`
-/// with no set bound on the calling thread (`EINVAL`), while the neighbour has its set bound.
+/// of another `cpc_t`: `EINVAL`), and `cpc_set_restart` / `cpc_request_preset` with no set
+/// bound on the calling thread (`EINVAL`) and `cpc_enable` (0, nothing done), while the
+/// neighbour has its set bound.
 /// At the end every handle is closed and no descriptor is left open.
 #[test]
 fn sixty_four_threads_bind_sample_and_unbind_their_own_sets_at_once() {
@@ -289,12 +290,12 @@ fn sixty_four_threads_bind_sample_and_unbind_their_own_sets_at_once() {
                     assert_eq!(errno(), libc::EINVAL);
                     assert_eq!(cpc_request_preset(cpc, 0, 1), -1);
                     assert_eq!(errno(), libc::EINVAL);
-                    assert_eq!(cpc_enable(cpc), -1);
-                    assert_eq!(errno(), libc::EINVAL);
+                    // cpc_enable without a set here does nothing, the neighbour's untouched.
+                    assert_eq!(cpc_enable(cpc), 0);
                     assert_eq!(cpc_unbind(cpc, set), -1, "unbound twice");
                     assert_eq!(errno(), libc::EINVAL);
                     calls += 6;
-                    tally.refused.fetch_add(5, Ordering::Relaxed);
+                    tally.refused.fetch_add(4, Ordering::Relaxed);
                 }
                 sets[t].store(null_mut(), Ordering::SeqCst);
                 // Everyone is done with the others' handles before any is closed.

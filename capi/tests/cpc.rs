@@ -142,6 +142,21 @@ fn without_a_handler_errors_are_reported_on_stderr_in_libcpcs_words() {
     );
     assert!(!err.contains("'Bogus'"), "the handler took that one: {err}");
     assert!(err.contains("'Bogus2'"), "NULL restores the default: {err}");
+    // cpc_disable and cpc_enable without a bound set are silent (issue 30 item 3: they said
+    // "the calling thread has no bound set").
+    assert!(
+        !err.contains("cpc_disable") && !err.contains("cpc_enable"),
+        "{err}"
+    );
+    // A bad index is named as the program gave it (issue 30 item 8: it said "index 0").
+    assert!(
+        err.contains("libcpc: cpc_buf_get: request index -1 out of range (the set has 1 requests)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("libcpc: cpc_buf_set: request index 7 out of range (the set has 1 requests)"),
+        "{err}"
+    );
 }
 
 /// The walkers list what the backend counts: the emulated UltraSPARC's tables exactly, and on

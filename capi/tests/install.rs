@@ -3,7 +3,7 @@
 //! and no C library function but `pthread_create` (issue 35); libpfcntr exports exactly its
 //! unversioned interposers and needs the library; the files, links, sonames, pkg-config files
 //! and man pages are where they belong; programs
-//! built with `pkg-config` (C, statically too) and gfortran count; a program that links or
+//! built with `pkg-config` (C, statically too), with `-lcpc -lpctx` and gfortran count; a program that links or
 //! preloads both names loads one copy of the library; `LD_PRELOAD` replaces another
 //! implementation; `PERFCOMPAT_PRELOAD_EVENTS` counts programs that never call the counters;
 //! valgrind finds no errors and no definite leaks.
@@ -209,6 +209,8 @@ fn the_layout_links_and_sonames() {
         ("libperfcompat.so", inode),
         ("libperfex.so", inode),
         ("libcpc.so", inode),
+        ("libpctx.so.1", inode),
+        ("libpctx.so", inode),
         ("libpfcntr.so.1", pfcntr),
         ("libpfcntr.so", pfcntr),
     ] {
@@ -228,8 +230,10 @@ fn the_layout_links_and_sonames() {
     for f in [
         "lib/libperfex.a",
         "lib/libcpc.a",
+        "lib/libpctx.a",
         "lib/pkgconfig/libperfex.pc",
         "lib/pkgconfig/libcpc.pc",
+        "lib/pkgconfig/libpctx.pc",
         "lib/pkgconfig/libpfcntr.pc",
         "include/libperfex.h",
         "include/libcpc.h",
@@ -244,6 +248,7 @@ fn the_layout_links_and_sonames() {
         "share/man/man1/cputrack.1",
         "share/man/man3/libperfex.3",
         "share/man/man3/libcpc.3",
+        "share/man/man3/libpctx.3",
         "share/man/man3/start_counters.3",
         "share/man/man3/cpc_bind_curlwp.3",
         "share/man/man3/pctx_run.3",
@@ -258,6 +263,19 @@ fn the_layout_links_and_sonames() {
         "{pc}"
     );
     assert!(pc.contains("Libs: -L${libdir} -lcpc\n"), "{pc}");
+    let pc = std::fs::read_to_string(lib.join("pkgconfig/libpctx.pc")).unwrap();
+    assert!(pc.contains("Libs: -L${libdir} -lpctx\n"), "{pc}");
+    // Each function's page is its library's: the pctx functions are libpctx(3)'s.
+    let man3 = prefix.join("share/man/man3");
+    for (f, page) in [
+        ("pctx_run", "libpctx"),
+        ("pctx_capture", "libpctx"),
+        ("pctx_terminate", "libpctx"),
+        ("cpc_bind_pctx", "libcpc"),
+    ] {
+        let so = std::fs::read_to_string(man3.join(format!("{f}.3"))).unwrap();
+        assert_eq!(so, format!(".so man3/{page}.3\n"), "{f}.3");
+    }
     let pc = std::fs::read_to_string(lib.join("pkgconfig/libpfcntr.pc")).unwrap();
     assert!(
         pc.contains("Libs: -L${libdir} -lpfcntr -lperfcompat\n") && !pc.contains("Libs.private"),
@@ -326,6 +344,7 @@ fn man_pages() {
         "cputrack.1",
         "libperfex.3",
         "libcpc.3",
+        "libpctx.3",
         "pfm.7",
     ];
     if common::have_tool("groff", "groff-base") {
@@ -462,26 +481,28 @@ fn text(out: &Output) -> (String, String) {
     )
 }
 
+/// The number of the `name=N` word of a program's output.
+fn field(stdout: &str, name: &str) -> u64 {
+    stdout
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no {name} in {stdout}"))
+        .parse()
+        .unwrap()
+}
+
 /// install_count's "pages=N count=C gen_ok=1 copies=K" line: checks the count covers the
 /// pages (one fault each, a few more for the program itself) and returns K.
 fn check_count(out: &Output, pages: u64) -> u64 {
     let (stdout, stderr) = text(out);
     assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
-    let field = |name: &str| -> u64 {
-        stdout
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix(&format!("{name}=")))
-            .unwrap_or_else(|| panic!("no {name} in {stdout}"))
-            .parse()
-            .unwrap()
-    };
-    let count = field("count");
+    let count = field(&stdout, "count");
     assert!(
         (pages..pages + 50).contains(&count),
         "{count} page faults for {pages} pages: {stdout}"
     );
-    assert_eq!(field("gen_ok"), 1, "{stdout}");
-    field("copies")
+    assert_eq!(field(&stdout, "gen_ok"), 1, "{stdout}");
+    field(&stdout, "copies")
 }
 
 #[test]
@@ -494,6 +515,41 @@ fn linking_both_names_loads_one_library() {
     let preload = lib().join("libperfex.so.1");
     let out = run(&bin, &["300"], &[("LD_PRELOAD", preload.to_str().unwrap())]);
     assert_eq!(check_count(&out, 300), 1);
+}
+
+/// A program built as Solaris Makefiles and pctx_capture(3CPC)'s synopsis build one, with
+/// `-lcpc -lpctx` (issue 30 item 2: there was no libpctx to link), and one built with
+/// `pkg-config libcpc libpctx`: both run a command under libpctx, count its page faults with
+/// `cpc_bind_pctx` and load one library.
+#[test]
+fn programs_link_with_lcpc_lpctx() {
+    let prefix = installed_prefix();
+    for out in ["pctx-lcpc-lpctx", "pctx-pkg-config"] {
+        let mut flags = if out == "pctx-lcpc-lpctx" {
+            let mut f = vec![
+                format!("-I{}", prefix.join("include").display()),
+                format!("-L{}", lib().display()),
+            ];
+            f.extend(strings(&["-lcpc", "-lpctx"]));
+            f
+        } else {
+            let mut f = pkg_config(prefix, "cpc");
+            f.extend(pkg_config(prefix, "pctx"));
+            f
+        };
+        flags.push(format!("-Wl,-rpath,{}", lib().display()));
+        let bin = cc("install_pctx.c", &flags, out);
+        let needed = tool(Command::new("readelf").arg("-d").arg(&bin));
+        assert!(needed.contains("[libperfcompat.so.1]"), "{needed}");
+        let out = run(&bin, &["sh", "-c", "exit 0"], &[]);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+        assert!(field(&stdout, "threads") >= 1, "{stdout}");
+        assert!(
+            field(&stdout, "faults") > 10,
+            "a shell starts with page faults: {stdout}"
+        );
+    }
 }
 
 /// Stand-ins for another implementation: `<tmp>/install-stub/libperfex.so.1` and
@@ -584,7 +640,8 @@ fn preloaded(bin: &Path, args: &[&str], events: &str, env: &[(&str, &str)]) -> O
     run(bin, args, &all)
 }
 
-/// The count of the report line of event `event` (`25 Primary data cache misses .... N`).
+/// The count of the report line of event `event` (`25 page-faults (R10000 Primary data cache
+/// misses) .... N`).
 fn report_count(report: &str, event: u32) -> u64 {
     report
         .lines()

@@ -303,6 +303,13 @@ pub trait Backend: Send + Sync + 'static {
     fn events(&self) -> Vec<EventInfo>;
     /// Check one request (event, attributes, pinned counter) and say where it may be placed.
     fn candidate(&self, request: &Request) -> Result<Candidate>;
+    /// The name of the event `spec` counts here when it stands for another one (an R10000
+    /// event number mapped to a host event, an alias): what a report should call the count.
+    /// `None` when the spec is the event's own name or number here, or it cannot be counted.
+    fn counted_name(&self, spec: &str) -> Option<String> {
+        let _ = spec;
+        None
+    }
     /// Check rules that concern the set as a whole (UltraSPARC: one mode for all requests).
     fn check_set(&self, requests: &[Request]) -> Result<()> {
         let _ = requests;

@@ -507,9 +507,19 @@ pub fn format_counters(e0: i32, c0: i64, e1: i32, c1: i64) -> Result<String> {
 }
 
 /// One line of a count table: event number and name with a dotted leader, then `count`
-/// right-aligned (shared by `print_counters` and the `perfex` command).
+/// right-aligned (shared by `print_counters` and the `perfex` command). The name is what was
+/// counted: on an emulated R10000 or R12000 the event's own; where the number stands for
+/// another event (a host's perf event, the event map's choice, `cycles` estimated from the
+/// task clock) that event, followed by the R10000 event it stands for.
 pub fn count_line(flavor: costs::Flavor, event: u32, count: &str) -> String {
-    let label = format!("{event:>2} {} ", flavor.event_name(event as usize));
+    let name = flavor.event_name(event as usize);
+    let counted = backend::global()
+        .ok()
+        .and_then(|b| b.counted_name(&event.to_string()));
+    let label = match counted {
+        Some(c) => format!("{event:>2} {c} (R10000 {name}) "),
+        None => format!("{event:>2} {name} "),
+    };
     format!("{label:.<60} {count:>20}")
 }
 

@@ -48,7 +48,7 @@ int main(void) {
         errno = 0;
         CHECK(cpc_set_sample(cpc, set, buf) == -1 && errno == EINVAL);
         CHECK(cpc_set_restart(cpc, set) == -1);
-        CHECK(cpc_disable(cpc) == -1);
+        CHECK(cpc_disable(cpc) == 0); /* no set of its own: nothing to do, no error */
         /* It counts its own work from a start of its own. */
         CHECK(start_counters(0, 25) > 0);
         touch(50);

@@ -104,10 +104,13 @@ pub unsafe extern "C" fn cpc_bind_pctx(
 /// known.
 ///
 /// # Returns
-/// 0, or -1 with `errno`: `EINVAL` for a bad handle, `flags` not 0, a CPU that does not exist,
-/// and the errors of `cpc_bind_curlwp`; `ENOSYS` for an offline CPU; `EAGAIN` when a set of
-/// this process is already bound to it; `EACCES` without the privilege (a line says how to get
-/// it); the `sched_setaffinity` errno with `CPC_PBIND_FAILED` when the thread cannot be moved.
+/// 0, or -1 with `errno`: `EINVAL` for a bad handle, `flags` not 0 and the errors of
+/// `cpc_bind_curlwp`; `EAGAIN` when a set of this process is already bound to the CPU;
+/// `EACCES` without the privilege (a line says how to get it). The thread is moved to the CPU
+/// first (libcpc's `processor_bind`), and when that fails the handler gets `CPC_PBIND_FAILED`
+/// (without one, the libcpc line and the reason are written to standard error): `EINVAL` for a
+/// CPU that does not exist, `ENOSYS` for an offline CPU, the `sched_setaffinity` errno when the
+/// thread cannot be moved.
 #[no_mangle]
 pub extern "C" fn cpc_bind_cpu(
     cpc: *mut cpc_t,

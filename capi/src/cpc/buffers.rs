@@ -94,7 +94,7 @@ fn buf_index<'a>(cpc: &Cpc, buf: *mut cpc_buf_t, index: c_int) -> Result<(&'a Bu
     match usize::try_from(index).ok().filter(|&i| i < len) {
         Some(i) => Ok((b, i)),
         None => Err(Error::IndexOutOfRange {
-            index: index.max(0) as usize,
+            index: index.into(),
             len,
         }),
     }

@@ -100,17 +100,17 @@ pub extern "C" fn cpc_set_sample(
 }
 
 /// Run `f` on the calling thread's bound set (libcpc's request_preset, restart, enable and
-/// disable act on it and ignore their set argument). Async-signal-safe.
+/// disable act on it and ignore their set argument); without one, `without` (an error, or
+/// `Ok` for the calls that do nothing then). Async-signal-safe.
 #[inline]
 fn on_current(
     func: &std::ffi::CStr,
     cpc: *mut cpc_t,
+    without: Result<()>,
     f: impl FnOnce(&BoundSet) -> Result<()>,
 ) -> c_int {
     call(func, cpc, BAD, -1, |_: &Cpc| {
-        lwp::with_curlwp(f)
-            .unwrap_or(Err(Error::NoCurrentSet))
-            .map(|()| 0)
+        lwp::with_curlwp(f).unwrap_or(without).map(|()| 0)
     })
 }
 
@@ -123,9 +123,9 @@ fn on_current(
 /// requests.
 #[no_mangle]
 pub extern "C" fn cpc_request_preset(cpc: *mut cpc_t, index: c_int, preset: u64) -> c_int {
-    on_current(c"cpc_request_preset", cpc, |b| {
+    on_current(c"cpc_request_preset", cpc, Err(Error::NoCurrentSet), |b| {
         let i = usize::try_from(index).map_err(|_| Error::IndexOutOfRange {
-            index: 0,
+            index: index.into(),
             len: b.len(),
         })?;
         b.set_preset(i, preset)
@@ -142,29 +142,44 @@ pub extern "C" fn cpc_request_preset(cpc: *mut cpc_t, index: c_int, preset: u64)
 #[no_mangle]
 pub extern "C" fn cpc_set_restart(cpc: *mut cpc_t, set: *mut cpc_set_t) -> c_int {
     let _ = set;
-    on_current(c"cpc_set_restart", cpc, |b| b.restart())
+    on_current(c"cpc_set_restart", cpc, Err(Error::NoCurrentSet), |b| {
+        b.restart()
+    })
 }
 
+/// What `cpc_enable` and `cpc_disable` do in a thread without a bound set: nothing, 0.
+/// cpc_enable(3CPC) has a program call them around code it does not want counted whether or
+/// not it runs under cputrack, and "no harm will ensue" when it does not: libcpc failed with
+/// `EINVAL` there, which its own example ignored. A thread counted from outside
+/// (`cpc_bind_pctx`: cputrack's counters are the controller's perf events on the thread) has
+/// no set here either, and Linux gives a task no way to stop counters another process opened
+/// on it (`PR_TASK_PERF_EVENTS_DISABLE` stops only the events the caller opened, whatever
+/// prctl(2) says: checked), so those keep counting.
+const NO_SET_IS_FINE: Result<()> = Ok(());
+
 /// Resume counting on the calling thread's bound set after `cpc_disable`; see cpc_enable(3CPC).
-/// Async-signal-safe.
+/// A thread without a bound set gets 0 (the page's "no harm will ensue"; also under cputrack,
+/// whose counters this cannot reach). Async-signal-safe.
 ///
 /// # Returns
-/// 0, or -1 with `errno` `EINVAL` when the thread has no bound set or its counters are running
+/// 0, or -1 with `errno` `EINVAL` for a bad handle or when the thread's counters are running
 /// (libcpc's behaviour).
 #[no_mangle]
 pub extern "C" fn cpc_enable(cpc: *mut cpc_t) -> c_int {
-    on_current(c"cpc_enable", cpc, |b| b.resume())
+    on_current(c"cpc_enable", cpc, NO_SET_IS_FINE, |b| b.resume())
 }
 
 /// Stop counting on the calling thread's bound set (samples return the values at this
-/// moment); see cpc_enable(3CPC). Async-signal-safe.
+/// moment); see cpc_enable(3CPC). A thread without a bound set gets 0 and nothing is stopped:
+/// counters cputrack bound to it from outside go on counting (Linux has no way for the thread
+/// to stop them). Async-signal-safe.
 ///
 /// # Returns
-/// 0, or -1 with `errno` `EINVAL` when the thread has no bound set or its counters are already
+/// 0, or -1 with `errno` `EINVAL` for a bad handle or when the thread's counters are already
 /// stopped.
 #[no_mangle]
 pub extern "C" fn cpc_disable(cpc: *mut cpc_t) -> c_int {
-    on_current(c"cpc_disable", cpc, |b| b.stop())
+    on_current(c"cpc_disable", cpc, NO_SET_IS_FINE, |b| b.stop())
 }
 
 /// Ask a libpctx run driven for `cpc` (cputrack-style tools) to end: the next `pctx_run` tick

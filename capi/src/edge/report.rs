@@ -242,6 +242,18 @@ mod tests {
             ),
             (Error::Busy("x".into()), -1, libc::EAGAIN),
             (Error::NoSuchProcess(5), -1, libc::ESRCH),
+            // cpc_bind_cpu's processor bind: a processor that does not exist or is offline.
+            (Error::NoSuchProcessor { id: -1, ncpu: 2 }, 10, libc::EINVAL),
+            (Error::ProcessorOffline(1), 10, libc::ENOSYS),
+            (
+                Error::PbindFailed {
+                    cpu: 1,
+                    errno: libc::EPERM,
+                },
+                10,
+                libc::EPERM,
+            ),
+            (Error::ProcessorTaken(1), -1, libc::EAGAIN),
         ];
         for (e, sub, errno) in cases {
             assert_eq!(subcode(&e), sub, "{e}");

@@ -401,7 +401,9 @@ pub fn run_same_event_program(bin: &Path) {
     let stderr = run_env(bin, "perf", &["perf"], &env);
     assert_eq!(
         stderr
-            .matches("Event counts (libperfex on the perf backend):\n 0 Cycles")
+            .matches(
+                "Event counts (libperfex on the perf backend):\n 0 page-faults (R10000 Cycles) .."
+            )
             .count(),
         2,
         "{stderr}"

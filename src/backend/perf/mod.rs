@@ -313,6 +313,11 @@ impl PerfBackend {
     /// Resolve an event spec (alias, R10000 number, perf name) to a perf event, with the scale
     /// to apply to its counts (the `cycles` fallback).
     pub fn resolve(&self, spec: &str) -> Result<(PerfEvent, Option<f64>)> {
+        self.resolve_telling(spec, true)
+    }
+
+    /// [`PerfBackend::resolve`]; `notice`: say once that `cycles` is estimated.
+    fn resolve_telling(&self, spec: &str, notice: bool) -> Result<(PerfEvent, Option<f64>)> {
         let map = EventMap::global();
         let mut s = spec;
         for _ in 0..8 {
@@ -335,7 +340,9 @@ impl PerfBackend {
                 && ev.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64
             {
                 let caps = self.caps();
-                fallback_notice(caps.mhz, caps.clock_source);
+                if notice {
+                    fallback_notice(caps.mhz, caps.clock_source);
+                }
                 let tc = PerfEvent {
                     name: "cycles".into(),
                     code: PerfCode::new(b::PERF_TYPE_SOFTWARE, b::PERF_COUNT_SW_TASK_CLOCK as u64),
@@ -455,6 +462,17 @@ fn task_ids(pid: i32) -> Result<Vec<i32>> {
 impl Backend for PerfBackend {
     fn info(&self) -> &BackendInfo {
         self.info.get_or_init(|| self.describe())
+    }
+
+    /// The perf event `spec` resolves to (`cycles` estimated from the task clock named so),
+    /// unless `spec` is that event's own name.
+    fn counted_name(&self, spec: &str) -> Option<String> {
+        let (ev, fallback) = self.resolve_telling(spec, false).ok()?;
+        let name = match fallback {
+            Some(_) => format!("{}, from task-clock", ev.name),
+            None => ev.name,
+        };
+        (name != spec).then_some(name)
     }
 
     fn shape(&self) -> Shape<'_> {

@@ -325,6 +325,16 @@ impl Backend for SimBackend {
         &self.info
     }
 
+    /// The model's event `spec` resolves to, unless `spec` is its own name or, on a model
+    /// numbered as the R10000's, its number.
+    fn counted_name(&self, spec: &str) -> Option<String> {
+        if self.model.numbered && spec.parse::<u32>().is_ok() {
+            return None;
+        }
+        let name = self.model.events[self.resolve_alias(spec)?.event].name;
+        (name != spec).then(|| name.to_string())
+    }
+
     fn events(&self) -> Vec<EventInfo> {
         let m = self.model;
         let mask = |e: &model::SimEvent| e.routes.iter().fold(0u64, |a, r| a | r.counters);
