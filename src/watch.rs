@@ -11,14 +11,15 @@
 //! on the host's kernel, waits in `poll(2)` on the rings' descriptors (each record makes one
 //! readable) and judges each record that is still waiting a grace period later ([`GRACE_MS`]):
 //! while the thread can take the signal (the engine's handler, not blocked) it waits, however
-//! long the thread takes to be scheduled; otherwise it looks again, and when the same record
-//! still waits and the thread is asleep or has run meanwhile, it handles the overflow on the
+//! long the thread takes to be scheduled; otherwise it looks again every grace period, and
+//! when the same record has waited through enough looks that found the thread in the same
+//! state, asleep or having run meanwhile (see `judge`), it handles the overflow on the
 //! thread's behalf: the set freezes at the record, exactly where the handler would have frozen
 //! it, and the notification is sent (SIGEMT queued to the thread, with `si_code` `SI_QUEUE`
-//! and `si_addr` 0, the only code Linux lets one thread queue to another). The second look
-//! keeps a thread that was only descheduled inside one of the library's blocked sections, or
-//! a handler of the program's that passes the signal on, from being taken for one that cannot
-//! take the signal. A thread found blocking the signal has its binding's signals turned off
+//! and `si_addr` 0, the only code Linux lets one thread queue to another). The repeated looks
+//! keep a thread that was only descheduled or asleep inside one of the library's blocked
+//! sections, or a handler of the program's that passes the signal on, from being taken for
+//! one that cannot take the signal. A thread found blocking the signal has its binding's signals turned off
 //! (they would pile up in its queue) until the watcher sees it unblocked; meanwhile the sample
 //! takes waiting records itself (the engine's `take_unsignalled`).
 //!
@@ -332,44 +333,75 @@ enum Verdict {
 
 /// Judge suspect `s` (its record still waits) at a look. The owner's handler takes the signal
 /// when the disposition is the engine's and the thread does not block it: then wait, however
-/// long the thread takes to be scheduled. Otherwise the first look notes how long the owner
-/// has run, and a later one handles the overflow once the owner is asleep (it cannot take the
-/// signal while it waits: the `sigtimedwait` user) or has run at least a millisecond more and
-/// still has not taken it. So a thread that was only descheduled inside one of the library's
-/// own blocked scopes, or that runs a handler of the program's that passes the signal on, is
-/// not taken for one that cannot take the signal.
+/// long the thread takes to be scheduled. Otherwise the looks add up, for as long as the same
+/// record waits (its mark unchanged):
+/// - the engine's handler, the thread blocking the signal at three looks in a row (40 ms at
+///   least) and asleep at the last or having run a millisecond since the first: it blocks the
+///   signal for good (the `sigtimedwait` user, a thread that blocked it), so handle it and
+///   turn the binding's signals off;
+/// - another disposition (ignored, or a handler of the program's), the thread not blocking the
+///   signal at two looks in a row and asleep at the last or having run a millisecond since
+///   the first: the signal was delivered (it interrupts a sleep) and nothing passed it on to
+///   the engine, so handle it. A thread that blocks it meanwhile is left alone: a handler of
+///   its own may pass the signal on once it is delivered.
+///
+/// The library blocks every signal for a moment in its own calls, and a thread can sleep
+/// there (a lock) or be descheduled there for long on a loaded machine: looks that all find
+/// the same state, with the same record waiting, keep such a thread from being taken for one
+/// that cannot take the signal.
 fn judge(s: &mut Suspect, owner: i32, mark: Option<u64>, now_ms: i64) -> Verdict {
     let ours = crate::signal::disposition() == crate::signal::Disposition::Ours;
     let Some(seen) = look_at(owner) else {
-        // Gone, or no /proc: after ten grace periods the record is taken as stuck.
-        return if now_ms - s.since_ms >= 10 * i64::from(GRACE_MS) {
+        // Gone, or no /proc: after fifty grace periods the record is taken as stuck.
+        return if now_ms - s.since_ms >= 50 * i64::from(GRACE_MS) {
             Verdict::Handle { quiet: false }
         } else {
             Verdict::Wait
         };
     };
     if ours && !seen.blocked {
-        s.ran_ns = None;
+        s.looks = None;
         return Verdict::Wait;
     }
-    // Another record than at the first look (the one seen then was read): start over.
-    let before = match s.ran_ns {
-        Some((ran, m)) if m == mark => ran,
-        _ => {
-            s.ran_ns = Some((seen.ran_ns, mark));
+    let first = match &mut s.looks {
+        Some(l) if l.mark == mark && l.ours == ours && l.blocked == seen.blocked => {
+            l.count += 1;
+            l
+        }
+        // Another record than at the first look (that one was read), or another state:
+        // start over.
+        other => {
+            *other = Some(Looks {
+                mark,
+                ours,
+                blocked: seen.blocked,
+                ran_ns: seen.ran_ns,
+                count: 1,
+            });
             return Verdict::Wait;
         }
     };
-    if seen.asleep || seen.ran_ns.saturating_sub(before) >= 1_000_000 {
-        if !ours {
-            tell_taken_over();
-        }
-        Verdict::Handle {
-            quiet: seen.blocked,
-        }
-    } else {
-        Verdict::Wait
+    let progressed = seen.asleep || seen.ran_ns.saturating_sub(first.ran_ns) >= 1_000_000;
+    let enough = if ours { 3 } else { 2 };
+    if !progressed || first.count < enough || (!ours && seen.blocked) {
+        return Verdict::Wait;
     }
+    if !ours {
+        tell_taken_over();
+    }
+    Verdict::Handle {
+        quiet: seen.blocked,
+    }
+}
+
+/// The looks at a suspect's owner that found it in one state, with one record waiting.
+struct Looks {
+    mark: Option<u64>,
+    ours: bool,
+    blocked: bool,
+    /// How long the owner had run at the first of them.
+    ran_ns: u64,
+    count: u32,
 }
 
 /// One overflow record the watcher saw arrive and waits on.
@@ -377,9 +409,7 @@ struct Suspect {
     set: Weak<dyn Watched>,
     fd: i32,
     since_ms: i64,
-    /// How long the owner had run at the first look that found it unable to take the signal,
-    /// and the record's mark then.
-    ran_ns: Option<(u64, Option<u64>)>,
+    looks: Option<Looks>,
 }
 
 fn now_ms() -> i64 {
@@ -459,7 +489,7 @@ fn run() {
                     set: set.clone(),
                     fd: p.fd,
                     since_ms: now,
-                    ran_ns: None,
+                    looks: None,
                 });
             }
         }
