@@ -40,8 +40,13 @@ pub fn secure() -> bool {
 /// through the privileged process, and the others would let them change what it does. The
 /// first variable found set is reported once on standard error, by name, never by value.
 /// Built-in defaults and the system-wide files (`/etc/perfex.costs`) still apply.
+///
+/// The value is looked up in the process's environment array (`environ`), not through
+/// `getenv`: a program that defines its own `getenv` (bash does, and answers from its own
+/// table, which it fills after the library's constructors ran) would otherwise answer for the
+/// library (issue 37).
 pub fn env_os(name: &str) -> Option<std::ffi::OsString> {
-    let v = std::env::var_os(name)?;
+    let v = std::env::vars_os().find_map(|(k, v)| (k == name).then_some(v))?;
     if !secure() {
         return Some(v);
     }

@@ -46,3 +46,20 @@ fn overflow_signal_numbers_that_are_not_free_real_time_signals_are_refused() {
         refused("PERFCOMPAT_OVERFLOW_SIGNAL", v);
     }
 }
+
+/// A program that defines its own `getenv` (as bash does, answering from a table it fills
+/// later) does not hide the library's variables from it: the library reads the process's
+/// environment array (issue 37; tests/c/own_getenv.c, whose `getenv` knows no variable). Before,
+/// `PERFCOMPAT_BACKEND=sim:r10000` went unseen and libcpc named the host's processor.
+#[test]
+fn a_program_with_its_own_getenv_does_not_hide_the_librarys_variables() {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    let bin = BIN.get_or_init(|| c_program("own_getenv", &[]));
+    let out = run_output(bin, "sim:r10000", &[], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("\n0 failures"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
