@@ -30,13 +30,12 @@
 //! - `pctx_terminate` (and `cpc_terminate`, for every run) ends a run within 10 ms; both are
 //!   async-signal-safe.
 
-use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use perfcompat::pctx::{Follow, Observer, Pctx, Status};
+use perfcompat::pctx::{Follow, LwpIds, Observer, Pctx, Status};
 use perfcompat::{Error, Result};
 
 use std::ffi::c_uint as uint_t;
@@ -136,48 +135,6 @@ pub(crate) struct Ctx {
     terminate: AtomicBool,
     /// The LWP ids the callbacks pass, and the Linux threads they stand for.
     ids: Arc<Mutex<LwpIds>>,
-}
-
-/// libpctx's LWP ids: small numbers per process, as Solaris's (1 for the initial thread, then
-/// 2, 3, ... in the order the threads are created, or, for a captured process, found), mapped
-/// to the Linux thread ids the counters bind to. An exec starts again at 1 (the process's one
-/// thread), as Solaris's exec does.
-#[derive(Default)]
-pub(crate) struct LwpIds {
-    by_tid: BTreeMap<i32, libc::id_t>,
-    next: libc::id_t,
-    one_used: bool,
-}
-
-impl LwpIds {
-    /// The id of thread `tid` of process `pid`, given now if it has none.
-    fn id(&mut self, pid: i32, tid: i32) -> libc::id_t {
-        if let Some(&id) = self.by_tid.get(&tid) {
-            return id;
-        }
-        let id = if tid == pid && !self.one_used {
-            self.one_used = true;
-            1
-        } else {
-            let n = self.next.max(2);
-            self.next = n + 1;
-            n
-        };
-        self.by_tid.insert(tid, id);
-        id
-    }
-
-    /// The thread of id `id`.
-    fn tid(&self, id: libc::id_t) -> Option<i32> {
-        self.by_tid
-            .iter()
-            .find_map(|(&tid, &i)| (i == id).then_some(tid))
-    }
-
-    /// The process executed a program: its one thread will be 1 again.
-    fn exec(&mut self) {
-        *self = LwpIds::default();
-    }
 }
 
 // SAFETY: only `register` records Kind::Pctx pointers, boxes of Ctx.
@@ -408,7 +365,7 @@ impl Observer for Calls {
     fn fini_lwp(&mut self, pid: i32, tid: i32) -> perfcompat::Result<()> {
         let r = self.lwp(self.cb.fini_lwp, "fini_lwp", pid, tid);
         // The thread is gone (or let go): its id names nothing any more.
-        lock(&self.ids).by_tid.remove(&tid);
+        lock(&self.ids).forget(tid);
         r
     }
     fn lwp_create(&mut self, pid: i32, tid: i32, new: i32) -> perfcompat::Result<()> {
