@@ -581,7 +581,7 @@ pub fn run(
     }
     let mut p = match subject {
         Subject::Command(c) => {
-            let mut p = Pctx::create(c)?;
+            let mut p = Pctx::create_for_cpc(c)?;
             p.ignore_interrupts();
             p
         }

@@ -1656,6 +1656,9 @@ pub fn bind_tagged(
         crate::watch::register(binding.inner.clone());
     }
     binding.write(|b| b.start_from_presets())?;
+    if let Target::Thread(tid) = target {
+        crate::held::bound(tid, binding.inner.clone());
+    }
     // Backends that detect overflows themselves (the emulated PMUs) keep a weak handle.
     let weak: std::sync::Weak<BoundSet> = Arc::downgrade(&binding.inner);
     backend.attach(weak);
@@ -1666,6 +1669,15 @@ impl BoundSet {
     /// The backend that counts it.
     pub fn backend_kind(&self) -> BackendKind {
         self.kind
+    }
+}
+
+impl crate::held::Stoppable for BoundSet {
+    fn stop_counting(&self) -> bool {
+        self.stop().is_ok()
+    }
+    fn resume_counting(&self) -> bool {
+        self.resume().is_ok()
     }
 }
 

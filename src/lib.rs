@@ -20,6 +20,8 @@
 //! - [`threads`]: what a new thread does before its start routine (the `pthread_create` hook);
 //! - [`pctx`]: process control under ptrace (thread create/exit callbacks) for `perfex -mp`
 //!   and libpctx;
+//! - [`held`]: threads of traced processes whose program stopped their counting from inside
+//!   (`cpc_disable` under cputrack);
 //! - [`costs`]: perfex cost tables (built-in, system, loaded), time estimates and statistics;
 //! - [`calibrate`]: the host calibration microbenchmarks (`perfex --calibrate`): clock, cache,
 //!   memory and TLB-miss latencies, branch mispredict penalty, written to the host cost cache;
@@ -68,6 +70,7 @@ pub mod engine;
 pub mod error;
 pub mod eventmap;
 pub mod eventspec;
+pub mod held;
 pub mod pctx;
 pub mod perfex;
 pub mod pfm;

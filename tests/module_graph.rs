@@ -3,7 +3,7 @@
 //! back, directly or through others. Found from the `crate::` paths in code (comments aside);
 //! the root's re-exports count as the module that defines them.
 //!
-//! The order today: `error`, `sys`, `sigsafe`, `virt` ← `set`, `sched`, `eventmap`, `signal`, `watch`,
+//! The order today: `error`, `sys`, `sigsafe`, `virt`, `held` ← `set`, `sched`, `eventmap`, `signal`, `watch`,
 //! `pctx` ← `costfile` ← `backend` ← `engine`, `costs` ← `cpc`, `threads`, `eventspec`,
 //! `cpustat`, `cputrack`, `pfm`, `perfex`, `calibrate`. The backends import neither the engine,
 //! nor its overflow signal handler (`signal`), nor the cost tables (`costs`): the thread id and

@@ -236,7 +236,7 @@ pub unsafe extern "C" fn pctx_create(
     run(Tell::Pctx, c"pctx_create", std::ptr::null_mut(), || {
         // SAFETY: the caller's promises.
         let command = unsafe { c_command(filename, argv) }?;
-        register(Pctx::create(&command)?, arg)
+        register(Pctx::create_for_cpc(&command)?, arg)
     })
 }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use common::{compile, link_args, repo, run_output, skip, tmp};
+use common::{compile, link_args, repo, run_output, run_traced, tmp};
 
 /// The controller (tests/c/pctx_events.c), the target (tests/c/pctx_target.c) and the
 /// page-fault workload (tests/c/perfex_workload.c).
@@ -54,13 +54,7 @@ fn target() -> String {
 /// allowed. Returns its standard output with every `#N` id named: by the target's own
 /// `id NAME=N` lines on standard error, else `P` for the first unknown id, `X1`, `X2`...
 fn run(args: &[&str]) -> Option<String> {
-    let out = run_output(&programs().0, "perf", args, &[]);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    if stderr.contains("ptrace") && stderr.contains("permission denied") {
-        skip("tracing a child is not allowed here (kernel.yama.ptrace_scope)");
-        return None;
-    }
+    let (stdout, stderr, out) = run_traced(&programs().0, args)?;
     assert!(out.status.success(), "{args:?}: {stdout}\n{stderr}");
     let mut names: HashMap<String, String> = stderr
         .lines()

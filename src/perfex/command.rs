@@ -460,7 +460,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
         return Ok(outcome(counts, not_counted, obs.done, times, status));
     }
     let mut sig = Signals::block(opts.signals)?;
-    let mut child = Child::spawn(&opts.command, &sig.old_mask)?;
+    let mut child = Child::spawn(&opts.command, &sig.old_mask, false)?;
     sig.ignore_interrupts();
     let (counting, not_counted) = bind_counters(opts, Target::Process(child.pid))?;
     if opts.signals {

@@ -147,39 +147,61 @@ pub extern "C" fn cpc_set_restart(cpc: *mut cpc_t, set: *mut cpc_set_t) -> c_int
     })
 }
 
-/// What `cpc_enable` and `cpc_disable` do in a thread without a bound set: nothing, 0.
-/// cpc_enable(3CPC) has a program call them around code it does not want counted whether or
-/// not it runs under cputrack, and "no harm will ensue" when it does not: libcpc failed with
-/// `EINVAL` there, which its own example ignored. A thread counted from outside
-/// (`cpc_bind_pctx`: cputrack's counters are the controller's perf events on the thread) has
-/// no set here either, and Linux gives a task no way to stop counters another process opened
-/// on it (`PR_TASK_PERF_EVENTS_DISABLE` stops only the events the caller opened, whatever
-/// prctl(2) says: checked), so those keep counting.
-const NO_SET_IS_FINE: Result<()> = Ok(());
+// What `cpc_enable` and `cpc_disable` do in a thread without a bound set: 0, and a word to a
+// controller. cpc_enable(3CPC) has a program call them around code it does not want counted
+// whether or not it runs under cputrack, and "no harm will ensue" when it does not: libcpc
+// failed with `EINVAL` there, which its own example ignored. A thread counted from outside
+// (`cpc_bind_pctx`: cputrack's counters are the controller's perf events on the thread) has no
+// set here, and Linux gives a task no way to stop counters another process opened on it
+// (`PR_TASK_PERF_EVENTS_DISABLE` stops only the events the caller opened, whatever prctl(2)
+// says: checked), so the controller does it, told through a traced system call
+// (`perfcompat::pctx`'s `hear` module).
 
 /// Resume counting on the calling thread's bound set after `cpc_disable`; see cpc_enable(3CPC).
-/// A thread without a bound set gets 0 (the page's "no harm will ensue"; also under cputrack,
-/// whose counters this cannot reach). Async-signal-safe.
+/// A thread without a bound set gets 0 (the page's "no harm will ensue"), and the counters a
+/// libpctx controller (cputrack) bound to it go on counting, if its `cpc_disable` stopped them
+/// (see [`perfcompat::pctx::tell_controller`]). Async-signal-safe.
 ///
 /// # Returns
 /// 0, or -1 with `errno` `EINVAL` for a bad handle or when the thread's counters are running
 /// (libcpc's behaviour).
 #[no_mangle]
 pub extern "C" fn cpc_enable(cpc: *mut cpc_t) -> c_int {
-    on_current(c"cpc_enable", cpc, NO_SET_IS_FINE, |b| b.resume())
+    on_current_or_controller(c"cpc_enable", cpc, true, |b| b.resume())
 }
 
 /// Stop counting on the calling thread's bound set (samples return the values at this
-/// moment); see cpc_enable(3CPC). A thread without a bound set gets 0 and nothing is stopped:
-/// counters cputrack bound to it from outside go on counting (Linux has no way for the thread
-/// to stop them). Async-signal-safe.
+/// moment); see cpc_enable(3CPC). A thread without a bound set gets 0; when it runs under a
+/// libpctx controller that started it (cputrack, `pctx_create`), the counters the controller
+/// bound to it stop until its `cpc_enable`, before this returns (a process taken with
+/// `pctx_capture` cannot be heard; see [`perfcompat::pctx::tell_controller`]).
+/// Async-signal-safe.
 ///
 /// # Returns
 /// 0, or -1 with `errno` `EINVAL` for a bad handle or when the thread's counters are already
 /// stopped.
 #[no_mangle]
 pub extern "C" fn cpc_disable(cpc: *mut cpc_t) -> c_int {
-    on_current(c"cpc_disable", cpc, NO_SET_IS_FINE, |b| b.stop())
+    on_current_or_controller(c"cpc_disable", cpc, false, |b| b.stop())
+}
+
+/// `cpc_enable`/`cpc_disable`: `f` on the calling thread's bound set, or, when it has none,
+/// the word to a controller (`counting`): the LWP's counting context is the LWP's, whoever
+/// bound it.
+fn on_current_or_controller(
+    func: &std::ffi::CStr,
+    cpc: *mut cpc_t,
+    counting: bool,
+    f: impl FnOnce(&BoundSet) -> Result<()>,
+) -> c_int {
+    call(func, cpc, BAD, -1, |_: &Cpc| {
+        lwp::with_curlwp(f)
+            .unwrap_or_else(|| {
+                perfcompat::pctx::tell_controller(counting);
+                Ok(())
+            })
+            .map(|()| 0)
+    })
 }
 
 /// Ask a libpctx run driven for `cpc` (cputrack-style tools) to end: the next `pctx_run` tick

@@ -58,20 +58,28 @@ pub fn lib_dir() -> PathBuf {
 /// The `perfex` command, built fresh next to [`lib_dir`]'s library (same target directory).
 pub fn perfex_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let target = lib_dir().join("..");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "perfcompat", "--bin", "perfex"])
-            .arg("--target-dir")
-            .arg(&target)
-            .current_dir(repo())
-            .status()
-            .expect("cargo runs");
-        assert!(st.success(), "building the perfex command failed");
-        lib_dir().join("perfex")
-    })
-    .clone()
+    BIN.get_or_init(|| command_bin("perfex")).clone()
+}
+
+/// The `cputrack` command, built the same way.
+pub fn cputrack_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| command_bin("cputrack")).clone()
+}
+
+/// One of the engine crate's commands, built into [`lib_dir`]'s target directory.
+fn command_bin(name: &str) -> PathBuf {
+    let target = lib_dir().join("..");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let st = Command::new(cargo)
+        .args(["build", "--quiet", "-p", "perfcompat", "--bin", name])
+        .arg("--target-dir")
+        .arg(&target)
+        .current_dir(repo())
+        .status()
+        .expect("cargo runs");
+    assert!(st.success(), "building the {name} command failed");
+    lib_dir().join(name)
 }
 
 /// The linker arguments that link against the built library only, found again at run time
@@ -276,6 +284,19 @@ pub fn run_output(bin: &Path, backend: &str, args: &[&str], env: &[(&str, &str)]
     cmd.guarded()
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()))
+}
+
+/// [`run_output`] on perf for a program that traces another (libpctx, cputrack): `None`, after
+/// a SKIPPED line, where tracing is not allowed; otherwise its standard output and error.
+pub fn run_traced(bin: &Path, args: &[&str]) -> Option<(String, String, Output)> {
+    let out = run_output(bin, "perf", args, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if stderr.contains("ptrace") && stderr.contains("permission denied") {
+        skip("tracing a child is not allowed here (kernel.yama.ptrace_scope)");
+        return None;
+    }
+    Some((stdout, stderr, out))
 }
 
 /// Run a test program: it must succeed and print "0 failures"; returns its standard error.

@@ -50,14 +50,19 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
+mod hear;
+pub use hear::{tell_controller, DISABLE, ENABLE};
+
 // ptrace(2) events and options (the kernel's ABI, the same on every architecture).
 const EVENT_FORK: i32 = 1;
 const EVENT_VFORK: i32 = 2;
 const EVENT_CLONE: i32 = 3;
 const EVENT_EXEC: i32 = 4;
 const EVENT_EXIT: i32 = 6;
+const EVENT_SECCOMP: i32 = 7;
 const EVENT_STOP: i32 = 128;
-const OPTIONS: libc::c_ulong = 0x02 | 0x04 | 0x08 | 0x10 | 0x40; // fork vfork clone exec exit
+// fork vfork clone exec exit seccomp
+const OPTIONS: libc::c_ulong = 0x02 | 0x04 | 0x08 | 0x10 | 0x40 | 0x80;
 
 /// How a process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,8 +306,9 @@ pub(crate) struct Child {
 }
 
 impl Child {
-    /// Fork; the child restores `mask`, waits for [`Child::release`] and runs `command`.
-    pub(crate) fn spawn(command: &[OsString], mask: &libc::sigset_t) -> Result<Child> {
+    /// Fork; the child restores `mask`, waits for [`Child::release`] and runs `command`
+    /// (with `hear`, under the filter of [`hear`]).
+    pub(crate) fn spawn(command: &[OsString], mask: &libc::sigset_t, hear: bool) -> Result<Child> {
         let name = command
             .first()
             .ok_or_else(|| Error::InvalidArgument("no command to run".into()))?;
@@ -354,6 +360,9 @@ impl Child {
                 };
                 if n != 1 {
                     libc::_exit(127); // the parent gave up before the command could start
+                }
+                if hear {
+                    hear::install_filter();
                 }
                 libc::execvp(ptrs[0], ptrs.as_ptr());
                 let e = *libc::__errno_location();
@@ -619,6 +628,18 @@ impl Pctx {
     /// Start `command` (searched in `PATH`) under control, stopped before it runs: nothing of
     /// it executes until [`Pctx::run`].
     pub fn create(command: &[OsString]) -> Result<Pctx> {
+        Self::start(command, false)
+    }
+
+    /// [`Pctx::create`] for a libcpc controller (libpctx's `pctx_create`, cputrack): the
+    /// command's `cpc_disable` and `cpc_enable` on a thread with no set of its own stop and
+    /// resume the counters this process binds to that thread ([`crate::held`]; how they are
+    /// heard: [`tell_controller`]).
+    pub fn create_for_cpc(command: &[OsString]) -> Result<Pctx> {
+        Self::start(command, true)
+    }
+
+    fn start(command: &[OsString], hear: bool) -> Result<Pctx> {
         // What `execvp` would refuse is refused here, before anything is started (libpctx.h:
         // NULL and errno from pctx_create, not a handle whose run fails).
         if let Some(name) = command.first() {
@@ -630,7 +651,7 @@ impl Pctx {
             }
         }
         let signals = Signals::block(false)?;
-        let child = Child::spawn(command, &signals.old_mask)?;
+        let child = Child::spawn(command, &signals.old_mask, hear)?;
         let pid = child.pid;
         let mut p = Pctx::new(pid, Some(child), signals);
         if ptrace(libc::PTRACE_SEIZE, pid, OPTIONS) < 0 {
@@ -949,6 +970,7 @@ impl Pctx {
         if !libc::WIFSTOPPED(st) {
             // Gone: exited, or killed (SIGKILL, or another thread's exit or exec, may skip
             // the exit stop).
+            crate::held::forget_thread(tid);
             if let Some(t) = self.tasks.remove(&tid) {
                 // Ended without an exit stop: killed with its process (SIGKILL) or by another
                 // thread's exec; never a thread exiting on its own, so no lwp_exit.
@@ -1003,7 +1025,9 @@ impl Pctx {
                     .filter(|(_, x)| x.pid == t.pid && x.observed)
                     .map(|(&k, _)| k)
                     .collect();
+                crate::held::forget_thread(tid);
                 for x in old {
+                    crate::held::forget_thread(x);
                     self.set_observed(x, false);
                     obs.fini_lwp(t.pid, x)?;
                 }
@@ -1012,7 +1036,26 @@ impl Pctx {
                 self.set_observed(tid, true);
                 Self::cont(tid, 0);
             }
+            EVENT_SECCOMP => {
+                // The thread's cpc_disable or cpc_enable (see `hear`), before its call runs.
+                let mut msg: libc::c_ulong = 0;
+                // SAFETY: GETEVENTMSG writes one unsigned long.
+                unsafe {
+                    libc::ptrace(libc::PTRACE_GETEVENTMSG, tid, 0usize, &mut msg);
+                }
+                match msg {
+                    hear::DATA_DISABLE => {
+                        crate::held::hold_thread(tid, false);
+                    }
+                    hear::DATA_ENABLE => {
+                        crate::held::hold_thread(tid, true);
+                    }
+                    _ => {}
+                }
+                Self::cont(tid, 0);
+            }
             EVENT_EXIT => {
+                crate::held::forget_thread(tid);
                 if let Some(x) = self.tasks.get_mut(&tid) {
                     x.exiting = true;
                 }
