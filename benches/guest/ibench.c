@@ -1,0 +1,275 @@
+/* Instructions per call on the kernel's real PMU driver: run in the arm64 guest that
+ * `.ci/arm64 --bench` boots under `-icount shift=0`, where the guest's clock advances exactly
+ * one nanosecond per instruction executed (user and kernel alike), so a call's cost in
+ * nanoseconds is its cost in instructions, the same in every run. Each figure is the fewest
+ * instructions a batch of BATCH calls took over REPS batches (a timer interrupt lands in some
+ * batches: the least is the batch without one), less an empty call's, divided by BATCH.
+ *
+ * Rows (K hardware events: the first K of cycles, instructions, and the same two again by
+ * their raw codes; counting user mode):
+ *   sampleK  ours: cpc_set_sample of a bound set (user-space counter reads);
+ *            user: the kernel's documented user-space read of the same counters, written here
+ *            (the mmap page's seqlock, `mrs` of the counter, sign-extension to pmc_width);
+ *            clock: that read and a clock_gettime(CLOCK_MONOTONIC), the least a libcpc
+ *            sample needs (cpc_buf_hrtime is the time of the sample);
+ *            read: one read() of the open group; papi: PAPI_read of a started event set.
+ *   interval ours: start_counters + read_counters (2 events); user: the two user-space reads
+ *            of a group of 2; read: two read()s; papi: PAPI_start + PAPI_stop.
+ * usage: ibench; prints "IBENCH <row> <who> <instructions per call>" lines. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <libcpc.h>
+#include <libperfex.h>
+#include <linux/perf_event.h>
+#include <papi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BATCH 1024
+#define REPS 11
+
+/* QEMU's Cortex-A57 PMU offers two events (PMCEID: cpu_cycles, inst_retired); the third and
+ * fourth counters count the same two by their raw codes (each a counter of its own). */
+static const char *const CPC_EV[4] = {"cycles", "instructions", "r11", "r8"};
+static const char *const PAPI_EV[4] = {"perf::CYCLES", "perf::INSTRUCTIONS",
+                                       "arm_ac57::CPU_CYCLES",
+                                       "arm_ac57::INST_RETIRED"};
+static const uint32_t EV_TYPE[4] = {PERF_TYPE_HARDWARE, PERF_TYPE_HARDWARE, PERF_TYPE_RAW,
+                                    PERF_TYPE_RAW};
+static const uint64_t EV_CONFIG[4] = {PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_HW_INSTRUCTIONS,
+                                      0x11, 0x08};
+
+/* The results, printed at the end: output on the serial console while a row is measured
+ * would interrupt it (the UART's interrupts come when the host has written the bytes out). */
+static char results[4096];
+static size_t used;
+
+static void fail(const char *what, long code) {
+    fputs(results, stdout);
+    printf("IBENCH-FAIL %s (%ld, %s)\n", what, code, strerror(errno));
+    exit(1);
+}
+
+static uint64_t now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t batch(void (*f)(void)) {
+    uint64_t best = UINT64_MAX;
+    for (int r = 0; r < REPS; r++) {
+        uint64_t t0 = now();
+        for (int i = 0; i < BATCH; i++) f();
+        uint64_t t = now() - t0;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+static void nothing(void) { __asm__ volatile("" ::: "memory"); }
+
+static void report(const char *row, const char *who, void (*f)(void)) {
+    static uint64_t empty;
+    if (!empty) empty = batch(nothing);
+    uint64_t t = batch(f);
+    int n = snprintf(results + used, sizeof results - used, "IBENCH %s %s %.0f\n", row, who,
+                     (double)(t - empty) / BATCH);
+    if (n > 0 && (size_t)n < sizeof results - used) used += (size_t)n;
+}
+
+/* ---- ours: libcpc ---- */
+static cpc_t *cpc;
+static cpc_set_t *set;
+static cpc_buf_t *buf;
+static void ours_sample(void) { cpc_set_sample(cpc, set, buf); }
+
+static void ours_bind(int k) {
+    set = cpc_set_create(cpc);
+    for (int i = 0; i < k; i++)
+        if (cpc_set_add_request(cpc, set, CPC_EV[i], 0, CPC_COUNT_USER, 0, NULL) < 0)
+            fail("cpc_set_add_request", i);
+    buf = cpc_buf_create(cpc, set);
+    if (cpc_bind_curlwp(cpc, set, 0) != 0) fail("cpc_bind_curlwp", k);
+}
+
+static void ours_unbind(void) {
+    cpc_unbind(cpc, set);
+    cpc_buf_destroy(cpc, buf);
+    cpc_set_destroy(cpc, set);
+}
+
+/* ---- raw perf_event_open, read() and the documented user-space read ---- */
+static int fds[4], nfd;
+static struct perf_event_mmap_page *pages[4];
+static uint64_t vals[4], rbuf[3 + 2 * 4];
+
+static int raw_open(int i, int group) {
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = EV_TYPE[i];
+    a.config = EV_CONFIG[i];
+    a.config1 = 2; /* arm64: let user space read the counter */
+    a.disabled = group < 0;
+    a.exclude_kernel = 1;
+    a.exclude_hv = 1;
+    a.read_format = PERF_FORMAT_GROUP;
+    int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, group, 0);
+    if (fd < 0) fail("perf_event_open", i);
+    return fd;
+}
+
+static void raw_open_group(int k) {
+    nfd = k;
+    for (int i = 0; i < k; i++) {
+        fds[i] = raw_open(i, i ? fds[0] : -1);
+        pages[i] = mmap(NULL, (size_t)sysconf(_SC_PAGESIZE), PROT_READ, MAP_SHARED, fds[i], 0);
+        if (pages[i] == MAP_FAILED) fail("mmap", i);
+    }
+    if (ioctl(fds[0], PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP) < 0) fail("enable", 0);
+    if (!pages[0]->cap_user_rdpmc || !pages[0]->index) fail("no user-space read", 0);
+}
+
+static void raw_close(void) {
+    for (int i = 0; i < nfd; i++) {
+        munmap(pages[i], (size_t)sysconf(_SC_PAGESIZE));
+        close(fds[i]);
+    }
+}
+
+#define MRS(n)                                                                                \
+    case n: __asm__ volatile("mrs %0, pmevcntr" #n "_el0" : "=r"(v)); break;
+static uint64_t read_counter(uint32_t idx) {
+    uint64_t v = 0;
+    switch (idx) {
+        MRS(0) MRS(1) MRS(2) MRS(3) MRS(4) MRS(5) MRS(6) MRS(7) MRS(8) MRS(9) MRS(10) MRS(11)
+        MRS(12) MRS(13) MRS(14) MRS(15) MRS(16) MRS(17) MRS(18) MRS(19) MRS(20) MRS(21)
+        MRS(22) MRS(23) MRS(24) MRS(25) MRS(26) MRS(27) MRS(28) MRS(29) MRS(30)
+    case 31: __asm__ volatile("mrs %0, pmccntr_el0" : "=r"(v)); break;
+    }
+    return v;
+}
+
+/* The read sequence of include/uapi/linux/perf_event.h's comment on the mmap page. */
+static uint64_t user_read(volatile struct perf_event_mmap_page *pc) {
+    uint32_t seq, idx;
+    uint64_t count;
+    do {
+        seq = pc->lock;
+        __asm__ volatile("" ::: "memory");
+        idx = pc->index;
+        count = (uint64_t)pc->offset;
+        if (pc->cap_user_rdpmc && idx) {
+            uint16_t width = pc->pmc_width;
+            int64_t pmc = (int64_t)read_counter(idx - 1);
+            pmc <<= 64 - width;
+            pmc >>= 64 - width;
+            count += (uint64_t)pmc;
+        }
+        __asm__ volatile("" ::: "memory");
+    } while (pc->lock != seq);
+    return count;
+}
+
+static void user_sample(void) {
+    for (int i = 0; i < nfd; i++) vals[i] = user_read(pages[i]);
+}
+static void user_clock(void) {
+    user_sample();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+}
+static void user_interval(void) {
+    user_sample();
+    user_sample();
+}
+static void read_sample(void) {
+    if (read(fds[0], rbuf, sizeof rbuf) <= 0) fail("read", 0);
+}
+static void read_interval(void) {
+    read_sample();
+    read_sample();
+}
+
+/* ---- PAPI ---- */
+static int es = PAPI_NULL;
+static long long pv[4];
+static void papi_sample(void) { PAPI_read(es, pv); }
+static void papi_interval(void) {
+    PAPI_start(es);
+    PAPI_stop(es, pv);
+}
+
+static void papi_set(int k, int start) {
+    es = PAPI_NULL;
+    if (PAPI_create_eventset(&es) != PAPI_OK) fail("PAPI_create_eventset", 0);
+    for (int i = 0; i < k; i++) {
+        int rc = PAPI_add_named_event(es, (char *)PAPI_EV[i]);
+        if (rc != PAPI_OK) fail(PAPI_EV[i], rc);
+    }
+    if (start && PAPI_start(es) != PAPI_OK) fail("PAPI_start", k);
+}
+
+static void papi_drop(int started) {
+    if (started) PAPI_stop(es, pv);
+    PAPI_cleanup_eventset(es);
+    PAPI_destroy_eventset(&es);
+}
+
+/* ---- libperfex ---- */
+static int e0 = 0, e1 = 16;
+static long long c0, c1;
+static void ours_interval(void) {
+    start_counters(e0, e1);
+    read_counters(e0, &c0, e1, &c1);
+}
+
+int main(void) {
+    cpc = cpc_open(CPC_VER_CURRENT);
+    if (!cpc) fail("cpc_open", 0);
+    int rc = PAPI_library_init(PAPI_VER_CURRENT);
+    if (rc != PAPI_VER_CURRENT) fail("PAPI_library_init", rc);
+    for (int c = 0; c < PAPI_num_components(); c++) {
+        const PAPI_component_info_t *ci = PAPI_get_component_info(c);
+        if (ci) printf("PAPI component %s: %s %s\n", ci->name,
+                       ci->disabled ? "disabled:" : "enabled", ci->disabled ? ci->disabled_reason : "");
+    }
+    fflush(stdout);
+    usleep(200000); /* the console's output drains before the first row */
+    static const int ks[3] = {1, 3, 4};
+    for (int j = 0; j < 3; j++) {
+        int k = ks[j];
+        char row[16];
+        snprintf(row, sizeof row, "sample%d", k);
+        ours_bind(k);
+        report(row, "ours", ours_sample);
+        ours_unbind();
+        raw_open_group(k);
+        report(row, "user", user_sample);
+        report(row, "clock", user_clock);
+        report(row, "read", read_sample);
+        raw_close();
+        papi_set(k, 1);
+        report(row, "papi", papi_sample);
+        papi_drop(1);
+    }
+    report("interval", "ours", ours_interval);
+    raw_open_group(2);
+    report("interval", "user", user_interval);
+    report("interval", "read", read_interval);
+    raw_close();
+    papi_set(2, 0);
+    report("interval", "papi", papi_interval);
+    papi_drop(0);
+    fputs(results, stdout);
+    printf("IBENCH END\n");
+    return 0;
+}
