@@ -2,12 +2,15 @@
  * `.ci/arm64 --bench` boots under `-icount shift=0`, where the guest's clock advances exactly
  * one nanosecond per instruction executed (user and kernel alike), so a call's cost in
  * nanoseconds is its cost in instructions, the same in every run. Each figure is the fewest
- * instructions a batch of BATCH calls took over REPS batches (a timer interrupt lands in some
- * batches: the least is the batch without one), less an empty call's, divided by BATCH.
+ * instructions a batch of calls took over REPS batches (a timer interrupt lands in some
+ * batches: the least is a batch without one), less the same loop's with an empty call, divided
+ * by the batch's calls.
  *
  * Rows (K hardware events: the first K of cycles, instructions, and the same two again by
  * their raw codes; counting user mode):
- *   sampleK  ours: cpc_set_sample of a bound set (user-space counter reads);
+ *   sampleK  ours: cpc_set_sample of a bound set (user-space counter reads); stopped: the
+ *            same after cpc_disable (the values kept at the stop: no counter read, no clock:
+ *            what the handles, the lookups and the bookkeeping cost);
  *            user: the kernel's documented user-space read of the same counters, written here
  *            (the mmap page's seqlock, `mrs` of the counter, sign-extension to pmc_width);
  *            clock: that read and a clock_gettime(CLOCK_MONOTONIC), the least a libcpc
@@ -32,8 +35,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define BATCH 1024
-#define REPS 11
+/* A batch is about BATCH_INSNS instructions (BATCH_MIN to BATCH_MAX calls): a timer tick
+ * (every 4 M instructions at HZ 250) then misses most batches, and the clock's 16-instruction
+ * step is a small fraction of a call. */
+#define BATCH_INSNS 300000
+#define BATCH_MIN 64
+#define BATCH_MAX 4096
+#define REPS 21
 
 /* QEMU's Cortex-A57 PMU offers two events (PMCEID: cpu_cycles, inst_retired); the third and
  * fourth counters count the same two by their raw codes (each a counter of its own). */
@@ -63,11 +71,11 @@ static uint64_t now(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t batch(void (*f)(void)) {
+static uint64_t batch(void (*f)(void), int calls) {
     uint64_t best = UINT64_MAX;
     for (int r = 0; r < REPS; r++) {
         uint64_t t0 = now();
-        for (int i = 0; i < BATCH; i++) f();
+        for (int i = 0; i < calls; i++) f();
         uint64_t t = now() - t0;
         if (t < best) best = t;
     }
@@ -77,11 +85,12 @@ static uint64_t batch(void (*f)(void)) {
 static void nothing(void) { __asm__ volatile("" ::: "memory"); }
 
 static void report(const char *row, const char *who, void (*f)(void)) {
-    static uint64_t empty;
-    if (!empty) empty = batch(nothing);
-    uint64_t t = batch(f);
+    uint64_t guess = batch(f, 16) / 16 + 1;
+    int calls = (int)(BATCH_INSNS / guess);
+    calls = calls < BATCH_MIN ? BATCH_MIN : calls > BATCH_MAX ? BATCH_MAX : calls;
+    uint64_t t = batch(f, calls), empty = batch(nothing, calls);
     int n = snprintf(results + used, sizeof results - used, "IBENCH %s %s %.0f\n", row, who,
-                     (double)(t - empty) / BATCH);
+                     (double)(t - empty) / calls);
     if (n > 0 && (size_t)n < sizeof results - used) used += (size_t)n;
 }
 
@@ -251,6 +260,8 @@ int main(void) {
         snprintf(row, sizeof row, "sample%d", k);
         ours_bind(k);
         report(row, "ours", ours_sample);
+        cpc_disable(cpc);
+        report(row, "stopped", ours_sample);
         ours_unbind();
         raw_open_group(k);
         report(row, "user", user_sample);
