@@ -46,7 +46,7 @@ pub fn secure() -> bool {
 /// table, which it fills after the library's constructors ran) would otherwise answer for the
 /// library (issue 37).
 pub fn env_os(name: &str) -> Option<std::ffi::OsString> {
-    let v = std::env::vars_os().find_map(|(k, v)| (k == name).then_some(v))?;
+    let v = environ_value(name.as_bytes())?;
     if !secure() {
         return Some(v);
     }
@@ -58,6 +58,36 @@ pub fn env_os(name: &str) -> Option<std::ffi::OsString> {
              ({name} is set) and uses its defaults"
         );
     });
+    None
+}
+
+/// The value of `name` in the environment array, copied; the first entry wins, as with
+/// `getenv`. Reads `environ` in place: `std::env::vars_os` copied the whole environment into
+/// strings on every call, and opening libcpc reads a dozen variables (a fifth of a first
+/// `cpc_open`'s instructions in the arm64 guest's profile, issue 32).
+fn environ_value(name: &[u8]) -> Option<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    extern "C" {
+        static environ: *const *const libc::c_char;
+    }
+    // SAFETY: `environ` is NULL or a NULL-terminated array of NUL-terminated strings, which
+    // the C library keeps valid until the program changes its environment (as for getenv).
+    unsafe {
+        let mut p = environ;
+        if p.is_null() {
+            return None;
+        }
+        while !(*p).is_null() {
+            let entry: *const u8 = (*p).cast();
+            let matches =
+                (0..name.len()).all(|i| *entry.add(i) == name[i]) && *entry.add(name.len()) == b'=';
+            if matches {
+                let value = std::ffi::CStr::from_ptr(entry.add(name.len() + 1).cast());
+                return Some(std::ffi::OsString::from_vec(value.to_bytes().to_vec()));
+            }
+            p = p.add(1);
+        }
+    }
     None
 }
 
@@ -235,6 +265,30 @@ fn choose_signals(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_environment_array_is_read_as_getenv_reads_it() {
+        // Variables the test process has, compared with std's copy (no set_var here: another
+        // test thread may be reading the array).
+        for (k, v) in std::env::vars_os().take(20) {
+            let k = k.into_encoded_bytes();
+            assert_eq!(
+                environ_value(&k),
+                Some(v),
+                "{}",
+                String::from_utf8_lossy(&k)
+            );
+            // The name less its last byte, or with one more, is another variable.
+            for other in [k[..k.len() - 1].to_vec(), [&k[..], b"_"].concat()] {
+                let want = std::str::from_utf8(&other)
+                    .ok()
+                    .filter(|n| !n.is_empty())
+                    .and_then(std::env::var_os);
+                assert_eq!(environ_value(&other), want);
+            }
+        }
+        assert_eq!(environ_value(b"PERFCOMPAT_SURELY_NOT_SET_ANYWHERE"), None);
+    }
 
     fn choose(o: Option<&str>, e: Option<&str>) -> Chosen {
         choose_signals(o.map(Into::into), e.map(Into::into), (34, 64), 63)

@@ -18,9 +18,17 @@
  *            read: one read() of the open group; papi: PAPI_read of a started event set.
  *   interval ours: start_counters + read_counters (2 events); user: the two user-space reads
  *            of a group of 2; read: two read()s; papi: PAPI_start + PAPI_stop.
- * usage: ibench; prints "IBENCH <row> <who> <instructions per call>" lines. */
+ *   first    once per process (`ibench first ours|perfex|raw|papi`): see first_use; the
+ *            thread's CPU time (its instructions, user and kernel), and as first-wall the
+ *            clock, which also runs while the thread waits (in close(), for the kernel).
+ * usage: ibench [first WHO]; prints "IBENCH <row> <who> <instructions per call>" lines. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/time.h>
+#include <ucontext.h>
 #include <libcpc.h>
 #include <libperfex.h>
 #include <linux/perf_event.h>
@@ -241,7 +249,115 @@ static void ours_interval(void) {
     read_counters(e0, &c0, e1, &c1);
 }
 
-int main(void) {
+/* First use, once per process (`ibench first WHO`): from nothing to two events counting.
+ * ours: cpc_open, a set of cycles and instructions, a buffer, the first bind; libperfex:
+ * the first start_counters; raw: two perf_event_open, their pages mapped, the group enabled;
+ * papi: PAPI_library_init, an event set of the two events, PAPI_start. */
+static uint64_t cputime(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int first_use(const char *who) {
+    uint64_t c0 = cputime();
+    uint64_t t0 = now();
+    if (strcmp(who, "ours") == 0) {
+        cpc = cpc_open(CPC_VER_CURRENT);
+        if (!cpc) fail("cpc_open", 0);
+        uint64_t t1 = now();
+        set = cpc_set_create(cpc);
+        for (int i = 0; i < 2; i++)
+            if (cpc_set_add_request(cpc, set, CPC_EV[i], 0, CPC_COUNT_USER, 0, NULL) < 0)
+                fail("cpc_set_add_request", i);
+        uint64_t t2 = now();
+        buf = cpc_buf_create(cpc, set);
+        if (cpc_bind_curlwp(cpc, set, 0) != 0) fail("cpc_bind_curlwp", 2);
+        uint64_t t3 = now();
+        printf("IBENCH split open %llu add %llu bind %llu\n", (unsigned long long)(t1 - t0),
+               (unsigned long long)(t2 - t1), (unsigned long long)(t3 - t2));
+    } else if (strcmp(who, "perfex") == 0) {
+        if (start_counters(e0, e1) < 0) fail("start_counters", 0);
+        uint64_t t1 = now();
+        cpc = cpc_open(CPC_VER_CURRENT);
+        uint64_t t2 = now();
+        cpc_npic(cpc);
+        uint64_t t3 = now();
+        printf("IBENCH split perfex %llu then cpc_open %llu npic %llu\n", (unsigned long long)(t1 - t0),
+               (unsigned long long)(t2 - t1), (unsigned long long)(t3 - t2));
+    } else if (strcmp(who, "raw") == 0) {
+        raw_open_group(2);
+    } else if (strcmp(who, "papi") == 0) {
+        int rc = PAPI_library_init(PAPI_VER_CURRENT);
+        if (rc != PAPI_VER_CURRENT) fail("PAPI_library_init", rc);
+        papi_set(2, 1);
+    } else {
+        fail(who, 0);
+    }
+    uint64_t t = now() - t0, c = cputime() - c0;
+    printf("IBENCH first %s %llu\n", who, (unsigned long long)c);
+    printf("IBENCH first-wall %s %llu\n", who, (unsigned long long)t);
+    return 0;
+}
+
+/* `ibench profile first WHO` or `ibench profile sample1`: the first use or 20000 samples of
+ * one event under a sampling profiler (every 10000 guest instructions), printing "IPROF <library> <offset>" per sample taken in a library; the
+ * runner turns offsets into function names. */
+#define PROF_MAX 8192
+static uintptr_t prof_pc[PROF_MAX];
+static volatile int prof_n;
+
+static void on_prof(int sig, siginfo_t *si, void *uc) {
+    (void)sig;
+    (void)si;
+    if (prof_n < PROF_MAX) prof_pc[prof_n++] = ((ucontext_t *)uc)->uc_mcontext.pc;
+}
+
+static int profile(int argc, char **argv) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_prof;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(SIGPROF, &sa, NULL);
+    /* The thread's task-clock, sampled every 10 us (10000 instructions under icount): an
+     * hrtimer, on time in the guest's virtual clock, where an interval timer ticks by jiffies. */
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_TASK_CLOCK;
+    a.sample_period = 10000;
+    a.wakeup_events = 1;
+    a.disabled = 1;
+    int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+    if (fd < 0) fail("perf_event_open task-clock", 0);
+    fcntl(fd, F_SETFL, O_ASYNC);
+    fcntl(fd, F_SETSIG, SIGPROF);
+    struct f_owner_ex own = {F_OWNER_TID, (pid_t)syscall(SYS_gettid)};
+    fcntl(fd, F_SETOWN_EX, &own);
+    if (strcmp(argv[2], "sample1") == 0) {
+        cpc = cpc_open(CPC_VER_CURRENT);
+        ours_bind(1);
+        ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+        for (int i = 0; i < 20000; i++) ours_sample();
+    } else if (argc > 3 && strcmp(argv[2], "first") == 0) {
+        ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+        first_use(argv[3]);
+    }
+    ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+    for (int i = 0; i < prof_n; i++) {
+        Dl_info d;
+        if (dladdr((void *)prof_pc[i], &d) && d.dli_fname)
+            printf("IPROF %s %lx\n", d.dli_fname, (unsigned long)(prof_pc[i] - (uintptr_t)d.dli_fbase));
+        else
+            printf("IPROF ? %lx\n", (unsigned long)prof_pc[i]);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 2 && strcmp(argv[1], "first") == 0) return first_use(argv[2]);
+    if (argc > 2 && strcmp(argv[1], "profile") == 0) return profile(argc, argv);
     cpc = cpc_open(CPC_VER_CURRENT);
     if (!cpc) fail("cpc_open", 0);
     int rc = PAPI_library_init(PAPI_VER_CURRENT);
@@ -273,6 +389,8 @@ int main(void) {
         papi_drop(1);
     }
     report("interval", "ours", ours_interval);
+    if (start_counters(e0, e1) < 0 || read_counters(e0, &c0, e1, &c1) < 0 || c0 <= 0 || c1 <= 0)
+        fail("libperfex counting", (long)c0);
     raw_open_group(2);
     report("interval", "user", user_interval);
     report("interval", "read", read_interval);

@@ -11,7 +11,20 @@ if [ -x /guest/ibench ]; then
   # PAPI refuses to count at Debian's default (3: no perf_event_open for unprivileged users).
   echo 1 >/proc/sys/kernel/perf_event_paranoid
   echo "guest: PMU events: $(ls /sys/bus/event_source/devices/armv8_pmuv3/events | tr '\n' ' ')"
-  PERFCOMPAT_EVENTS=/guest/ibench.map ./ibench 2>&1 | sed '/^IBENCH/!s/^/guest: /'
+  export PERFCOMPAT_EVENTS=/guest/ibench.map
+  if [ -n "$(cat /guest/iprof)" ]; then
+    ./ibench profile $(cat /guest/iprof)
+    echo "GUEST END $mode"
+    exit 0
+  fi
+  # The boot's first process to open the library waits about 5 ms of the guest's clock in
+  # the kernel (once per boot, whichever program it is): a throwaway run takes it.
+  ./ibench first raw >/dev/null 2>&1
+  ./ibench first ours >/dev/null 2>&1
+  for who in ours perfex raw papi; do
+    ./ibench first $who 2>&1 | sed '/^IBENCH/!s/^/guest: /'
+  done
+  ./ibench 2>&1 | sed '/^IBENCH/!s/^/guest: /'
   echo "GUEST END $mode"
   exit 0
 fi
