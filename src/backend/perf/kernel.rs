@@ -266,7 +266,7 @@ pub fn arm64_counter_register(counter: u32) -> Option<&'static str> {
 /// (0 for a counter number no register has).
 #[cfg(target_arch = "aarch64")]
 #[inline]
-fn rdpmc(counter: u32) -> u64 {
+pub(super) fn rdpmc(counter: u32) -> u64 {
     if counter == 31 {
         let v: u64;
         // SAFETY: as for the event counters above.
@@ -284,7 +284,7 @@ fn rdpmc(counter: u32) -> u64 {
 /// x86-64's `rdpmc` instruction.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-fn rdpmc(counter: u32) -> u64 {
+pub(super) fn rdpmc(counter: u32) -> u64 {
     let (lo, hi): (u32, u32);
     // SAFETY: only reached when the kernel advertised cap_user_rdpmc for this counter.
     unsafe {
@@ -296,7 +296,7 @@ fn rdpmc(counter: u32) -> u64 {
 
 /// No user-mode counter read on this architecture ([`super::rdpmc::Pages::map`] declines).
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn rdpmc(_counter: u32) -> u64 {
+pub(super) fn rdpmc(_counter: u32) -> u64 {
     0
 }
 

@@ -705,7 +705,7 @@ impl Backend for PerfBackend {
             };
             units.push(Unit { fds, mmaps, rings });
         }
-        let inline_read = self.host && units.len() == 1 && units[0].mmaps.is_none();
+        let inline_read = self.host && units.len() == 1;
         let armed: [AtomicU64; MAX_REQUESTS] = std::array::from_fn(|i| {
             AtomicU64::new(match reqs.get(i) {
                 Some(r) if notify & (1 << i) != 0 => {

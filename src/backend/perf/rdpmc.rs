@@ -113,25 +113,59 @@ impl Pages {
 
     /// Read every member; `None` when the fast path cannot answer exactly.
     pub fn read(&self, out: &mut [u64]) -> Option<Times> {
-        let mut times = Times::default();
-        for (i, (&p, o)) in self.pages.iter().zip(out.iter_mut()).enumerate() {
-            let (count, en, run) = read_one(self.kernel, p)?;
-            if en != run {
-                return None;
-            }
-            *o = count;
-            if i == 0 {
-                times = Times {
-                    enabled: en,
-                    running: run,
-                };
-            }
-        }
-        Some(times)
+        read_with(&self.pages, out, |c| self.kernel.rdpmc(c))
+    }
+
+    /// The members' pages, for a reader that reads them inline ([`read_host`]): valid while
+    /// `self` is.
+    pub(super) fn host_pages(&self) -> HostPages {
+        HostPages(self.pages.clone().into_boxed_slice())
     }
 }
 
-fn read_one(kernel: &dyn Kernel, p: *mut perf_event_mmap_page) -> Option<(u64, u64, u64)> {
+/// The mapped pages of a group's members, read by [`read_host`] (the running kernel's counter
+/// read, inline): a copy of [`Pages`]' addresses, valid while those pages are mapped.
+#[derive(Debug, Clone)]
+pub struct HostPages(Box<[*mut perf_event_mmap_page]>);
+
+// SAFETY: as for `Pages`.
+unsafe impl Send for HostPages {}
+// SAFETY: as above.
+unsafe impl Sync for HostPages {}
+
+/// [`Pages::read`] on the running kernel, with the counter read inline rather than through
+/// [`Kernel::rdpmc`]: what the sample path of a set bound to the calling thread uses.
+#[inline(always)]
+pub(super) fn read_host(pages: &HostPages, out: &mut [u64]) -> Option<Times> {
+    read_with(&pages.0, out, super::kernel::rdpmc)
+}
+
+/// Read every member of `pages` with the counter read `rdpmc`.
+#[inline(always)]
+fn read_with(
+    pages: &[*mut perf_event_mmap_page],
+    out: &mut [u64],
+    rdpmc: impl Fn(u32) -> u64,
+) -> Option<Times> {
+    let mut times = Times::default();
+    for (i, (&p, o)) in pages.iter().zip(out.iter_mut()).enumerate() {
+        let (count, en, run) = read_one(&rdpmc, p)?;
+        if en != run {
+            return None;
+        }
+        *o = count;
+        if i == 0 {
+            times = Times {
+                enabled: en,
+                running: run,
+            };
+        }
+    }
+    Some(times)
+}
+
+#[inline(always)]
+fn read_one(rdpmc: &impl Fn(u32) -> u64, p: *mut perf_event_mmap_page) -> Option<(u64, u64, u64)> {
     loop {
         // SAFETY: `p` is a live mapping; fields are read volatile as the kernel updates them.
         unsafe {
@@ -145,7 +179,7 @@ fn read_one(kernel: &dyn Kernel, p: *mut perf_event_mmap_page) -> Option<(u64, u
                 return None;
             }
             let width = ptr::read_volatile(&(*p).pmc_width) as u32;
-            let mut pmc = kernel.rdpmc(idx - 1) as i64;
+            let mut pmc = rdpmc(idx - 1) as i64;
             if width > 0 && width < 64 {
                 let shift = 64 - width;
                 pmc = (pmc << shift) >> shift;
