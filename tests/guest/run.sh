@@ -25,6 +25,15 @@ if [ -x /guest/ibench ]; then
     ./ibench first $who 2>&1 | sed '/^IBENCH/!s/^/guest: /'
   done
   ./ibench 2>&1 | sed '/^IBENCH/!s/^/guest: /'
+  # The fixed cost of counting a command: benches/c/workload.c bare, under the raw counting
+  # command (benches/c/wrap.c, the floor), perfex, cputrack and the preloaded library.
+  w="./workload 5"
+  export BENCH_HW=1
+  ./ibench fixed bare $w
+  ./ibench fixed raw ./wrap $w
+  ./ibench fixed perfex perfex -e 0 -e 16 $w
+  ./ibench fixed cputrack cputrack -c cycles,instructions $w
+  ./ibench fixed preload env LD_PRELOAD=/usr/lib/libperfex.so.1 PERFCOMPAT_PRELOAD_EVENTS=0,16 $w
   echo "GUEST END $mode"
   exit 0
 fi
