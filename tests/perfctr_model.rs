@@ -190,25 +190,14 @@ fn iresume_reloads_only_i_mode_and_resume_reloads_nothing() {
     ));
 }
 
-/// Prefault the stack the overflow handler will use, so its own faults stay out of the
-/// picture: the 256 KiB below the caller's frame, where later calls (the handler's included)
-/// run. (An array in the test's own frame touched the pages above them: a debug build whose
-/// sample path grew by a frame took one fault in a handler, a 10,001st fault for one member.)
-#[inline(never)]
-fn prefault_stack_below() {
-    let mut stack = [0u8; 256 * 1024];
-    for i in (0..stack.len()).step_by(4096) {
-        // SAFETY: in bounds.
-        unsafe { std::ptr::write_volatile(stack.as_mut_ptr().add(i), 1) };
-    }
-    std::hint::black_box(&stack);
-}
-
 #[test]
 fn on_perf_page_faults_reload_every_hundred_and_the_totals_match_the_kernel() {
     engine::set_overflow_hook(Some(hook));
     let perf: &'static PerfBackend = Box::leak(Box::new(PerfBackend::new().unwrap()));
-    prefault_stack_below();
+    // The stack the handler will use, so that its own faults stay out of the picture (an array
+    // in this frame touched the pages above it: a debug build whose sample path grew by a frame
+    // took one fault in a handler, a 10,001st fault for one member).
+    common::prefault_stack();
     let reqs = [
         Request::new("page-faults"),
         Request::new("page-faults").preset(u64::MAX - 99).notify(),

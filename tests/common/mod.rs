@@ -283,7 +283,9 @@ impl Faults {
 }
 
 /// Touch 256 KiB of stack below the caller's frame, so that the signal handlers run later
-/// from frames no deeper take no page fault there.
+/// from frames no deeper take no page fault there. Never inlined: its frame must lie below
+/// the caller's.
+#[inline(never)]
 pub fn prefault_stack() {
     let mut stack = [0u8; 256 * 1024];
     for i in (0..stack.len()).step_by(4096) {
