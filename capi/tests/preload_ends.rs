@@ -225,6 +225,19 @@ fn exec_carries_the_counts_into_the_new_images_report() {
     }
 }
 
+/// An `exec` whose environment drops `LD_PRELOAD`: the new image would not count, so the old
+/// one reports before the exec, its own counts only (half of perfex's). Before: no report.
+#[test]
+fn exec_without_the_preload_reports_before_it() {
+    let dir = tmp().join("preload-ends-unpreloaded");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = preloaded(&[prog(), "exec_unpreloaded", PAGES], "25", &dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stderr.matches("Summary").count(), 1, "{stderr}");
+    assert!((3000..3200).contains(&count(&stderr, "25 ")), "{stderr}");
+}
+
 /// bash runs the last command of `-c` with `exec`. Before: the report counted `/bin/true`'s
 /// page faults only.
 #[test]

@@ -10,7 +10,9 @@
  *   abort                           abort() (SIGABRT)
  *   exec                            execv itself as "preload_ends return PAGES"
  *   execvp                          execvp "preload_ends_again" (found through PATH) likewise
- *   exec_fail                       an execv that fails, then <pages> more, then return */
+ *   exec_fail                       an execv that fails, then <pages> more, then return
+ *   exec_unpreloaded                execve itself as "preload_ends return PAGES" with an
+ *                                   environment without LD_PRELOAD */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -79,6 +81,18 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "execvp")) {
         char *args[] = {"preload_ends_again", "return", argv[2], NULL};
         execvp("preload_ends_again", args);
+        return 4;
+    }
+    if (!strcmp(m, "exec_unpreloaded")) {
+        extern char **environ;
+        char *env[256];
+        int n = 0;
+        for (char **e = environ; *e && n < 255; e++)
+            if (strncmp(*e, "LD_PRELOAD=", 11) != 0)
+                env[n++] = *e;
+        env[n] = NULL;
+        char *args[] = {argv[0], "return", argv[2], NULL};
+        execve(argv[0], args, env);
         return 4;
     }
     if (!strcmp(m, "exec_fail")) {
