@@ -312,7 +312,9 @@ extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
 
 /// The fatal signal `sig` arrived (in its handler, [`perfcompat::signal`]'s).
 fn on_fatal_signal(sig: i32) {
-    end(Status::Signaled(sig));
+    ffi_boundary("the PERFCOMPAT_PRELOAD_EVENTS report", || {
+        end(Status::Signaled(sig))
+    });
 }
 
 /// The process ends with `status`: the report, if this process counts and no one wrote it.
