@@ -1,7 +1,8 @@
 //! The C library functions the library defines so that a counted process reports however it
 //! ends (`PERFCOMPAT_PRELOAD_EVENTS`, see [`crate::preload`]): `_exit` and `_Exit`, which run
 //! no exit handler, and the `exec` functions that replace the image (`execve`, `execv`,
-//! `execvp`, `execvpe`). Each does the library's part (nothing at all in a process that does
+//! `execvp`, `execvpe`, and the variadic `execl`, `execle`, `execlp` through
+//! capi/src/exec_variadic.c). Each does the library's part (nothing at all in a process that does
 //! not count, a forked child included) and then calls the C library's own, found with
 //! `dlsym(RTLD_NEXT, ...)` when the library is loaded (so that no `dlsym` runs in a forked
 //! child or a signal handler), or makes the system call when there is none.
@@ -9,8 +10,8 @@
 //! They carry the C library's own symbol versions on the target (`capi/abi.manifest`, the
 //! `libc` node): a program's versioned reference (`_exit@GLIBC_2.2.5`) binds only to a
 //! definition of the same version, so with these the preloaded library is reached first, as a
-//! program linked with `-lperfex`/`-lcpc` reaches it. Not covered: `execl`, `execle`,
-//! `execlp` (variadic), `fexecve`, `execveat`, `posix_spawn` (a child, which never reports),
+//! program linked with `-lperfex`/`-lcpc` reaches it. Not covered: `fexecve`, `execveat`,
+//! `posix_spawn` (a child, which never reports),
 //! a raw `exit_group` system call, and the C library's internal calls (`exit` ends with its
 //! own `_exit`, which is what keeps the report to one).
 
@@ -157,6 +158,60 @@ pub unsafe extern "C" fn execvpe(
         // SAFETY: the caller's arguments.
         unsafe { preload::exec(file, envp, |env| real_execvpe(file, argv, env)) }
     })
+}
+
+extern "C" {
+    /// In exec_variadic.c: gather the arguments and call [`execv`].
+    fn perfcompat_execl_va(path: *const c_char, arg: *const c_char, ...) -> c_int;
+    /// In exec_variadic.c: gather the arguments and the environment and call [`execve`].
+    fn perfcompat_execle_va(path: *const c_char, arg: *const c_char, ...) -> c_int;
+    /// In exec_variadic.c: gather the arguments and call [`execvp`].
+    fn perfcompat_execlp_va(file: *const c_char, arg: *const c_char, ...) -> c_int;
+}
+
+/// `execl(3)`, variadic: a trampoline that jumps, with the caller's registers and stack
+/// untouched, to the C function that gathers the arguments and calls [`execv`] (the Rust
+/// signature names the first two arguments only).
+///
+/// # Safety
+/// Called from C as the variadic function it is declared as.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn execl(path: *const c_char, arg: *const c_char) -> c_int {
+    #[cfg(target_arch = "x86_64")]
+    std::arch::naked_asm!("jmp {}", sym perfcompat_execl_va);
+    #[cfg(target_arch = "aarch64")]
+    std::arch::naked_asm!("b {}", sym perfcompat_execl_va);
+}
+
+/// `execle(3)`, variadic: as [`execl`], with the environment after the arguments' NULL, to
+/// [`execve`].
+///
+/// # Safety
+/// Called from C as the variadic function it is declared as.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn execle(path: *const c_char, arg: *const c_char) -> c_int {
+    #[cfg(target_arch = "x86_64")]
+    std::arch::naked_asm!("jmp {}", sym perfcompat_execle_va);
+    #[cfg(target_arch = "aarch64")]
+    std::arch::naked_asm!("b {}", sym perfcompat_execle_va);
+}
+
+/// `execlp(3)`, variadic: as [`execl`], through `PATH`, to [`execvp`].
+///
+/// # Safety
+/// Called from C as the variadic function it is declared as.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn execlp(file: *const c_char, arg: *const c_char) -> c_int {
+    #[cfg(target_arch = "x86_64")]
+    std::arch::naked_asm!("jmp {}", sym perfcompat_execlp_va);
+    #[cfg(target_arch = "aarch64")]
+    std::arch::naked_asm!("b {}", sym perfcompat_execlp_va);
 }
 
 /// The C library's `execvpe`; without one found at load time (a program that links the

@@ -39,8 +39,8 @@
 //!   `The command was killed by signal N.`, as `perfex` does for a killed command, then the
 //!   signal's default action ends the process (the same wait status, core dump included).
 //!   SIGKILL cannot be caught: no report.
-//! - `exec` (`execve`, `execv`, `execvp`, `execvpe`, interposed): the counts carry over into
-//!   the new image, which prints the one report, with the command line the process started
+//! - `exec` (`execve`, `execv`, `execvp`, `execvpe`, `execl`, `execle`, `execlp`, interposed):
+//!   the counts carry over into the new image, which prints the one report, with the command line the process started
 //!   with, from its start: the counts so far go in `PERFCOMPAT_PRELOAD_CARRY` in the new
 //!   image's environment (the counters end with the exec: their descriptors close), and the
 //!   new image's constructor adds them to its own. What the dynamic loader does in the new

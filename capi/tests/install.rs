@@ -203,6 +203,9 @@ fn the_library_defines_no_c_library_function_but_pthread_create_exits_and_execs(
             [
                 "_Exit",
                 "_exit",
+                "execl",
+                "execle",
+                "execlp",
                 "execv",
                 "execve",
                 "execvp",

@@ -215,7 +215,7 @@ fn the_last_threads_pthread_exit_reports() {
 /// reported its own counts only (half of these).
 #[test]
 fn exec_carries_the_counts_into_the_new_images_report() {
-    for mode in ["exec", "execvp", "exec_fail"] {
+    for mode in ["exec", "execvp", "execl", "execle", "execlp", "exec_fail"] {
         let text = check(mode, &[prog(), mode, PAGES], 1);
         assert!(
             text.starts_with(&format!(

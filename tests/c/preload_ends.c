@@ -10,6 +10,8 @@
  *   abort                           abort() (SIGABRT)
  *   exec                            execv itself as "preload_ends return PAGES"
  *   execvp                          execvp "preload_ends_again" (found through PATH) likewise
+ *   execl, execle, execlp           likewise with the variadic functions (execle: the program's
+ *                                   environment; execlp: through PATH)
  *   exec_fail                       an execv that fails, then <pages> more, then return
  *   exec_unpreloaded                execve itself as "preload_ends return PAGES" with an
  *                                   environment without LD_PRELOAD */
@@ -81,6 +83,19 @@ int main(int argc, char **argv) {
     if (!strcmp(m, "execvp")) {
         char *args[] = {"preload_ends_again", "return", argv[2], NULL};
         execvp("preload_ends_again", args);
+        return 4;
+    }
+    if (!strcmp(m, "execl")) {
+        execl(argv[0], argv[0], "return", argv[2], (char *)NULL);
+        return 4;
+    }
+    if (!strcmp(m, "execle")) {
+        extern char **environ;
+        execle(argv[0], argv[0], "return", argv[2], (char *)NULL, environ);
+        return 4;
+    }
+    if (!strcmp(m, "execlp")) {
+        execlp("preload_ends_again", "preload_ends_again", "return", argv[2], (char *)NULL);
         return 4;
     }
     if (!strcmp(m, "exec_unpreloaded")) {
