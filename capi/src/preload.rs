@@ -40,14 +40,17 @@
 //!   signal's default action ends the process (the same wait status, core dump included).
 //!   SIGKILL cannot be caught: no report.
 //! - `exec` (`execve`, `execv`, `execvp`, `execvpe`, `execl`, `execle`, `execlp`, interposed):
-//!   the counts carry over into the new image, which prints the one report, with the command line the process started
-//!   with, from its start: the counts so far go in `PERFCOMPAT_PRELOAD_CARRY` in the new
-//!   image's environment (the counters end with the exec: their descriptors close), and the
-//!   new image's constructor adds them to its own. What the dynamic loader does in the new
-//!   image before the constructor is not counted (tens of page faults). When the new
-//!   environment has no `LD_PRELOAD` or another `PERFCOMPAT_PRELOAD_EVENTS`, or the file is
-//!   setuid or setgid (the new image would ignore the variables), the old image writes its
-//!   report before the exec instead. A failed exec goes on counting.
+//!   the counts carry over into the new image, which prints the one report, with the command
+//!   line the process started with, from its start: the counts so far go in
+//!   `PERFCOMPAT_PRELOAD_CARRY` in the new image's environment (the counters end with the
+//!   exec: their descriptors close), and the new image's constructor adds them to its own.
+//!   What the dynamic loader does in the new image before the constructor is not counted (tens
+//!   of page faults). When the new environment has no `LD_PRELOAD` or another
+//!   `PERFCOMPAT_PRELOAD_EVENTS`, or the file is setuid or setgid (the new image would ignore
+//!   the variables), the old image writes its report before the exec instead. A failed exec
+//!   that carried goes on counting. Carrying allocates (the new environment): the counting
+//!   process's own exec from a signal handler is the one path here that is not
+//!   async-signal-safe (a forked or `vfork`ed child's exec does nothing of ours).
 //! - A forked child (another process id) stays silent however it ends: its counts are in its
 //!   parent's report once the parent has waited for it (the counters are inherited), as in the
 //!   `perfex` command's report. It never reads the parent's counters.
