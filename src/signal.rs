@@ -330,3 +330,90 @@ extern "C" fn on_overflow_signal(
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved };
 }
+
+/// The signals whose default action ends the process, that a program can catch, and for which
+/// [`report_before_fatal_signals`] installs its handler: every one of them but SIGINT (an
+/// interpreter installs its own SIGINT handler only where SIGINT is `SIG_DFL` at its start, as
+/// Python does for `KeyboardInterrupt`: a handler of ours there would change what Ctrl-C does
+/// to it) and the real-time signals (the library's own overflow signal and SIGEMT are among
+/// them).
+pub const FATAL_SIGNALS: &[i32] = &[
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGILL,
+    libc::SIGTRAP,
+    libc::SIGABRT,
+    libc::SIGBUS,
+    libc::SIGFPE,
+    libc::SIGUSR1,
+    libc::SIGSEGV,
+    libc::SIGUSR2,
+    libc::SIGPIPE,
+    libc::SIGALRM,
+    libc::SIGTERM,
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    libc::SIGSTKFLT,
+    libc::SIGXCPU,
+    libc::SIGXFSZ,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGIO,
+    libc::SIGPWR,
+    libc::SIGSYS,
+];
+
+/// What [`report_before_fatal_signals`] calls (a `fn(i32)`, 0 until installed).
+static BEFORE_FATAL: AtomicUsize = AtomicUsize::new(0);
+
+/// Call `report(sig)` when a signal of [`FATAL_SIGNALS`] whose disposition is `SIG_DFL` now
+/// arrives, then end the process by that signal's default action, as it would have ended
+/// without the handler (its wait status, a core dump included, is the same): the handler puts
+/// `SIG_DFL` back and raises the signal again, which is delivered when it returns. `report`
+/// runs in a signal handler: it must be async-signal-safe. A program that installs a handler
+/// of its own later replaces this one; one that ignores or handles a signal at this call
+/// keeps it. Returns how many signals got the handler. The first call's `report` is kept.
+pub fn report_before_fatal_signals(report: fn(i32)) -> usize {
+    let _ = BEFORE_FATAL.compare_exchange(0, report as usize, Ordering::AcqRel, Ordering::Relaxed);
+    let mut n = 0;
+    for &sig in FATAL_SIGNALS {
+        // SAFETY: sigaction with valid pointers and an extern "C" handler.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                || old.sa_sigaction != libc::SIG_DFL
+            {
+                continue;
+            }
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_fatal_signal as *const () as usize;
+            // Not on an alternate stack, which may be too small for the report: a stack
+            // overflow's SIGSEGV then ends the process without one.
+            sa.sa_flags = libc::SA_SIGINFO;
+            libc::sigemptyset(&mut sa.sa_mask);
+            if libc::sigaction(sig, &sa, std::ptr::null_mut()) == 0 {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+extern "C" fn on_fatal_signal(sig: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: errno is thread-local; the handler leaves it as it found it.
+    let errno = unsafe { *libc::__errno_location() };
+    let f = BEFORE_FATAL.load(Ordering::Acquire);
+    if f != 0 {
+        // SAFETY: stored from a `fn(i32)` by report_before_fatal_signals.
+        let report: fn(i32) = unsafe { std::mem::transmute::<usize, fn(i32)>(f) };
+        report(sig);
+    }
+    // SAFETY: sigaction and raise are async-signal-safe. The signal stays blocked until the
+    // handler returns; then it is delivered at its default action.
+    unsafe {
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        libc::raise(sig);
+        *libc::__errno_location() = errno;
+    }
+}

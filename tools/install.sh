@@ -97,7 +97,21 @@ echo "install.sh: building (release)" >&2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# capi/abi.manifest -> a version script and the symbols to pull from the archive.
+# capi/abi.manifest -> a version script and the symbols to pull from the archive. The symbols
+# of its "version libc" node take the target C library's own version of each name.
+libc_so=$("$cc" -print-file-name=libc.so.6)
+awk -v libc_so="$libc_so" -v libc_versions="$(readelf --dyn-syms -W "$libc_so" | awk '$8 ~ /@@/ { print $8 }')" '
+  BEGIN {
+    n_lv = split(libc_versions, lv, "\n")
+    for (i = 1; i <= n_lv; i++) { split(lv[i], nv, "@@"); libc_ver[nv[1]] = nv[2] }
+  }
+  /^[ \t]*(#|$)/ { print; next }
+  $1 == "version" { node = $2; if (node != "libc") print; next }
+  node == "libc" {
+    if (!($1 in libc_ver)) { print "abi.manifest: the C library " libc_so " has no " $1 > "/dev/stderr"; exit 1 }
+    print "version " libc_ver[$1]; print $1; next
+  }
+  { print }' "$repo/capi/abi.manifest" >"$work/abi.manifest"
 awk '
   /^[ \t]*(#|$)/ { next }
   $1 == "version" { node = $2; if (!(node in n)) { order[nodes++] = node; n[node] = 0; parent[node] = $3 }; next }
@@ -116,7 +130,7 @@ awk '
       }
       printf "}%s;\n", parent[v] == "" ? "" : " " parent[v]
     }
-  }' "$repo/capi/abi.manifest" >"$work/perfcompat.map"
+  }' "$work/abi.manifest" >"$work/perfcompat.map"
 undefs=$(awk '/^[ \t]*(#|$)/ || $1 == "version" { next } { printf " -Wl,--undefined=%s", $1 }' \
   "$repo/capi/abi.manifest")
 

@@ -6,31 +6,62 @@
 //! program that loads the library (`LD_PRELOAD=<prefix>/lib/libperfex.so.1 prog`, or a program
 //! linked with `-lperfex`/`-lcpc`), the constructor starts counting on the main thread with
 //! inheritance (every thread and child process created later is counted too, as by the
-//! `perfex` command) and registers an exit handler that prints the perfex report
-//! ([`perfcompat::perfex::command::Outcome::text`]) to stderr, or to the file named by
-//! `PERFCOMPAT_PRELOAD_OUTPUT`.
+//! `perfex` command), and the process prints the perfex report
+//! ([`perfcompat::perfex::command::SelfCount::write_report`], the text of `perfex`'s) to
+//! stderr, or to the file named by `PERFCOMPAT_PRELOAD_OUTPUT`, once, however it ends.
 //!
+//! # What is counted
 //! - The value is a comma-separated list of R10000 event numbers (`0,25`; mapped as for
-//!   `perfex -e`, `PERFCOMPAT_EVENTS` included), or `all` (as `perfex -a`). Empty means unset.
+//!   `perfex -e`, `PERFCOMPAT_EVENTS` included), or `all` (as `perfex -a`), or else an event
+//!   specification as `cputrack -c` takes it (`page-faults,task-clock`, `pic0=...,pic1=...`,
+//!   [`perfcompat::eventspec`]), whose report names each counter and event. A value made of
+//!   numbers only is R10000 events (`40` is refused as before: not an R10000 event number).
+//!   Empty means unset.
 //! - Unset, the constructor reads one environment variable and returns.
 //! - A bad value or an event the host cannot count prints one line on stderr and the program
 //!   runs uncounted. The constructor never stops the program.
-//! - The constructor sets `PERFCOMPAT_PRELOAD_PID` to the process id, so the program's
-//!   children (other process ids) do not count and report again: their counts are in the
-//!   parent's report when the parent has waited for them. A program that `exec`s without
-//!   forking keeps its process id, and the new image counts and reports (the old image's
-//!   counters end with the `exec`): `valgrind prog` reports on `prog`.
-//! - The report comes from `exit` (returning from `main` included; glibc's `on_exit` gives the
-//!   status). A program that ends with `_exit` or is killed by a signal prints no report.
+//!
+//! # One report per process, however it ends
+//! The process that counts is the one whose id the constructor put in
+//! `PERFCOMPAT_PRELOAD_PID`. Every way to the report first claims the session with one atomic
+//! exchange (`claim`), so the first wins and there is never a second report; the report is read
+//! and formatted on the stack and written with `write(2)`, with no allocation, lock or stdio, so
+//! that it may be written in a signal handler.
+//! - `exit` and a return from `main` (glibc's `on_exit`, which gives the status); the last
+//!   thread's `pthread_exit` (glibc calls `exit(0)` then).
+//! - `_exit` and `_Exit` (dash ends that way; no exit handler runs): the library defines both
+//!   and writes the report before it calls the C library's (`capi/src/interpose.rs`).
+//!   `exit` itself ends with the C library's internal `_exit`, which is not ours, and an exit
+//!   handler that calls `_exit` claims the report before ours runs.
+//! - A signal whose default action ends the process, left at `SIG_DFL` when counting starts
+//!   (every one but SIGINT and the real-time signals, see
+//!   [`perfcompat::signal::FATAL_SIGNALS`]): the handler writes the report with the line
+//!   `The command was killed by signal N.`, as `perfex` does for a killed command, then the
+//!   signal's default action ends the process (the same wait status, core dump included).
+//!   SIGKILL cannot be caught: no report.
+//! - `exec` (`execve`, `execv`, `execvp`, `execvpe`, `execl`, `execle`, `execlp`, interposed):
+//!   the counts carry over into the new image, which prints the one report, with the command
+//!   line the process started with, from its start: the counts so far go in
+//!   `PERFCOMPAT_PRELOAD_CARRY` in the new image's environment (the counters end with the
+//!   exec: their descriptors close), and the new image's constructor adds them to its own.
+//!   What the dynamic loader does in the new image before the constructor is not counted (tens
+//!   of page faults). When the new environment has no `LD_PRELOAD` or another
+//!   `PERFCOMPAT_PRELOAD_EVENTS`, or the file is setuid or setgid (the new image would ignore
+//!   the variables), the old image writes its report before the exec instead. A failed exec
+//!   that carried goes on counting. Carrying allocates (the new environment): the counting
+//!   process's own exec from a signal handler is the one path here that is not
+//!   async-signal-safe (a forked or `vfork`ed child's exec does nothing of ours).
+//! - A forked child (another process id) stays silent however it ends: its counts are in its
+//!   parent's report once the parent has waited for it (the counters are inherited), as in the
+//!   `perfex` command's report. It never reads the parent's counters.
 
+use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString, OsString};
-use std::io::Write as _;
-use std::os::fd::FromRawFd as _;
+use std::fmt::{self, Write as _};
 use std::os::unix::ffi::OsStringExt as _;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 
-use perfcompat::perfex::command::{Options, SelfCount, Status};
+use perfcompat::perfex::command::{Options, Reading, SelfCount, Status, MAX_READINGS};
 use perfcompat::perfex::{self, parse_event};
 
 use crate::ffi_boundary;
@@ -43,13 +74,60 @@ const EVENTS_VAR: &CStr = c"PERFCOMPAT_PRELOAD_EVENTS";
 const OWNER_VAR: &CStr = c"PERFCOMPAT_PRELOAD_PID";
 /// The variable naming the report file (default: stderr).
 const OUTPUT_VAR: &str = "PERFCOMPAT_PRELOAD_OUTPUT";
+/// The variable that carries the counts over an `exec` of the counting process:
+/// `<pid>;<SelfCount::carry>`, set by the library in the new image's environment only.
+const CARRY_VAR: &str = "PERFCOMPAT_PRELOAD_CARRY";
 
-/// The counting started by the constructor.
-static SESSION: Mutex<Option<SelfCount>> = Mutex::new(None);
+/// No counting in this process.
+const IDLE: u8 = 0;
+/// Counting: the session in [`SESSION`] may be claimed.
+const COUNTING: u8 = 1;
+/// Claimed by the report (or the MPI layer, or an exec in progress).
+const CLAIMED: u8 = 2;
 
-/// A copy of standard error taken when counting starts: programs close their standard error
-/// in exit handlers that run before the report (GNU coreutils' `close_stdout` does).
-static STDERR_COPY: AtomicI32 = AtomicI32::new(-1);
+static STATE: AtomicU8 = AtomicU8::new(IDLE);
+/// The process that counts (0: none).
+static OWNER: AtomicI32 = AtomicI32::new(0);
+
+/// The counting and where its report goes.
+pub(crate) struct Session {
+    count: SelfCount,
+    /// `PERFCOMPAT_PRELOAD_EVENTS` as it was at the start.
+    events: String,
+    /// `PERFCOMPAT_PRELOAD_OUTPUT` as it was at the start.
+    output: Option<CString>,
+    /// A copy of standard error taken when counting starts: programs close their standard
+    /// error in exit handlers that run before the report (GNU coreutils' `close_stdout`
+    /// does). -1: none, standard error itself is used.
+    stderr: c_int,
+}
+
+/// The session: written once by the constructor before [`STATE`] turns [`COUNTING`], then
+/// only by whoever moved [`STATE`] from [`COUNTING`] to [`CLAIMED`] ([`claim`]).
+struct Slot(UnsafeCell<Option<Session>>);
+// SAFETY: access is serialised by STATE, as said above.
+unsafe impl Sync for Slot {}
+static SESSION: Slot = Slot(UnsafeCell::new(None));
+
+/// The session, for the caller alone from now on, if this process counts and no one claimed
+/// it. Async-signal-safe (a system call and an atomic exchange), and safe in a forked child
+/// (another process id: `None`, whatever the parent was doing at the fork).
+fn claim() -> Option<&'static mut Session> {
+    // SAFETY: getpid has no preconditions.
+    if unsafe { libc::getpid() } != OWNER.load(Ordering::Relaxed) {
+        return None;
+    }
+    STATE
+        .compare_exchange(COUNTING, CLAIMED, Ordering::AcqRel, Ordering::Relaxed)
+        .ok()?;
+    // SAFETY: the exchange above gave this caller the session alone.
+    unsafe { (*SESSION.0.get()).as_mut() }
+}
+
+/// Give a claimed session back (an exec that failed).
+fn unclaim() {
+    STATE.store(COUNTING, Ordering::Release);
+}
 
 /// The constructor, run by the dynamic loader when the library is loaded (glibc passes
 /// `argc`, `argv` and `envp` to `.init_array` functions of shared objects).
@@ -61,6 +139,9 @@ static PRELOAD_CTOR: extern "C" fn(c_int, *const *const c_char, *const *const c_
 extern "C" {
     /// glibc: run `f(status, arg)` at `exit`.
     fn on_exit(f: extern "C" fn(c_int, *mut c_void), arg: *mut c_void) -> c_int;
+    /// glibc 2.32 and later: the text of error `errnum`, untranslated and static (what
+    /// `strerror` says in the C locale), with no lock or allocation.
+    fn strerrordesc_np(errnum: c_int) -> *const c_char;
 }
 
 extern "C" fn ctor(argc: c_int, argv: *const *const c_char, envp: *const *const c_char) {
@@ -96,22 +177,29 @@ fn handoff() {
 
 /// `PERFCOMPAT_PRELOAD_EVENTS`.
 fn preload(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char) {
+    // The counts an exec of this process carried (taken out of the environment, so that no
+    // child sees them).
+    let carried = perfcompat::sys::env_os(CARRY_VAR);
+    if carried.is_some() {
+        std::env::remove_var(CARRY_VAR);
+    }
     let Some(value) = env_value(EVENTS_VAR) else {
         return;
     };
     // SAFETY: getpid has no preconditions.
-    let pid = CString::new(unsafe { libc::getpid() }.to_string()).unwrap_or_default();
+    let pid = unsafe { libc::getpid() };
+    let pid_text = CString::new(pid.to_string()).unwrap_or_default();
     let owner = OWNER_VAR.to_str().ok().and_then(perfcompat::sys::env_os);
-    if owner.is_some_and(|o| o.as_encoded_bytes() != pid.as_bytes()) {
+    if owner.is_some_and(|o| o.as_encoded_bytes() != pid_text.as_bytes()) {
         return; // a child of the counting process: counted there
     }
     // SAFETY: NUL-terminated strings; the loader runs constructors before the program's
     // threads exist.
-    unsafe { libc::setenv(OWNER_VAR.as_ptr(), pid.as_ptr(), 1) };
+    unsafe { libc::setenv(OWNER_VAR.as_ptr(), pid_text.as_ptr(), 1) };
     // SAFETY: the loader passes the program's argument vector (argc entries).
     let command = unsafe { args(argc, argv) };
     ffi_boundary("the PERFCOMPAT_PRELOAD_EVENTS constructor", || {
-        if let Err(e) = start(&value, command) {
+        if let Err(e) = start(&value, command, pid, carried) {
             perfcompat::stderr_line!(
                 "perfcompat: PERFCOMPAT_PRELOAD_EVENTS={value:?}: {e}; not counting"
             );
@@ -136,14 +224,21 @@ unsafe fn args(argc: c_int, argv: *const *const c_char) -> Vec<OsString> {
         .collect()
 }
 
-/// The options a `PERFCOMPAT_PRELOAD_EVENTS` value stands for.
+/// The options a `PERFCOMPAT_PRELOAD_EVENTS` value stands for: `all`, R10000 event numbers
+/// (a value of numbers and commas only), or an event specification.
 fn options(value: &str, command: Vec<OsString>) -> perfcompat::Result<Options> {
     let mut opts = Options {
         command,
         ..Options::default()
     };
-    if value.trim() == "all" {
+    let value = value.trim();
+    if value == "all" {
         opts.all = true;
+        return Ok(opts);
+    }
+    let numeric = |c: char| c.is_ascii_digit() || matches!(c, ',' | '-' | '+' | ' ');
+    if !value.chars().all(numeric) {
+        opts.spec = Some(value.to_string());
         return Ok(opts);
     }
     for item in value.split(',') {
@@ -152,69 +247,344 @@ fn options(value: &str, command: Vec<OsString>) -> perfcompat::Result<Options> {
     Ok(opts)
 }
 
-fn start(value: &str, command: Vec<OsString>) -> perfcompat::Result<()> {
-    let session = SelfCount::start(&options(value, command)?)?;
+fn start(
+    value: &str,
+    command: Vec<OsString>,
+    pid: i32,
+    carried: Option<OsString>,
+) -> perfcompat::Result<()> {
+    let mut count = SelfCount::start(&options(value, command)?)?;
+    if let Some(c) = carried {
+        adopt(&mut count, &c.to_string_lossy(), pid);
+    }
+    let output = perfcompat::sys::env_os(OUTPUT_VAR)
+        .filter(|p| !p.is_empty())
+        .and_then(|p| CString::new(p.into_vec()).ok());
     // SAFETY: fcntl on the standard error descriptor; a failure leaves -1 (stderr is used).
-    let copy = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3) };
-    STDERR_COPY.store(copy, Ordering::Relaxed);
-    *SESSION.lock().unwrap_or_else(|p| p.into_inner()) = Some(session);
-    // SAFETY: `report` is a function for the program's whole life.
-    if unsafe { on_exit(report, std::ptr::null_mut()) } != 0 {
+    let stderr = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3) };
+    let session = Session {
+        count,
+        events: value.to_string(),
+        output,
+        stderr,
+    };
+    // SAFETY: STATE is IDLE: no one else reads the slot before the store below.
+    unsafe { *SESSION.0.get() = Some(session) };
+    OWNER.store(pid, Ordering::Relaxed);
+    STATE.store(COUNTING, Ordering::Release);
+    // SAFETY: `at_exit` is a function for the program's whole life.
+    if unsafe { on_exit(at_exit, std::ptr::null_mut()) } != 0 {
         return Err(perfcompat::Error::InvalidArgument(
             "cannot register the exit handler".into(),
         ));
     }
+    perfcompat::signal::report_before_fatal_signals(on_fatal_signal);
     Ok(())
+}
+
+/// Take over the counts an `exec` of this process carried (`<pid>;<carry>`); a value for
+/// another process (left by hand in the environment) is ignored, a bad one said.
+fn adopt(count: &mut SelfCount, carried: &str, pid: i32) {
+    let Some((owner, rest)) = carried.split_once(';') else {
+        return;
+    };
+    if owner.parse() != Ok(pid) {
+        return;
+    }
+    if let Err(e) = count.adopt(rest) {
+        perfcompat::stderr_line!(
+            "perfcompat: {CARRY_VAR}: {e}; counting from this image of the program on"
+        );
+    }
 }
 
 /// Stop the constructor's counting without a report: the MPI layer counts the rank itself
 /// (capi/src/mpi.rs).
 pub(crate) fn take_session() -> Option<SelfCount> {
-    SESSION.lock().unwrap_or_else(|p| p.into_inner()).take()
+    claim()?;
+    // SAFETY: claimed: the session is this caller's alone, and no one claims it again.
+    unsafe { (*SESSION.0.get()).take() }.map(|s| s.count)
 }
 
-/// The exit handler: read the counts and print the report.
-extern "C" fn report(status: c_int, _arg: *mut c_void) {
+/// The exit handler (`exit`, a return from `main`, the last thread's `pthread_exit`).
+extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
     ffi_boundary("the PERFCOMPAT_PRELOAD_EVENTS report", || {
-        let Some(session) = SESSION.lock().unwrap_or_else(|p| p.into_inner()).take() else {
-            return;
-        };
-        let text = match session.finish(Status::Exited(status)) {
-            Ok(outcome) => outcome.text(None),
-            Err(e) => {
-                format!("perfcompat: PERFCOMPAT_PRELOAD_EVENTS: cannot read the counts: {e}\n")
-            }
-        };
-        write_report(&text);
+        end(Status::Exited(status))
     });
 }
 
-/// Write the report to `PERFCOMPAT_PRELOAD_OUTPUT` (created or truncated), else to the copy of
-/// standard error.
-fn write_report(text: &str) {
-    let mut text = text.to_string();
-    if let Some(path) = perfcompat::sys::env_os(OUTPUT_VAR).filter(|p| !p.is_empty()) {
-        match std::fs::write(&path, &text) {
-            Ok(()) => return,
-            Err(e) => {
-                text.insert_str(
-                    0,
-                    &format!(
-                        "perfcompat: {OUTPUT_VAR}={}: {e}; the report follows\n",
-                        path.to_string_lossy()
-                    ),
-                );
+/// The fatal signal `sig` arrived (in its handler, [`perfcompat::signal`]'s).
+fn on_fatal_signal(sig: i32) {
+    ffi_boundary("the PERFCOMPAT_PRELOAD_EVENTS report", || {
+        end(Status::Signaled(sig))
+    });
+}
+
+/// The process ends with `status`: the report, if this process counts and no one wrote it.
+/// Async-signal-safe.
+pub(crate) fn end(status: Status) {
+    if let Some(s) = claim() {
+        s.report(status);
+    }
+}
+
+impl Session {
+    /// Read the counts and write the report. Async-signal-safe: the counts and the text are
+    /// on the stack, written with `write(2)`.
+    fn report(&self, status: Status) {
+        let mut out = Out::new(self.stderr);
+        if let Some(path) = &self.output {
+            // SAFETY: a NUL-terminated path.
+            let fd = unsafe {
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+                    0o666,
+                )
+            };
+            if fd >= 0 {
+                out.fd = fd;
+            } else {
+                // SAFETY: errno is the calling thread's.
+                let errno = unsafe { *libc::__errno_location() };
+                let _ = write!(out, "perfcompat: {OUTPUT_VAR}=");
+                out.bytes(path.as_bytes());
+                let _ = writeln!(out, ": {}; the report follows", OsError(errno));
+                out.flush();
             }
         }
+        let mut readings = [Reading::default(); MAX_READINGS];
+        let _ = match self.count.readings(&mut readings) {
+            Ok(n) => self.count.write_report(&mut out, &readings[..n], status),
+            Err(e) => writeln!(
+                out,
+                "perfcompat: PERFCOMPAT_PRELOAD_EVENTS: cannot read the counts: {e}"
+            ),
+        };
+        out.flush();
+        if out.fd != self.stderr && out.fd != 2 {
+            // SAFETY: the report file opened above.
+            unsafe { libc::close(out.fd) };
+        }
     }
-    let fd = STDERR_COPY.load(Ordering::Relaxed);
-    if fd < 0 {
-        let _ = std::io::stderr().write_all(text.as_bytes());
-        return;
+
+    /// What an `exec` of this process with the environment `envp` does with the counts: `Some`
+    /// (the `PERFCOMPAT_PRELOAD_CARRY=...` entry for it) to carry them into the new image,
+    /// `None` when the report was written now instead, because the new image would not take
+    /// them over.
+    ///
+    /// # Safety
+    /// `path` is NULL or a C string; `envp` is NULL or a NULL-terminated array of C strings.
+    unsafe fn before_exec(
+        &self,
+        path: *const c_char,
+        envp: *const *const c_char,
+    ) -> Option<CString> {
+        // SAFETY: the caller's promise.
+        let same_events = unsafe { env_entry(envp, EVENTS_VAR.to_bytes()) }
+            .is_some_and(|v| v.trim_ascii() == self.events.trim().as_bytes());
+        // SAFETY: as above.
+        let preloaded = unsafe { env_entry(envp, b"LD_PRELOAD") }.is_some_and(|v| !v.is_empty());
+        // SAFETY: as above.
+        if !same_events || !preloaded || unsafe { privileged(path) } {
+            self.report(Status::Exited(0));
+            return None;
+        }
+        let mut readings = [Reading::default(); MAX_READINGS];
+        let Ok(n) = self.count.readings(&mut readings) else {
+            self.report(Status::Exited(0));
+            return None;
+        };
+        let value = self.count.carry(&readings[..n]);
+        CString::new(format!(
+            "{CARRY_VAR}={};{value}",
+            OWNER.load(Ordering::Relaxed)
+        ))
+        .ok()
     }
-    // SAFETY: `fd` is the descriptor the constructor duplicated; the report is its last use.
-    let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
-    let _ = file.write_all(text.as_bytes());
+}
+
+/// The value of `name` in the environment array `envp`.
+///
+/// # Safety
+/// `envp` is NULL or a NULL-terminated array of C strings that outlive the result.
+pub(crate) unsafe fn env_entry<'a>(envp: *const *const c_char, name: &[u8]) -> Option<&'a [u8]> {
+    if envp.is_null() {
+        return None;
+    }
+    let mut p = envp;
+    // SAFETY: the caller's promise: entries up to the NULL one.
+    while let Some(e) = unsafe { p.as_ref() }.filter(|e| !e.is_null()) {
+        // SAFETY: a C string.
+        let entry = unsafe { CStr::from_ptr(*e) }.to_bytes();
+        if let Some(v) = entry
+            .strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix(b"="))
+        {
+            return Some(v);
+        }
+        // SAFETY: still within the array.
+        p = unsafe { p.add(1) };
+    }
+    None
+}
+
+/// Whether the file `path` is setuid or setgid: its image ignores the environment variables
+/// (glibc's `AT_SECURE`, and the library's), so counts carried to it would be lost.
+///
+/// # Safety
+/// `path` is NULL or a C string.
+unsafe fn privileged(path: *const c_char) -> bool {
+    if path.is_null() {
+        return false;
+    }
+    // SAFETY: plain data, filled by the kernel.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a C string and a valid stat buffer.
+    unsafe { libc::stat(path, &mut st) == 0 && st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0 }
+}
+
+/// `envp` without any `PERFCOMPAT_PRELOAD_CARRY` entry and with `carry` added, NULL-terminated.
+///
+/// # Safety
+/// `envp` is NULL or a NULL-terminated array of C strings.
+unsafe fn with_carry(envp: *const *const c_char, carry: &CString) -> Vec<*const c_char> {
+    let mut out = Vec::new();
+    let mut p = envp;
+    // SAFETY: the caller's promise: entries up to the NULL one.
+    while let Some(e) = (!p.is_null())
+        .then(|| unsafe { *p })
+        .filter(|e| !e.is_null())
+    {
+        // SAFETY: a C string.
+        let entry = unsafe { CStr::from_ptr(e) }.to_bytes();
+        if !entry.starts_with(CARRY_VAR.as_bytes()) || entry.get(CARRY_VAR.len()) != Some(&b'=') {
+            out.push(e);
+        }
+        // SAFETY: still within the array.
+        p = unsafe { p.add(1) };
+    }
+    out.push(carry.as_ptr());
+    out.push(std::ptr::null());
+    out
+}
+
+/// An `exec` of the program: `run(envp)` performs it with the environment it is given. In the
+/// counting process the counts are carried into the new image, or reported now (see the
+/// module's documentation); when the exec fails (it returned), counting goes on.
+///
+/// # Safety
+/// `path` is NULL or a C string; `envp` is NULL or a NULL-terminated array of C strings.
+pub(crate) unsafe fn exec(
+    path: *const c_char,
+    envp: *const *const c_char,
+    run: impl FnOnce(*const *const c_char) -> c_int,
+) -> c_int {
+    let Some(session) = claim() else {
+        return run(envp);
+    };
+    // SAFETY: the caller's promise.
+    let Some(carry) = (unsafe { session.before_exec(path, envp) }) else {
+        return run(envp); // reported: the session stays claimed
+    };
+    // SAFETY: as above.
+    let env = unsafe { with_carry(envp, &carry) };
+    let r = run(env.as_ptr());
+    // SAFETY: errno is the calling thread's; kept across the bookkeeping.
+    let errno = unsafe { *libc::__errno_location() };
+    unclaim();
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+    r
+}
+
+/// `errno` as the standard library says it (`No such file or directory (os error 2)`), from
+/// glibc's static untranslated text: no lock, no allocation.
+struct OsError(c_int);
+
+impl fmt::Display for OsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // SAFETY: strerrordesc_np returns NULL or a static C string.
+        let text = unsafe { strerrordesc_np(self.0) };
+        if !text.is_null() {
+            // SAFETY: as above.
+            let text = unsafe { CStr::from_ptr(text) };
+            f.write_str(&text.to_string_lossy())?;
+        } else {
+            f.write_str("Unknown error")?;
+        }
+        write!(f, " (os error {})", self.0)
+    }
+}
+
+/// A buffer on the stack in front of a descriptor, written with `write(2)` when full and at
+/// the end: what the report is formatted into (async-signal-safe).
+struct Out {
+    fd: c_int,
+    buf: [u8; 2048],
+    len: usize,
+}
+
+impl Out {
+    /// Standard error's copy `stderr`, or standard error itself when there is none.
+    fn new(stderr: c_int) -> Out {
+        Out {
+            fd: if stderr >= 0 { stderr } else { 2 },
+            buf: [0; 2048],
+            len: 0,
+        }
+    }
+
+    fn bytes(&mut self, mut b: &[u8]) {
+        while !b.is_empty() {
+            if self.len == self.buf.len() {
+                self.flush();
+            }
+            let n = b.len().min(self.buf.len() - self.len);
+            self.buf[self.len..self.len + n].copy_from_slice(&b[..n]);
+            self.len += n;
+            b = &b[n..];
+        }
+    }
+
+    fn flush(&mut self) {
+        let mut done = 0;
+        while done < self.len {
+            // SAFETY: the initialised part of the buffer.
+            let n = unsafe {
+                libc::write(
+                    self.fd,
+                    self.buf[done..self.len].as_ptr().cast(),
+                    self.len - done,
+                )
+            };
+            if n > 0 {
+                done += n as usize;
+            // SAFETY: errno is the calling thread's.
+            } else if n < 0 && unsafe { *libc::__errno_location() } == libc::EINTR {
+                continue;
+            } else {
+                break; // nowhere to write: the report is lost, the program goes on
+            }
+        }
+        self.len = 0;
+    }
+}
+
+impl fmt::Write for Out {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.bytes(s.as_bytes());
+        Ok(())
+    }
+}
+
+/// The arguments of an `exec` as the C library takes them, for the interposers: `environ`.
+pub(crate) fn environ() -> *const *const c_char {
+    extern "C" {
+        static environ: *const *const c_char;
+    }
+    // SAFETY: the C library's variable, read once.
+    unsafe { environ }
 }
 
 #[cfg(test)]
@@ -232,10 +602,22 @@ mod tests {
     #[test]
     fn values() {
         let o = options(" 0, 25", Vec::new()).unwrap();
-        assert_eq!((o.events, o.all), (vec![0, 25], false));
+        assert_eq!((o.events, o.all, o.spec), (vec![0, 25], false, None));
         assert!(options("all", Vec::new()).unwrap().all);
-        for bad in ["32", "x", "0,,1", "-1", "cycles"] {
+        // Numbers only: R10000 events, refused as before when they are not.
+        for bad in ["32", "0,,1", "-1", "40"] {
             assert!(options(bad, Vec::new()).is_err(), "{bad}");
+        }
+        // Anything else is an event specification, checked when counting starts.
+        for spec in [
+            "page-faults,task-clock",
+            "pic0=page-faults",
+            "cycles",
+            "0,3,x",
+        ] {
+            let o = options(spec, Vec::new()).unwrap();
+            assert_eq!(o.spec.as_deref(), Some(spec));
+            assert!(o.events.is_empty() && !o.all);
         }
     }
 }

@@ -26,7 +26,7 @@
 //!   another program: [`run`] refuses them.
 
 use std::ffi::OsString;
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 
 use super::pinned_set;
 use crate::costs::{self, CostTable, EventCount as CostCount, Flavor};
@@ -51,6 +51,9 @@ pub struct Options {
     pub per_thread: bool,
     /// The command and its arguments.
     pub command: Vec<OsString>,
+    /// An event specification as `cputrack -c` takes it (`page-faults,task-clock`,
+    /// `pic0=...,pic1=...`, see [`crate::eventspec`]), counted instead of `events` and `all`.
+    pub spec: Option<String>,
 }
 
 impl Options {
@@ -62,7 +65,7 @@ impl Options {
     /// on its signals), so that the command's `read_counters` without `start_counters` fails
     /// as elsewhere.
     pub fn handoff(&self) -> Option<super::Handoff> {
-        if self.all || self.signals {
+        if self.all || self.signals || self.spec.is_some() {
             return None;
         }
         let mut events = Vec::new();
@@ -87,8 +90,11 @@ pub use crate::pctx::Status;
 /// The count of one event over the command.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Count {
-    /// R10000 event number.
+    /// R10000 event number (0 for an event of a specification, which has `name`).
     pub event: u32,
+    /// For an event of a specification ([`Options::spec`]): its counter and event as the
+    /// report names them (`pic0 page-faults`); `None` for an R10000 event.
+    pub name: Option<String>,
     /// The Linux event it was counted as, when the backend maps it.
     pub linux_event: Option<String>,
     /// The count as read.
@@ -195,12 +201,72 @@ fn flags(kernel: bool) -> RequestFlags {
 /// One binding and the events it counts.
 struct Counting {
     binding: Binding,
+    /// Its R10000 events, or none when it counts a specification ([`Options::spec`]).
     events: Vec<u32>,
+    /// For a specification: each request's name in the report ([`spec_names`]).
+    names: Vec<String>,
+    /// For a specification: whether every request counts kernel mode too ([`spec_kernel`]).
+    spec_kernel: bool,
+}
+
+impl Counting {
+    /// The number of counts the binding reads.
+    fn len(&self) -> usize {
+        self.events.len().max(self.names.len())
+    }
+}
+
+/// What the report calls each request of a specification's set: its counter and event, its
+/// attributes, and its modes where they are not the header's (`kernel`: the header says "user
+/// and kernel mode").
+fn spec_names(set: &CounterSet, kernel: bool) -> Vec<String> {
+    set.requests()
+        .iter()
+        .map(|r| {
+            let mut name = match r.counter {
+                Some(p) => format!("pic{p} {}", r.event),
+                None => r.event.clone(),
+            };
+            for a in &r.attrs {
+                let _ = write!(name, ",{}={:#x}", a.name, a.value);
+            }
+            match (r.flags.user, r.flags.system) {
+                (true, s) if s == kernel => {}
+                (true, true) => name.push_str(" [user and kernel mode]"),
+                (true, false) => name.push_str(" [user mode]"),
+                (false, _) => name.push_str(" [kernel mode]"),
+            }
+            name
+        })
+        .collect()
+}
+
+/// Whether a specification's set counts kernel mode in every request (its report's header
+/// then says "user and kernel mode").
+fn spec_kernel(set: &CounterSet) -> bool {
+    set.requests()
+        .iter()
+        .all(|r| r.flags.user && r.flags.system)
 }
 
 /// Bind the counters of `opts` to `target`.
 fn bind_counters(opts: &Options, target: Target) -> Result<(Vec<Counting>, Vec<NotCounted>)> {
     let flags = flags(opts.kernel);
+    if let Some(spec) = &opts.spec {
+        let set = crate::eventspec::parse(spec, backend::global()?)?;
+        let kernel = spec_kernel(&set);
+        let names = spec_names(&set, kernel);
+        let binding = bind(&set, target)?;
+        return Ok((
+            vec![Counting {
+                binding,
+                events: Vec::new(),
+                names,
+                spec_kernel: kernel,
+            }],
+            Vec::new(),
+        ));
+    }
     if !opts.all {
         // One event named twice (`-e 0 -e 0`) needs one counter: it is counted once.
         let mut events = if opts.events.is_empty() {
@@ -210,7 +276,16 @@ fn bind_counters(opts: &Options, target: Target) -> Result<(Vec<Counting>, Vec<N
         };
         events.dedup();
         let binding = bind(&pinned_set(&events, flags)?, target)?;
-        return Ok((vec![Counting { binding, events }], Vec::new()));
+        let names = Vec::new();
+        return Ok((
+            vec![Counting {
+                binding,
+                events,
+                names,
+                spec_kernel: false,
+            }],
+            Vec::new(),
+        ));
     }
     let mut counting = Vec::new();
     let mut not_counted = Vec::new();
@@ -220,6 +295,8 @@ fn bind_counters(opts: &Options, target: Target) -> Result<(Vec<Counting>, Vec<N
             Ok(binding) => counting.push(Counting {
                 binding,
                 events: vec![e],
+                names: Vec::new(),
+                spec_kernel: false,
             }),
             Err(err @ (Error::EventUnavailable { .. } | Error::UnknownEvent { .. })) => not_counted
                 .push(NotCounted {
@@ -252,15 +329,21 @@ fn read_counts(counting: &[Counting]) -> Result<Vec<Count>> {
     let on_perf = backend::global()?.shape().kind == backend::BackendKind::Perf;
     let mut counts = Vec::new();
     for c in counting {
-        let mut v = vec![0u64; c.events.len()];
+        let mut v = vec![0u64; c.len()];
         let info = c.binding.sample(&mut v)?;
-        for (&event, &raw) in c.events.iter().zip(&v) {
+        for (i, &raw) in v.iter().enumerate() {
             let count = scaled(raw, info.enabled_ns, info.running_ns);
+            let event = c.events.get(i).copied().unwrap_or(0);
+            let name = c.names.get(i).cloned();
             counts.push(Count {
                 event,
-                linux_event: on_perf
-                    .then(|| map.host_spec(event).ok().map(str::to_string))
-                    .flatten(),
+                linux_event: match &name {
+                    Some(_) => None,
+                    None => on_perf
+                        .then(|| map.host_spec(event).ok().map(str::to_string))
+                        .flatten(),
+                },
+                name,
                 raw,
                 count: count.round(),
                 enabled_ns: info.enabled_ns,
@@ -336,12 +419,64 @@ impl Observer for PerThread<'_> {
 /// calling thread with inheritance, so they cover every thread and child process it creates
 /// afterwards (a child's counts are added when it exits). `opts.command` only names the
 /// program in the report; `per_thread` and `signals` are not supported here.
+///
+/// The report can also be read and written without allocating, taking a lock or using stdio
+/// ([`SelfCount::readings`], [`SelfCount::write_report`]): the preloaded library writes it
+/// from `_exit` and from a fatal signal's handler. Everything it needs but the counts and the
+/// times is formatted when counting starts.
 pub struct SelfCount {
     opts: Options,
     backend: String,
     counting: Vec<Counting>,
     not_counted: Vec<NotCounted>,
     start_ns: i64,
+    /// The command as the report's first line names it.
+    command: String,
+    /// The rest of that line: ` (perf backend, user mode)` and its newline.
+    header_rest: String,
+    /// Each count line's label ([`count_label`](super::count_label), or a specification's
+    /// name), in the order of [`SelfCount::readings`].
+    labels: Vec<String>,
+    /// The report's lines on events not counted.
+    not_counted_text: String,
+    /// The counts of the images before an `exec` of this process ([`SelfCount::adopt`]).
+    carried: Vec<Reading>,
+}
+
+/// One count as read, for [`SelfCount::write_report`]: the raw count and the counter's enabled
+/// and running times (the count is scaled when `running_ns < enabled_ns`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// The count as read.
+    pub raw: u64,
+    /// Nanoseconds the counter was enabled.
+    pub enabled_ns: u64,
+    /// Nanoseconds it was really counting.
+    pub running_ns: u64,
+}
+
+/// The most counts a [`SelfCount`] reads (the size of the buffers its signal-safe report
+/// needs on the stack).
+pub const MAX_READINGS: usize = 64;
+
+/// The longest command a carried report keeps ([`SelfCount::carry`]), in bytes: the rest is
+/// cut to `...`, so that the environment of the `exec` stays small.
+const CARRIED_COMMAND_MAX: usize = 1024;
+
+/// The calling process's CPU time and that of its waited-for children: user and system
+/// seconds (async-signal-safe).
+fn cpu_times() -> (f64, f64) {
+    let cpu = |who| {
+        // SAFETY: rusage is plain data, filled by the kernel.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid pointer to a rusage.
+        unsafe { libc::getrusage(who, &mut ru) };
+        let tv = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+        (tv(ru.ru_utime), tv(ru.ru_stime))
+    };
+    let (su, ss) = cpu(libc::RUSAGE_SELF);
+    let (cu, cs) = cpu(libc::RUSAGE_CHILDREN);
+    (su + cu, ss + cs)
 }
 
 impl SelfCount {
@@ -356,12 +491,34 @@ impl SelfCount {
         }
         let backend = backend::global()?.shape().kind.to_string();
         let (counting, not_counted) = bind_counters(opts, Target::CurrentThreadInherit)?;
+        let mut labels = Vec::new();
+        for c in &counting {
+            labels.extend(c.names.iter().map(|n| format!("{n} ")));
+            labels.extend(
+                c.events
+                    .iter()
+                    .map(|&e| super::count_label(Flavor::Host, e)),
+            );
+        }
+        if labels.len() > MAX_READINGS {
+            return Err(Error::InvalidArgument(format!(
+                "{} events: the report takes at most {MAX_READINGS}",
+                labels.len()
+            )));
+        }
+        let command = command_line(&opts.command);
+        let header_rest = header_rest(&backend, kernel_mode(opts, &counting), opts.all);
         Ok(SelfCount {
             opts: opts.clone(),
             backend,
+            not_counted_text: not_counted_text(&not_counted),
             counting,
             not_counted,
             start_ns: now_ns(),
+            command,
+            header_rest,
+            labels,
+            carried: Vec::new(),
         })
     }
 
@@ -369,26 +526,255 @@ impl SelfCount {
     /// times are the calling process's and its waited-for children's.
     pub fn finish(&self, status: Status) -> Result<Outcome> {
         let elapsed = (now_ns() - self.start_ns) as f64 * 1e-9;
-        let cpu = |who| {
-            // SAFETY: rusage is plain data, filled by the kernel.
-            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-            // SAFETY: a valid pointer to a rusage.
-            unsafe { libc::getrusage(who, &mut ru) };
-            let tv = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
-            (tv(ru.ru_utime), tv(ru.ru_stime))
-        };
-        let (su, ss) = cpu(libc::RUSAGE_SELF);
-        let (cu, cs) = cpu(libc::RUSAGE_CHILDREN);
-        Ok(outcome(
+        let (user, system) = cpu_times();
+        let mut counts = read_counts(&self.counting)?;
+        for (c, r) in counts.iter_mut().zip(&self.carried) {
+            c.raw = c.raw.wrapping_add(r.raw);
+            c.enabled_ns += r.enabled_ns;
+            c.running_ns += r.running_ns;
+            c.count = scaled(c.raw, c.enabled_ns, c.running_ns).round();
+        }
+        let mut outcome = outcome(
             &self.opts,
             self.backend.clone(),
-            read_counts(&self.counting)?,
+            counts,
             self.not_counted.clone(),
             Vec::new(),
-            [elapsed, elapsed, su + cu, ss + cs],
+            [elapsed, elapsed, user, system],
             status,
-        ))
+        );
+        outcome.kernel = kernel_mode(&self.opts, &self.counting);
+        Ok(outcome)
     }
+
+    /// Read every count into `out` (at least [`MAX_READINGS`] long is always enough), the
+    /// counts carried over an `exec` added; returns how many. Async-signal-safe.
+    pub fn readings(&self, out: &mut [Reading]) -> Result<usize> {
+        let mut v = [0u64; MAX_READINGS];
+        let mut n = 0;
+        for c in &self.counting {
+            let len = c.len();
+            if n + len > out.len() || len > v.len() {
+                return Err(Error::BufferTooSmall {
+                    len: out.len(),
+                    need: n + len,
+                });
+            }
+            let info = c.binding.sample(&mut v[..len])?;
+            for &raw in &v[..len] {
+                let before = self.carried.get(n).copied().unwrap_or_default();
+                out[n] = Reading {
+                    raw: raw.wrapping_add(before.raw),
+                    enabled_ns: info.enabled_ns.wrapping_add(before.enabled_ns),
+                    running_ns: info.running_ns.wrapping_add(before.running_ns),
+                };
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Write the report of a program that ends with `status` with the counts `readings`
+    /// ([`SelfCount::readings`]) to `w`: the text of [`Outcome::text`] without cost tables.
+    /// Async-signal-safe when `w` is (it formats into `w` only: no allocation).
+    pub fn write_report(
+        &self,
+        w: &mut dyn fmt::Write,
+        readings: &[Reading],
+        status: Status,
+    ) -> fmt::Result {
+        w.write_str("Summary for execution of ")?;
+        w.write_str(&self.command)?;
+        w.write_str(&self.header_rest)?;
+        for (label, r) in self.labels.iter().zip(readings) {
+            let count = scaled(r.raw, r.enabled_ns, r.running_ns).round();
+            write_count(w, label, r.raw, count, [r.enabled_ns, r.running_ns])?;
+        }
+        let elapsed = now_ns().saturating_sub(self.start_ns) as f64 * 1e-9;
+        let (user, system) = cpu_times();
+        write_tail(
+            w,
+            [elapsed, elapsed, user, system],
+            &self.not_counted_text,
+            status,
+        )
+    }
+
+    /// The counts so far (`readings`, from [`SelfCount::readings`]), the start time and the
+    /// command, as one line of text for the image an `exec` of this process starts: it takes
+    /// them over with [`SelfCount::adopt`], so that the process prints one report with
+    /// everything counted before and after the `exec`.
+    pub fn carry(&self, readings: &[Reading]) -> String {
+        let mut s = format!("{};", self.start_ns);
+        for (i, r) in readings.iter().enumerate() {
+            let sep = if i > 0 { "," } else { "" };
+            let _ = write!(s, "{sep}{}:{}:{}", r.raw, r.enabled_ns, r.running_ns);
+        }
+        s.push(';');
+        let mut end = self.command.len().min(CARRIED_COMMAND_MAX);
+        while !self.command.is_char_boundary(end) {
+            end -= 1;
+        }
+        for b in self.command[..end].bytes() {
+            if b.is_ascii_graphic() && !matches!(b, b'%' | b';') {
+                s.push(b as char);
+            } else {
+                let _ = write!(s, "%{b:02X}");
+            }
+        }
+        if end < self.command.len() {
+            s.push_str("...");
+        }
+        s
+    }
+
+    /// Take over what an image before an `exec` of this process counted ([`SelfCount::carry`]):
+    /// its counts are added to this one's, its start time and command are the report's. The
+    /// value must come from the same events (as many counts as this counting reads).
+    pub fn adopt(&mut self, carried: &str) -> Result<()> {
+        let bad = |why: &str| Error::InvalidArgument(format!("{why} in a carried count"));
+        let mut parts = carried.splitn(3, ';');
+        let (Some(start), Some(counts), Some(command)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad("missing fields"));
+        };
+        let start_ns: i64 = start.parse().map_err(|_| bad("a bad start time"))?;
+        if start_ns > self.start_ns {
+            return Err(bad("a start after this one"));
+        }
+        let mut readings = Vec::new();
+        for item in counts.split(',').filter(|i| !i.is_empty()) {
+            let f: Vec<u64> = item
+                .split(':')
+                .map(|x| x.parse().map_err(|_| bad("a bad count")))
+                .collect::<Result<_>>()?;
+            let [raw, enabled_ns, running_ns] = f[..] else {
+                return Err(bad("a bad count"));
+            };
+            readings.push(Reading {
+                raw,
+                enabled_ns,
+                running_ns,
+            });
+        }
+        if readings.len() != self.labels.len() {
+            return Err(bad(&format!(
+                "{} counts for {} events",
+                readings.len(),
+                self.labels.len()
+            )));
+        }
+        let mut bytes = Vec::with_capacity(command.len());
+        let mut rest = command.as_bytes();
+        while let Some((&b, tail)) = rest.split_first() {
+            rest = tail;
+            if b != b'%' {
+                bytes.push(b);
+                continue;
+            }
+            let hex = rest
+                .get(..2)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| bad("a bad command"))?;
+            bytes.push(hex);
+            rest = &rest[2..];
+        }
+        self.command = String::from_utf8_lossy(&bytes).into_owned();
+        self.start_ns = start_ns;
+        self.carried = readings;
+        Ok(())
+    }
+}
+
+/// The command line as the report's first line shows it.
+fn command_line(command: &[OsString]) -> String {
+    command
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether counting covers kernel mode, as the report's header says: `-k` for R10000 events,
+/// every request's mode for a specification.
+fn kernel_mode(opts: &Options, counting: &[Counting]) -> bool {
+    opts.kernel || counting.iter().any(|c| c.spec_kernel)
+}
+
+/// The end of the report's first line, after the command.
+fn header_rest(backend: &str, kernel: bool, all: bool) -> String {
+    format!(
+        " ({backend} backend, {}{})\n",
+        if kernel {
+            "user and kernel mode"
+        } else {
+            "user mode"
+        },
+        if all { ", all events multiplexed" } else { "" }
+    )
+}
+
+/// One count line: `label` with its dotted leader, the count right-aligned (`raw`, or the
+/// scaled estimate `count` when the kernel multiplexed the counter: its `[enabled, running]`
+/// nanoseconds differ) and then a note saying so. No allocation.
+fn write_count(
+    w: &mut dyn fmt::Write,
+    label: &str,
+    raw: u64,
+    count: f64,
+    [enabled_ns, running_ns]: [u64; 2],
+) -> fmt::Result {
+    write!(w, "{label:.<60} ")?;
+    if running_ns < enabled_ns {
+        let pct = 100.0 * running_ns as f64 / enabled_ns as f64;
+        writeln!(w, "{count:>20.0}  (counted {pct:.0}% of the time, scaled)")
+    } else {
+        writeln!(w, "{raw:>20}")
+    }
+}
+
+/// The report's last lines: the times (elapsed, counting, user, system seconds), the events
+/// not counted (`not_counted`, from [`not_counted_text`]) and a signal that killed the
+/// command. No allocation.
+fn write_tail(
+    w: &mut dyn fmt::Write,
+    times: [f64; 4],
+    not_counted: &str,
+    status: Status,
+) -> fmt::Result {
+    writeln!(
+        w,
+        "\nElapsed {:.6} s, counting {:.6} s, user {:.6} s, system {:.6} s",
+        times[0], times[1], times[2], times[3]
+    )?;
+    w.write_str(not_counted)?;
+    if let Status::Signaled(sig) = status {
+        writeln!(w, "The command was killed by signal {sig}.")?;
+    }
+    Ok(())
+}
+
+/// The report's lines on the events not counted, grouped by reason.
+fn not_counted_text(not_counted: &[NotCounted]) -> String {
+    let mut reasons: Vec<(&str, Vec<u32>)> = Vec::new();
+    for n in not_counted {
+        match reasons.iter_mut().find(|(r, _)| *r == n.reason) {
+            Some((_, evs)) => evs.push(n.event),
+            None => reasons.push((&n.reason, vec![n.event])),
+        }
+    }
+    let mut s = String::new();
+    for (reason, evs) in reasons {
+        let list: Vec<String> = evs.iter().map(u32::to_string).collect();
+        let _ = writeln!(
+            s,
+            "Not counted: event{} {}: {reason}",
+            if evs.len() > 1 { "s" } else { "" },
+            list.join(", ")
+        );
+    }
+    s
 }
 
 /// The [`Outcome`] of counting `opts`.
@@ -517,12 +903,11 @@ pub fn run(opts: &Options) -> Result<Outcome> {
 /// The count table: one line per event, with a note on scaled counts.
 fn count_lines(s: &mut String, flavor: Flavor, counts: &[Count]) {
     for c in counts {
-        s.push_str(&super::count_line(flavor, c.event, &c.shown()));
-        if c.scaled() {
-            let pct = 100.0 * c.running_ns as f64 / c.enabled_ns as f64;
-            let _ = write!(s, "  (counted {pct:.0}% of the time, scaled)");
-        }
-        s.push('\n');
+        let label = match &c.name {
+            Some(n) => format!("{n} "),
+            None => super::count_label(flavor, c.event),
+        };
+        let _ = write_count(s, &label, c.raw, c.count, [c.enabled_ns, c.running_ns]);
     }
 }
 
@@ -532,8 +917,15 @@ fn json_count(s: &mut String, flavor: Flavor, c: &Count, costs: Option<&CostTabl
         s,
         "{{\"event\":{},\"name\":{},\"linux_event\":{},\"count\":{},\"raw\":{},\
          \"scaled\":{},\"enabled_ns\":{},\"running_ns\":{}",
-        c.event,
-        json_str(flavor.event_name(c.event as usize)),
+        match c.name {
+            Some(_) => "null".to_string(),
+            None => c.event.to_string(),
+        },
+        json_str(
+            c.name
+                .as_deref()
+                .unwrap_or_else(|| flavor.event_name(c.event as usize))
+        ),
         c.linux_event.as_deref().map_or("null".into(), json_str),
         json_num(c.count),
         c.raw,
@@ -565,28 +957,14 @@ impl Outcome {
             .collect()
     }
 
-    fn mode(&self) -> &'static str {
-        if self.kernel {
-            "user and kernel mode"
-        } else {
-            "user mode"
-        }
-    }
-
     /// The text report: the counts (or, with `costs`, the cost estimates and statistics),
     /// the times, and the events that could not be counted.
     pub fn text(&self, costs: Option<&CostTable>) -> String {
         let flavor = costs.map_or(Flavor::Host, |t| t.flavor);
         let mut s = format!(
-            "Summary for execution of {} ({} backend, {}{})\n",
+            "Summary for execution of {}{}",
             self.command.join(" "),
-            self.backend,
-            self.mode(),
-            if self.all {
-                ", all events multiplexed"
-            } else {
-                ""
-            }
+            header_rest(&self.backend, self.kernel, self.all)
         );
         for t in &self.threads {
             let _ = writeln!(
@@ -614,31 +992,13 @@ impl Outcome {
             )),
             None => count_lines(&mut s, flavor, &self.counts),
         }
-        let _ = writeln!(
-            s,
-            "\nElapsed {:.6} s, counting {:.6} s, user {:.6} s, system {:.6} s",
-            self.elapsed_s, self.counting_s, self.user_s, self.system_s
+        let times = [self.elapsed_s, self.counting_s, self.user_s, self.system_s];
+        let _ = write_tail(
+            &mut s,
+            times,
+            &not_counted_text(&self.not_counted),
+            self.status,
         );
-        // Group the events not counted by reason.
-        let mut reasons: Vec<(&str, Vec<u32>)> = Vec::new();
-        for n in &self.not_counted {
-            match reasons.iter_mut().find(|(r, _)| *r == n.reason) {
-                Some((_, evs)) => evs.push(n.event),
-                None => reasons.push((&n.reason, vec![n.event])),
-            }
-        }
-        for (reason, evs) in reasons {
-            let list: Vec<String> = evs.iter().map(u32::to_string).collect();
-            let _ = writeln!(
-                s,
-                "Not counted: event{} {}: {reason}",
-                if evs.len() > 1 { "s" } else { "" },
-                list.join(", ")
-            );
-        }
-        if let Status::Signaled(sig) = self.status {
-            let _ = writeln!(s, "The command was killed by signal {sig}.");
-        }
         s
     }
 
@@ -806,6 +1166,7 @@ mod tests {
         let c = Count {
             event: 0,
             linux_event: None,
+            name: None,
             raw: 10,
             count: scaled(10, 3, 2),
             enabled_ns: 3,
@@ -856,6 +1217,7 @@ mod tests {
         let count = |event: u32, raw: u64| Count {
             event,
             linux_event: None,
+            name: None,
             raw,
             count: raw as f64,
             enabled_ns: 5,
@@ -868,6 +1230,81 @@ mod tests {
             assert!(text.contains("9223372036854775807"), "{text}");
             assert!(!text.contains("9007199254740992"), "{text}");
         }
+    }
+
+    /// The report written without allocation (from `_exit` or a signal handler) is the
+    /// `perfex` report; an `exec`'s carried counts, start and command survive the trip
+    /// through the environment, odd bytes included.
+    #[test]
+    fn the_signal_safe_report_is_the_perfex_report_and_carries_over_exec() {
+        let opts = Options {
+            events: vec![0],
+            command: vec!["prog".into(), "a;b %41\n\u{e9}".into()],
+            ..Options::default()
+        };
+        let Ok(count) = SelfCount::start(&opts) else {
+            return; // a backend that cannot count event 0 here (no PMU and no fallback)
+        };
+        let mut readings = [Reading::default(); MAX_READINGS];
+        let n = count.readings(&mut readings).unwrap();
+        assert_eq!(n, 1);
+        let mut text = String::new();
+        count
+            .write_report(&mut text, &readings[..n], Status::Signaled(15))
+            .unwrap();
+        let outcome = count.finish(Status::Signaled(15)).unwrap();
+        let perfex = outcome.text(None);
+        // The same lines but the times (and the count, read again).
+        let shape = |t: &str| -> Vec<String> {
+            t.lines()
+                .map(|l| {
+                    let l = l.split("Elapsed").next().unwrap();
+                    l.trim_end_matches(|c: char| c.is_ascii_digit() || c == ' ')
+                        .to_string()
+                })
+                .collect()
+        };
+        assert_eq!(shape(&text), shape(&perfex), "{text}\n{perfex}");
+        assert!(
+            text.ends_with("The command was killed by signal 15.\n"),
+            "{text}"
+        );
+
+        let carried = [Reading {
+            raw: 1000,
+            enabled_ns: 50,
+            running_ns: 25,
+        }];
+        let value = count.carry(&carried);
+        let mut next = SelfCount::start(&opts).unwrap();
+        next.adopt(&value).unwrap();
+        assert_eq!(next.command, count.command);
+        assert_eq!(next.start_ns, count.start_ns);
+        let mut after = [Reading::default(); MAX_READINGS];
+        next.readings(&mut after).unwrap();
+        assert!(
+            after[0].raw >= 1000 && after[0].enabled_ns >= 50,
+            "{after:?}"
+        );
+        for bad in [
+            "",
+            "1;2",
+            "x;1:2:3;c",
+            "1;1:2;c",
+            "1;1:2:3,4:5:6;c",
+            "1;1:2:3;%zz",
+        ] {
+            assert!(next.adopt(bad).is_err(), "{bad:?}");
+        }
+        // A command longer than the carried limit is cut, at a character boundary.
+        let long = Options {
+            command: vec!["\u{e9}".repeat(CARRIED_COMMAND_MAX).into()],
+            ..opts.clone()
+        };
+        let count = SelfCount::start(&long).unwrap();
+        let mut next = SelfCount::start(&long).unwrap();
+        next.adopt(&count.carry(&carried)).unwrap();
+        assert!(next.command.ends_with("...") && next.command.len() < count.command.len());
     }
 
     #[test]

@@ -512,15 +512,20 @@ pub fn format_counters(e0: i32, c0: i64, e1: i32, c1: i64) -> Result<String> {
 /// another event (a host's perf event, the event map's choice, `cycles` estimated from the
 /// task clock) that event, followed by the R10000 event it stands for.
 pub fn count_line(flavor: costs::Flavor, event: u32, count: &str) -> String {
+    format!("{:.<60} {count:>20}", count_label(flavor, event))
+}
+
+/// The label of event `event`'s line in a count table ([`count_line`]), with its trailing
+/// space, before the dotted leader.
+pub fn count_label(flavor: costs::Flavor, event: u32) -> String {
     let name = flavor.event_name(event as usize);
     let counted = backend::global()
         .ok()
         .and_then(|b| b.counted_name(&event.to_string()));
-    let label = match counted {
+    match counted {
         Some(c) => format!("{event:>2} {c} (R10000 {name}) "),
         None => format!("{event:>2} {name} "),
-    };
-    format!("{label:.<60} {count:>20}")
+    }
 }
 
 /// The cost report `print_costs` writes: the two counts with their time estimates under the

@@ -272,8 +272,14 @@ pub fn run_output(bin: &Path, backend: &str, args: &[&str], env: &[(&str, &str)]
         .args(args)
         .env("PERFCOMPAT_BACKEND", backend)
         .envs(env.iter().copied());
-    // The programs count page faults of pages they touch once: with transparent huge pages
-    // ("always" on some distributions) one fault could map many of them.
+    output_one_fault_per_page(&mut cmd)
+}
+
+/// Run `cmd` (killed with the test if it outlives it) with transparent huge pages off for it
+/// and its descendants, and return its output. The programs count page faults of pages they
+/// touch once: with transparent huge pages ("always" on some distributions) one fault could
+/// map many of them.
+pub fn output_one_fault_per_page(cmd: &mut Command) -> Output {
     // SAFETY: prctl is a system call, safe between fork and exec; the setting survives exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -283,7 +289,7 @@ pub fn run_output(bin: &Path, backend: &str, args: &[&str], env: &[(&str, &str)]
     };
     cmd.guarded()
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()))
+        .unwrap_or_else(|e| panic!("cannot run {:?}: {e}", cmd.get_program()))
 }
 
 /// [`run_output`] on perf for a program that traces another (libpctx, cputrack): `None`, after
