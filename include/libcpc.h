@@ -547,8 +547,9 @@ int cpc_set_restart(cpc_t *cpc, cpc_set_t *set);
 
 /*
  Resume counting on the calling thread's bound set after `cpc_disable`; see cpc_enable(3CPC).
- A thread without a bound set gets 0 (the page's "no harm will ensue"; also under cputrack,
- whose counters this cannot reach). Async-signal-safe.
+ A thread without a bound set gets 0 (the page's "no harm will ensue"), and the counters a
+ libpctx controller (cputrack) bound to it go on counting, if its `cpc_disable` stopped them
+ (see [`perfcompat::pctx::tell_controller`]). Async-signal-safe.
 
  # Returns
  0, or -1 with `errno` `EINVAL` for a bad handle or when the thread's counters are running
@@ -558,9 +559,11 @@ int cpc_enable(cpc_t *cpc);
 
 /*
  Stop counting on the calling thread's bound set (samples return the values at this
- moment); see cpc_enable(3CPC). A thread without a bound set gets 0 and nothing is stopped:
- counters cputrack bound to it from outside go on counting (Linux has no way for the thread
- to stop them). Async-signal-safe.
+ moment); see cpc_enable(3CPC). A thread without a bound set gets 0; when it runs under a
+ libpctx controller that started it (cputrack, `pctx_create`), the counters the controller
+ bound to it stop until its `cpc_enable`, before this returns (a process taken with
+ `pctx_capture` cannot be heard; see [`perfcompat::pctx::tell_controller`]).
+ Async-signal-safe.
 
  # Returns
  0, or -1 with `errno` `EINVAL` for a bad handle or when the thread's counters are already
