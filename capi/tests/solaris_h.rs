@@ -109,7 +109,7 @@ fn processor_bind_binds_the_thread_for_the_shared_counters() {
     let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
         .ok()
         .and_then(|s| s.trim().parse::<i32>().ok());
-    if !root && !paranoid.is_some_and(|p| p <= 0) {
+    if !root && paranoid.is_none_or(|p| p > 0) {
         skip("counting a CPU needs perf_event_paranoid <= 0 or CAP_PERFMON");
         return;
     }

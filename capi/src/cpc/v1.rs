@@ -180,10 +180,15 @@ fn current() -> Option<&'static dyn perfcompat::backend::Backend> {
 pub(crate) fn backend_of(cpuver: c_int) -> V1Result<&'static dyn perfcompat::backend::Backend> {
     engine_v1::backend_for(cpuver, current()).ok_or_else(|| {
         let now = current().map_or(-1, |b| engine_v1::cpuver(b.shape().kind));
+        let what = match engine_v1::kind_of(cpuver) {
+            // The host's perf counters, while this process counts on an emulated PMU.
+            Some(_) => "cannot be described in this process",
+            None => "is not a processor this library knows",
+        };
         V1Error::Text(
             format!(
-                "cpuver {cpuver} is not a processor this library knows (this process counts on \
-                 cpuver {now}: see cpc_getcpuver)\n"
+                "cpuver {cpuver} {what} (this process counts on cpuver {now}: see \
+                 cpc_getcpuver)\n"
             ),
             libc::EINVAL,
         )
