@@ -65,7 +65,7 @@ fn bound_events_count_exactly_from_their_presets() {
 }
 
 #[test]
-fn emt_ovf_signals_once_freezes_at_the_wrap_and_a_rebind_in_the_handler_goes_on() {
+fn overflow_with_emt_ovf_signals_once_freezes_at_the_wrap_and_a_rebind_in_the_handler_goes_on() {
     for tag in ALL {
         run(tag, "overflow");
     }
