@@ -198,15 +198,6 @@ fn countable(cpuver: i32, backend: &dyn Backend, name: &str, pic: usize) -> bool
     }
 }
 
-/// A PIC number suffix: `"0"` or `"1"`.
-fn pic_suffix(s: &str) -> Option<usize> {
-    match s {
-        "0" => Some(0),
-        "1" => Some(1),
-        _ => None,
-    }
-}
-
 /// Parse event specification `spec` for `cpuver` (checked with `backend`: see
 /// [`backend_for`]), as cpc_strtoevent(3CPC) describes it: `pic0=<event>,pic1=<event>`
 /// (the `picN=` may be left out: a bare event goes to the first free PIC that can count it),
@@ -232,8 +223,10 @@ pub fn parse(
             Some((k, v)) => (k, Some(v)),
             None => (tok, None),
         };
-        let (stem, which) = match key.len().checked_sub(1).map(|i| key.split_at(i)) {
-            Some((s, d)) if table && pic_suffix(d).is_some() => (s, pic_suffix(d)),
+        // A trailing 0 or 1 names one PIC (not on the UltraSPARC: one mode for both).
+        let (stem, which) = match (table, key.strip_suffix('0'), key.strip_suffix('1')) {
+            (true, Some(s), _) => (s, Some(0)),
+            (true, _, Some(s)) => (s, Some(1)),
             _ => (key, None),
         };
         let targets = which.map_or(0..NPIC, |p| p..p + 1);
