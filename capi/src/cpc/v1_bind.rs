@@ -430,18 +430,31 @@ fn outside() -> std::sync::MutexGuard<'static, Vec<Outside>> {
     OUTSIDE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Forget and destroy the context of `owner`; whether there was one.
-fn release_outside(owner: (usize, u64)) -> bool {
+/// Forget and destroy the contexts `dead` picks; whether there was one.
+fn release_where(dead: impl Fn(&Outside) -> bool) -> bool {
     let gone: Vec<Outside> = {
         let mut o = outside();
-        let (gone, keep) = std::mem::take(&mut *o)
-            .into_iter()
-            .partition(|x| x.owner == owner);
+        let (gone, keep) = std::mem::take(&mut *o).into_iter().partition(|x| dead(x));
         *o = keep;
         gone
     };
     gone.iter().for_each(|x| destroy(x.set));
     !gone.is_empty()
+}
+
+/// Forget and destroy the context of `owner`; whether there was one.
+fn release_outside(owner: (usize, u64)) -> bool {
+    release_where(|x| x.owner == owner)
+}
+
+/// Forget and destroy the contexts whose owner is gone without releasing them: a `pctx_t`
+/// released (`pctx_release`) or a shared descriptor closed with `close` (its number may now
+/// be another file's).
+fn release_orphans() {
+    release_where(|x| match x.cpu {
+        None => crate::pctx::pid_of(x.owner.0 as *mut pctx_t).is_none(),
+        Some(_) => inode(x.owner.0 as c_int) != Some(x.owner.1),
+    });
 }
 
 /// Bind `ev` from outside for `owner` with `bind`, replacing its previous context.
@@ -452,6 +465,7 @@ fn bind_outside(
     bind: impl FnOnce(&Cpc, &Set) -> perfcompat::Result<()>,
 ) -> V1Result<c_int> {
     let c = hidden()?;
+    release_orphans();
     release_outside(owner);
     let key = make_set(c, ev, false)?;
     let s = set_at(key).ok_or(Error::OutOfHandles)?;
