@@ -546,9 +546,19 @@ static void child_handler(int sig, siginfo_t *sip, void *uc) {
 static void *child(void *arg) {
     cpc_event_t s;
     (void)arg;
+    /* The creator releases its context first: this LWP's copy is its own. */
+    pthread_barrier_wait(&barrier);
     advance(0, 6);
     CHECK(cpc_take_sample(&s) == 0);
     if (cf->sim) CHECK(s.ce_pic[0] == 6);
+    return NULL;
+}
+
+static void *plain_child(void *arg) {
+    cpc_event_t s;
+    (void)arg;
+    errno = 0;
+    CHECK(cpc_take_sample(&s) == -1 && errno == EINVAL);
     return NULL;
 }
 
@@ -561,12 +571,19 @@ static void inherit(void) {
     sa.sa_flags = SA_SIGINFO;
     CHECK(sigaction(SIGEMT, &sa, NULL) == 0);
     ev.ce_pic[0] = PRESET0;
+    pthread_barrier_init(&barrier, NULL, 2);
     CHECK(cpc_bind_event(&ev, CPC_BIND_EMT_OVF | CPC_BIND_LWP_INHERIT) == 0);
     CHECK(pthread_create(&t, NULL, child, NULL) == 0);
+    CHECK(cpc_rele() == 0);
+    pthread_barrier_wait(&barrier);
     pthread_join(t, NULL);
     /* The new LWP's SIGEMT: both counters read UINT64_MAX. */
     CHECK(child_emts == 1 && child_pic[0] == UINT64_MAX && child_pic[1] == UINT64_MAX);
-    CHECK(cpc_rele() == 0);
+    /* Released before: new threads inherit nothing. */
+    child_emts = 0;
+    CHECK(pthread_create(&t, NULL, plain_child, NULL) == 0);
+    pthread_join(t, NULL);
+    CHECK(child_emts == 0);
 }
 
 int main(int argc, char **argv) {

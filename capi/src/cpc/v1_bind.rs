@@ -12,7 +12,7 @@
 
 use std::cell::Cell;
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use perfcompat::cpc::emt;
@@ -68,26 +68,40 @@ struct Slot {
     cpuver: AtomicI32,
     ctl: AtomicU64,
     flags: AtomicU8,
+    /// The set is destroyed, but threads may hold inherited copies of it, which count on
+    /// (contexts are per LWP): kept until the slot is needed.
+    retired: AtomicBool,
 }
 
-/// The contexts of the live version 1 sets of `cpc_bind_event` (a thread that inherited one
-/// finds its creator's set there: it holds a copy of it).
+/// The contexts of the version 1 sets of `cpc_bind_event` (a thread that inherited one finds
+/// its creator's set there: it holds a copy of it).
 static SLOTS: [Slot; 256] = [const {
     Slot {
         key: AtomicUsize::new(0),
         cpuver: AtomicI32::new(0),
         ctl: AtomicU64::new(0),
         flags: AtomicU8::new(0),
+        retired: AtomicBool::new(false),
     }
 }; 256];
 static SLOTS_WRITE: Mutex<()> = Mutex::new(());
 
-/// Record `cx`; `false` when every slot is taken.
+/// Record `cx`, in a free slot or else a retired one; `false` when every slot is taken.
 fn record(cx: Context) -> bool {
     let _g = SLOTS_WRITE.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(s) = SLOTS.iter().find(|s| s.key.load(Ordering::Acquire) == 0) else {
+    // A retired set's address may be the new set's.
+    for s in SLOTS
+        .iter()
+        .filter(|s| s.key.load(Ordering::Acquire) == cx.set)
+    {
+        s.key.store(0, Ordering::Release);
+    }
+    let free = SLOTS.iter().find(|s| s.key.load(Ordering::Acquire) == 0);
+    let Some(s) = free.or_else(|| SLOTS.iter().find(|s| s.retired.load(Ordering::Acquire))) else {
         return false;
     };
+    s.key.store(0, Ordering::Release);
+    s.retired.store(false, Ordering::Release);
     s.cpuver.store(cx.cpuver, Ordering::Relaxed);
     s.ctl.store(
         u64::from(cx.ctl[0]) | u64::from(cx.ctl[1]) << 32,
@@ -101,14 +115,19 @@ fn record(cx: Context) -> bool {
     true
 }
 
-/// Forget the context of set `key`.
-fn unrecord(key: usize) {
+/// Set `key` is destroyed: its context stays for the inherited copies other threads may
+/// hold (with `CPC_BIND_LWP_INHERIT`), and goes otherwise.
+fn retire(key: usize) {
     let _g = SLOTS_WRITE.lock().unwrap_or_else(|e| e.into_inner());
     for s in SLOTS
         .iter()
         .filter(|s| s.key.load(Ordering::Acquire) == key)
     {
-        s.key.store(0, Ordering::Release);
+        if s.flags.load(Ordering::Relaxed) & 2 != 0 {
+            s.retired.store(true, Ordering::Release);
+        } else {
+            s.key.store(0, Ordering::Release);
+        }
     }
 }
 
@@ -132,8 +151,27 @@ fn context_of(key: usize) -> Option<Context> {
             emt: flags & 1 != 0,
             inherit: flags & 2 != 0,
         };
-        (s.key.load(Ordering::Acquire) == key).then_some(cx)
+        (s.key.load(Ordering::Acquire) == key && ours(key)).then_some(cx)
     })
+}
+
+/// Whether `key` is a set of the library's own handle, or no live set (a destroyed one, whose
+/// inherited copies count on): not a version 2 set made at a retired set's address.
+/// Async-signal-safe.
+fn ours(key: usize) -> bool {
+    match set_at(key) {
+        Some(s) => hidden_now().is_some_and(|c| c.addr() == s.cpc),
+        None => true,
+    }
+}
+
+/// Run `f` on this thread's counters for version 1 set `key`: its binding or inherited copy,
+/// or, the set destroyed, the copy alone. Async-signal-safe.
+fn with_counters<R>(key: usize, f: impl FnMut(&BoundSet) -> R) -> Option<R> {
+    match set_at(key) {
+        Some(s) => s.with_counters(key, f),
+        None => lwp::with_mine(key, f),
+    }
 }
 
 /// The calling thread's version 1 context: the set it bound (or holds an inherited copy of),
@@ -164,7 +202,7 @@ fn destroy(set: usize) {
     if set == 0 {
         return;
     }
-    unrecord(set);
+    retire(set);
     if let Some(c) = hidden_now() {
         lwp::forget(set);
         handles::destroy_child(c, set as *mut cpc_set_t);
@@ -208,11 +246,9 @@ fn make_set(c: &Cpc, ev: &cpc_event_t, emt: bool) -> V1Result<usize> {
 /// Sample the set `key` (this thread's counters for it) into `ev`: counts, time, ticks, and
 /// the cpuver and control fields of `cx`. Async-signal-safe.
 fn sample(c: &Cpc, key: usize, cpuver: c_int, w: [u32; 2], ev: &mut cpc_event_t) -> V1Result<()> {
-    let s = set_at(key).ok_or(Error::NotBound)?;
     let mut vals = [0u64; 2];
-    let info = s
-        .with_counters(key, |b: &BoundSet| b.sample(&mut vals))
-        .unwrap_or(Err(Error::NotBound))?;
+    let info =
+        with_counters(key, |b: &BoundSet| b.sample(&mut vals)).unwrap_or(Err(Error::NotBound))?;
     ev.ce_pic = vals;
     ev.ce_hrt = info.hrtime;
     ev.ce_tsc = handles::ticks(info.running_ns, c.tick_mult);
@@ -231,10 +267,7 @@ fn rebind_in_place(ev: &cpc_event_t, emt: bool, inherit: bool) -> bool {
     if cx.cpuver != ev.ce_cpuver || cx.ctl != ctl(ev) || cx.emt != emt || cx.inherit != inherit {
         return false;
     }
-    let Some(s) = set_at(cx.set) else {
-        return false;
-    };
-    let r = s.with_counters(cx.set, |b: &BoundSet| {
+    let r = with_counters(cx.set, |b: &BoundSet| {
         b.set_preset(0, ev.ce_pic[0])?;
         b.set_preset(1, ev.ce_pic[1])?;
         b.restart()
