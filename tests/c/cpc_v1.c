@@ -546,7 +546,9 @@ static void child_handler(int sig, siginfo_t *sip, void *uc) {
 static void *child(void *arg) {
     cpc_event_t s;
     (void)arg;
-    /* The creator releases its context first: this LWP's copy is its own. */
+    /* This LWP took its copy before its start routine; the creator then releases its context
+     * (between the two waits): the copy is this LWP's own. */
+    pthread_barrier_wait(&barrier);
     pthread_barrier_wait(&barrier);
     advance(0, 6);
     CHECK(cpc_take_sample(&s) == 0);
@@ -574,6 +576,7 @@ static void inherit(void) {
     pthread_barrier_init(&barrier, NULL, 2);
     CHECK(cpc_bind_event(&ev, CPC_BIND_EMT_OVF | CPC_BIND_LWP_INHERIT) == 0);
     CHECK(pthread_create(&t, NULL, child, NULL) == 0);
+    pthread_barrier_wait(&barrier);
     CHECK(cpc_rele() == 0);
     pthread_barrier_wait(&barrier);
     pthread_join(t, NULL);
