@@ -1,4 +1,4 @@
-/* libcpc.h: the Solaris libcpc version 2 C interface (hardware performance counters) on perfcompat. SPDX-License-Identifier: MIT OR Apache-2.0 */
+/* libcpc.h: the Solaris libcpc C interface, versions 2 and 1 (hardware performance counters) on perfcompat. SPDX-License-Identifier: MIT OR Apache-2.0 */
 
 #ifndef LIBCPC_H
 #define LIBCPC_H
@@ -49,9 +49,23 @@ static inline uint64_t perfcompat_cpc_ovf_mask(const void *siginfo) {
  * libcpc's message as a format with no conversions (ap is empty). */
 typedef void (cpc_errhndlr_t)(const char *fn, int subcode, const char *fmt, va_list ap);
 
+/* Version 1's error function (cpc_seterrfn): the function's name without "cpc_" and the
+ * message as a format with no conversions (ap is empty). */
+typedef void (cpc_errfn_t)(const char *fn, const char *fmt, va_list ap);
 
 /*
- The libcpc version this library implements; the only one `cpc_open` accepts.
+ * cpc_event_t's control fields under the names of both layouts of cpc_event(3CPC): x86's
+ * ce_pes[2] and ce_cesr, SPARC's ce_pcr (the same 8 bytes), and SPARC's ce_tick (x86's ce_tsc).
+ */
+#define ce_pes ce_ctl.pes
+#define ce_pcr ce_ctl.pcr
+#define ce_cesr ce_pes[0]
+#define ce_tick ce_tsc
+
+
+/*
+ The libcpc version this library implements; the only one `cpc_open` accepts (version 1's
+ functions are served too: `cpc_version`).
  */
 #define CPC_VER_CURRENT 2
 
@@ -61,7 +75,8 @@ typedef void (cpc_errhndlr_t)(const char *fn, int subcode, const char *fmt, va_l
 #define CPC_BIND_LWP_INHERIT 1
 
 /*
- The libcpc v1 bind flag; v2 binds refuse it (`EINVAL`).
+ `cpc_bind_event`'s flag: the counter that wraps freezes both and sends `SIGEMT`; version 2
+ binds refuse it (`EINVAL`).
  */
 #define CPC_BIND_EMT_OVF 2
 
@@ -171,6 +186,73 @@ typedef void (cpc_errhndlr_t)(const char *fn, int subcode, const char *fmt, va_l
 #define CPC_HV_NO_ACCESS 11
 
 /*
+ `ce_cpuver` of the UltraSPARC I (the `sim:ultrasparc2` model's events).
+ */
+#define CPC_ULTRA1 1000
+
+/*
+ `ce_cpuver` of the UltraSPARC II (`sim:ultrasparc2`).
+ */
+#define CPC_ULTRA2 1001
+
+/*
+ `ce_cpuver` of the UltraSPARC III (not emulated).
+ */
+#define CPC_ULTRA3 1002
+
+/*
+ `ce_cpuver` of the UltraSPARC III+ and IV (`sim:ultrasparc`).
+ */
+#define CPC_ULTRA3_PLUS 1003
+
+/*
+ `ce_cpuver` of the UltraSPARC IIIi (not emulated).
+ */
+#define CPC_ULTRA3_I 1004
+
+/*
+ `ce_cpuver` of the UltraSPARC IV+ (not emulated).
+ */
+#define CPC_ULTRA4_PLUS 1005
+
+/*
+ `ce_cpuver` of the Pentium (not emulated).
+ */
+#define CPC_PENTIUM 2000
+
+/*
+ `ce_cpuver` of the Pentium with MMX (not emulated).
+ */
+#define CPC_PENTIUM_MMX 2001
+
+/*
+ `ce_cpuver` of the Pentium Pro and II (not emulated).
+ */
+#define CPC_PENTIUM_PRO 2002
+
+/*
+ `ce_cpuver` of the Pentium Pro with MMX and II (not emulated).
+ */
+#define CPC_PENTIUM_PRO_MMX 2003
+
+/*
+ perfcompat's `ce_cpuver` of the Pentium 4 (`sim:pentium4`), which had no version 1 on
+ Solaris.
+ */
+#define CPC_PENTIUM4 2004
+
+/*
+ perfcompat's `ce_cpuver` of this host's perf_event counters.
+ */
+#define CPC_PERFCOMPAT_HOST 9000
+
+/*
+ perfcompat's `ce_cpuver` of the other emulated models: this plus the model's place in
+ `PERFCOMPAT_BACKEND`'s list (r10000 0, r12000 1, ev4 5, ev5 6, ppc750 7, ppc7450 8).
+ */
+#define CPC_PERFCOMPAT_SIM_BASE 9100
+
+/*
  A sample buffer (opaque): made by `cpc_buf_create`.
  */
 typedef struct cpc_buf_t cpc_buf_t;
@@ -208,6 +290,58 @@ typedef long long hrtime_t;
  Solaris `processorid_t`: a CPU number.
  */
 typedef int processorid_t;
+
+/*
+ The control fields of a `cpc_event_t`: `ce_pes[2]` (x86) and `ce_pcr` (SPARC) are the
+ same 8 bytes; `libcpc.h` names them `ce_pes`, `ce_pcr` and `ce_cesr` (`ce_pes[0]`) with
+ macros. Portable programs do not read them (cpc_event(3CPC)). On the UltraSPARC models
+ they hold a %pcr image; elsewhere each 32-bit half numbers one PIC's request in a table of
+ the process (the engine's `perfcompat::cpc::v1` says more).
+ */
+typedef union {
+  /*
+   x86's two event-select registers.
+   */
+  uint32_t pes[2];
+  /*
+   SPARC's performance control register.
+   */
+  uint64_t pcr;
+} cpc_event_ctl_t;
+
+/*
+ A version 1 event and its sample (cpc_event(3CPC)): the x86 layout, with SPARC's names as
+ macros (`ce_tick` is `ce_tsc`, `ce_pcr` shares `ce_pes`'s bytes), 48 bytes on every
+ 64-bit target. Programs declare it themselves.
+ */
+typedef struct {
+  /*
+   The processor (`cpc_getcpuver`) the event was made for.
+   */
+  int ce_cpuver;
+  /*
+   When the counters were sampled (`gethrtime`'s time base: `CLOCK_MONOTONIC` ns).
+   */
+  hrtime_t ce_hrt;
+  /*
+   Cycles the counted thread ran since the bind (`cpc_buf_tick`'s clock).
+   */
+  uint64_t ce_tsc;
+  /*
+   The two 64-bit counter values (presets at bind).
+   */
+  uint64_t ce_pic[2];
+  /*
+   The control fields: what `cpc_strtoevent` made.
+   */
+  cpc_event_ctl_t ce_ctl;
+} cpc_event_t;
+
+/*
+ `cpc_version`'s answer for a version it cannot support; as an argument, "which version is
+ current?".
+ */
+#define CPC_VER_NONE 0
 
 #ifdef __cplusplus
 extern "C" {
@@ -632,6 +766,317 @@ void cpc_walk_generic_events_pic(cpc_t *cpc,
  `action` is NULL or a function of this type.
  */
 void cpc_walk_attrs(cpc_t *cpc, void *arg, void (*action)(void *arg, const char *attr));
+
+/*
+ Say which version of the interface the program was built for (cpc_version(3CPC)).
+
+ # Returns
+ `version` when it is supported (1, and 2: `CPC_VER_CURRENT`, both served by this library),
+ the current version (2) for `CPC_VER_NONE`, else `CPC_VER_NONE`.
+ */
+uint_t cpc_version(uint_t version);
+
+/*
+ The processor this process counts on, as a `ce_cpuver` number (cpc_getcpuver(3CPC)):
+ `CPC_ULTRA2` on `sim:ultrasparc2`, `CPC_ULTRA3_PLUS` on `sim:ultrasparc`, `CPC_PENTIUM4` on
+ `sim:pentium4`, `CPC_PERFCOMPAT_HOST` on perf.
+
+ # Returns
+ The number, or -1 (with the backend's `errno`) when no counters can be used.
+ */
+int cpc_getcpuver(void);
+
+/*
+ The name of `cpuver`'s counter interface, e.g. "UltraSPARC I&II" (cpc_getcpuver(3CPC)).
+
+ # Returns
+ A string the library keeps, or NULL with `errno` `EINVAL` (and a message) for an unknown
+ cpuver.
+ */
+const char *cpc_getcciname(int cpuver);
+
+/*
+ Where `cpuver`'s events are documented (cpc_getcpuver(3CPC)); may be longer than 80
+ characters.
+
+ # Returns
+ A string the library keeps, or NULL with `errno` `EINVAL` (and a message) for an unknown
+ cpuver.
+ */
+const char *cpc_getcpuref(int cpuver);
+
+/*
+ The syntax `cpc_strtoevent` takes for `cpuver`, as space-separated tokens
+ (cpc_getcpuver(3CPC)).
+
+ # Returns
+ A string the library keeps, or NULL with `errno` `EINVAL` (and a message) for an unknown
+ cpuver.
+ */
+const char *cpc_getusage(int cpuver);
+
+/*
+ The number of valid `ce_pic` fields of `cpuver`'s events: 2 (cpc_getcpuver(3CPC)).
+
+ # Returns
+ 2, or 0 with `errno` `EINVAL` (and a message) for an unknown cpuver.
+ */
+uint_t cpc_getnpic(int cpuver);
+
+/*
+ Call `action(arg, regno, name, bits)` for every event PIC `regno` (0 or 1) of `cpuver` can
+ count, with its event-select bits (the %pcr field on the UltraSPARC, the first counter's
+ select code on the other emulated models, 0 on perf); see cpc_getcpuver(3CPC). An unknown
+ cpuver or PIC, or a NULL `action`, calls nothing (silently, as the page says; `errno` is
+ `EINVAL`).
+
+ # Safety
+ `action` is NULL or a function of this type.
+ */
+void cpc_walk_names(int cpuver, int regno, void *arg, void (*action)(void *arg,
+                                                                     int regno,
+                                                                     const char *name,
+                                                                     uint8_t bits));
+
+/*
+ Translate event specification `spec` (e.g. `"pic0=EC_ref,pic1=EC_hit,sys"`) for `cpuver`
+ into `event`: its `ce_cpuver` and control fields set, the rest 0 (cpc_strtoevent(3CPC);
+ the syntax is in `cpc_getusage` and in the engine's `perfcompat::cpc::v1::parse`).
+
+ # Returns
+ 0, or -1 with `errno` `EINVAL` and the reason told to the error function
+ (`cpc_seterrfn`): a NULL argument, an unknown cpuver, and libcpc's messages for the
+ specification (`"%pic0 cannot measure event 'X' on this cpu"`, `"two events must be
+ specified"`, `"bad token 'X'"`...).
+
+ # Safety
+ `spec` is NULL or a string; `event` is NULL or points to a `cpc_event_t`.
+ */
+int cpc_strtoevent(int cpuver, const char *spec, cpc_event_t *event);
+
+/*
+ The canonical specification of `event` (cpc_strtoevent(3CPC)): `pic0=A,pic1=B`, then
+ `nouser`, `sys` and attributes as `cpc_strtoevent` takes them.
+
+ # Returns
+ A string the caller frees with `free`, or NULL with `errno` `EINVAL` (and a message) for a
+ NULL event or control fields that do not describe one.
+
+ # Safety
+ `event` is NULL or points to a `cpc_event_t`.
+ */
+char *cpc_eventtostr(cpc_event_t *event);
+
+/*
+ Add `event`'s counts and ticks into `accum`, whose time becomes the later of the two
+ (cpc_event_diff(3CPC)). Counts add modulo 2^64. A NULL argument changes nothing
+ (`errno` `EINVAL` and a message).
+
+ # Safety
+ Each argument is NULL or points to a `cpc_event_t`.
+ */
+void cpc_event_accum(cpc_event_t *accum, cpc_event_t *event);
+
+/*
+ Set `diff`'s counts and ticks to `after`'s minus `before`'s and its time to `after`'s
+ (cpc_event_diff(3CPC)); differences modulo 2^64. A NULL argument changes nothing (`errno`
+ `EINVAL` and a message).
+
+ # Safety
+ Each argument is NULL or points to a `cpc_event_t`; `diff` may be one of the others.
+ */
+void cpc_event_diff(cpc_event_t *diff, cpc_event_t *after, cpc_event_t *before);
+
+/*
+ Set the process's version 1 error function (NULL: the default, `libcpc: <fn>: <message>`
+ on standard error); see cpc_seterrfn(3CPC). It is called as `errfn(fn, fmt, ap)` with the
+ failing function's name without `cpc_` (`"strtoevent"`, `"bind_event"`...) and the message
+ as a format whose `ap` is empty; `errno` is preserved around it. Version 2's handles keep
+ their own handlers (`cpc_seterrhndlr`).
+
+ # Safety
+ `errfn` is NULL or a function of type `cpc_errfn_t`.
+ */
+void cpc_seterrfn(cpc_errfn_t *errfn);
+
+/*
+ Whether the counters can be used (cpc_access(3CPC)): the process's backend
+ (`PERFCOMPAT_BACKEND`) opens.
+
+ # Returns
+ 0, or -1 with `errno` `ENOSYS` and the message "CPU performance counters are inaccessible
+ on this machine" (no backend can be opened; `cpc_open` says why).
+ */
+int cpc_access(void);
+
+/*
+ Bind `event`'s two events to the calling thread, each counter starting from its `ce_pic`
+ preset; a NULL `event` releases the context (cpc_bind_event(3CPC)). Flags:
+ `CPC_BIND_EMT_OVF`, the counter that wraps past 2^64 (e.g. from a preset of
+ `UINT64_MAX - 999` after 1000 events) freezes both and sends the thread `SIGEMT`
+ (`si_code` `EMT_CPCOVF`): counting stays stopped until the next `cpc_bind_event`, which a
+ SIGEMT handler may call (async-signal-safe when only the presets change);
+ `CPC_BIND_LWP_INHERIT`, threads created later are counted too (with `CPC_BIND_EMT_OVF`
+ each gets its own copy and a SIGEMT in which `cpc_take_sample` reads `UINT64_MAX`), as
+ `cpc_bind_curlwp` does. Binding replaces the thread's context, version 2's included.
+
+ # Returns
+ 0, or -1 with `errno` and a message to the error function: `EINVAL` for unknown flags, an
+ event for another cpuver or control fields `cpc_strtoevent` did not make, events the
+ processor cannot count together; `ENOTSUP` for `CPC_BIND_EMT_OVF` on a processor without
+ overflow interrupts (`sim:ultrasparc2`); `EACCES` when the kernel refuses.
+
+ # Safety
+ `event` is NULL or points to a `cpc_event_t`.
+ */
+int cpc_bind_event(cpc_event_t *event, int flags);
+
+/*
+ Sample the calling thread's context into `event`: `ce_pic` (64-bit values: preset + events;
+ frozen at the overflow after a `CPC_BIND_EMT_OVF` one), `ce_hrt`, `ce_tsc`, and the
+ `ce_cpuver` and control fields of the bound event (cpc_bind_event(3CPC)).
+ Async-signal-safe: a SIGEMT handler may call it.
+
+ # Returns
+ 0, or -1 with `errno` `EINVAL` and a message for a NULL `event` or a thread without a
+ context.
+
+ # Safety
+ `event` is NULL or points to a `cpc_event_t`.
+ */
+int cpc_take_sample(cpc_event_t *event);
+
+/*
+ Remove the calling thread's version 1 context now (cpc_bind_event(3CPC)); otherwise it
+ goes when the thread exits.
+
+ # Returns
+ 0 (also when there was none).
+ */
+int cpc_rele(void);
+
+/*
+ Turn the counting of user-mode events on (`enable` non-zero) or off in the calling thread's
+ context without otherwise disturbing it: the counters keep their values
+ (cpc_count_usr_events(3CPC)).
+
+ # Returns
+ 0, or -1 with `errno` `EINVAL` and a message when the thread has no context.
+ */
+int cpc_count_usr_events(int enable);
+
+/*
+ Turn the counting of system-mode events on or off in the calling thread's context
+ (cpc_count_usr_events(3CPC)).
+
+ # Returns
+ 0, or -1 with `errno` `EINVAL` and a message when the thread has no context, or for
+ turning them on in a context bound with `CPC_BIND_EMT_OVF`.
+ */
+int cpc_count_sys_events(int enable);
+
+/*
+ Bind `event` to LWP `lwpid` (libpctx's id) of the process `pctx` controls, from one of its
+ callbacks; a NULL `event` releases it (cpc_pctx_bind_event(3CPC)). `flags` must be 0.
+
+ # Returns
+ 0, or -1 with `errno` and a message: `EINVAL` for a bad `pctx`, flags other than 0 and
+ `cpc_bind_event`'s reasons; `ESRCH` for an LWP the process does not have.
+
+ # Safety
+ `pctx` is NULL or a libpctx handle; `event` is NULL or points to a `cpc_event_t`.
+ */
+int cpc_pctx_bind_event(pctx_t *pctx, id_t lwpid, cpc_event_t *event, int flags);
+
+/*
+ Sample LWP `lwpid`'s context into `event` (cpc_pctx_bind_event(3CPC)).
+
+ # Returns
+ 0, or -1 with `errno` and a message: `EINVAL` for a bad `pctx`, a NULL `event` or an LWP
+ without a context; `ESRCH` for an LWP the process does not have; `EAGAIN` after
+ `cpc_pctx_invalidate`.
+
+ # Safety
+ `pctx` is NULL or a libpctx handle; `event` is NULL or points to a `cpc_event_t`.
+ */
+int cpc_pctx_take_sample(pctx_t *pctx, id_t lwpid, cpc_event_t *event);
+
+/*
+ Remove LWP `lwpid`'s context (cpc_pctx_bind_event(3CPC)).
+
+ # Returns
+ 0 (also when it had none), or -1 with `errno` and a message: `EINVAL` for a bad `pctx`,
+ `ESRCH` for an LWP the process does not have.
+
+ # Safety
+ `pctx` is NULL or a libpctx handle.
+ */
+int cpc_pctx_rele(pctx_t *pctx, id_t lwpid);
+
+/*
+ Invalidate LWP `lwpid`'s context: its samples fail with `EAGAIN` until it is released
+ (cpc_pctx_bind_event(3CPC)).
+
+ # Returns
+ 0, or -1 with `errno` and a message: `EINVAL` for a bad `pctx` or an LWP without a
+ context, `ESRCH` for an LWP the process does not have.
+
+ # Safety
+ `pctx` is NULL or a libpctx handle.
+ */
+int cpc_pctx_invalidate(pctx_t *pctx, id_t lwpid);
+
+/*
+ Open the counters of the processor the calling thread is bound to (cpc_shared_open(3CPC)):
+ a descriptor for `cpc_shared_bind_event`. On Linux, counting a CPU needs
+ `perf_event_paranoid` at 0 or below, `CAP_PERFMON` or root (checked at bind); per-thread
+ contexts are not invalidated.
+
+ # Returns
+ The descriptor, or -1 with `errno` and a message: `ENXIO` when no counters can be used.
+ */
+int cpc_shared_open(void);
+
+/*
+ Bind `event` to the counters of the CPU the calling thread is bound to (with
+ `sched_setaffinity` to one CPU, Solaris's `processor_bind`), counting everything that runs
+ there; a NULL `event` releases them (cpc_shared_open(3CPC)). `flags` must be 0.
+
+ # Returns
+ 0, or -1 with `errno` and a message: `EINVAL` for a bad descriptor, flags other than 0, a
+ thread not bound to one CPU, and `cpc_bind_event`'s reasons; `EACCES` without the
+ privilege to count a CPU.
+
+ # Safety
+ `event` is NULL or points to a `cpc_event_t`.
+ */
+int cpc_shared_bind_event(int fd, cpc_event_t *event, int flags);
+
+/*
+ Sample the counters bound to descriptor `fd` into `event` (cpc_shared_open(3CPC)).
+
+ # Returns
+ 0, or -1 with `errno` and a message: `EINVAL` for a bad descriptor, a NULL `event` or
+ nothing bound; `EAGAIN` when the thread is no longer bound to the CPU.
+
+ # Safety
+ `event` is NULL or points to a `cpc_event_t`.
+ */
+int cpc_shared_take_sample(int fd, cpc_event_t *event);
+
+/*
+ Release the counters bound to descriptor `fd` (cpc_shared_open(3CPC)).
+
+ # Returns
+ 0, or -1 with `errno` `EINVAL` and a message for a bad descriptor.
+ */
+int cpc_shared_rele(int fd);
+
+/*
+ Release the counters bound to descriptor `fd` and close it (cpc_shared_open(3CPC)). A bad
+ descriptor is told to the error function (`errno` `EINVAL`).
+ */
+void cpc_shared_close(int fd);
 
 #ifdef __cplusplus
 }  // extern "C"

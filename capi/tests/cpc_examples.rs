@@ -463,3 +463,66 @@ fn p4_escr_conflict_rejected_at_bind_and_resolved_by_pinning() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// libcpc version 1 (issue 31).
+
+/// examples/cpc_v1_example.c, written from the version 1 pages: 20 sampled iterations
+/// (`cpc_bind_event`, `cpc_take_sample`, `cpc_event_diff`, `cpc_event_accum`), then a SIGEMT
+/// every 1000 events of PIC0 (`CPC_BIND_EMT_OVF`, rebound in the handler). Exact on the
+/// emulated PMUs (iteration i counts 10 * i and i events; 3500 events overflow 3 times; the
+/// UltraSPARC I&II cannot interrupt), page faults on perf.
+#[test]
+fn cpc_v1_example_counts_and_catches_overflows() {
+    for bin in builds("examples/cpc_v1_example.c") {
+        for (backend, overflows) in [
+            ("sim:ultrasparc", Some(3)),
+            ("sim:ultrasparc2", None),
+            ("sim:pentium4", Some(3)),
+        ] {
+            let stdout = run_ok(&bin, backend, &[]);
+            for i in 1..=20u64 {
+                assert!(
+                    stdout.contains(&format!("{i:2}: {} {i}\n", 10 * i)),
+                    "{backend} iteration {i}:\n{stdout}"
+                );
+            }
+            assert!(stdout.contains("total: 2100 210\n"), "{backend}:\n{stdout}");
+            match overflows {
+                Some(n) => assert!(stdout.contains(&format!("overflows: {n}\n")), "{stdout}"),
+                None => assert!(stdout.contains("# no overflow interrupts"), "{stdout}"),
+            }
+        }
+        let stdout = run_ok(&bin, "perf", &[]);
+        assert!(
+            stdout.contains("pic0=page-faults,pic1=task-clock"),
+            "{stdout}"
+        );
+        let faults = number_after(&stdout, "total: ");
+        assert!((2100..3000).contains(&faults), "{stdout}");
+        let overflows = number_after(&stdout, "overflows: ");
+        assert!((3..=4).contains(&overflows), "{stdout}");
+        // PERFEVENTS chooses the events; a bad one is refused with libcpc's message.
+        let stdout = run_ok(
+            &bin,
+            "sim:ultrasparc2",
+            &[("PERFEVENTS", "pic1=EC_hit,pic0=Cycle_cnt,sys")],
+        );
+        assert!(
+            stdout.contains(": pic0=Cycle_cnt,pic1=EC_hit,sys\n"),
+            "{stdout}"
+        );
+        let out = run_output(
+            &bin,
+            "sim:ultrasparc2",
+            &[],
+            &[("PERFEVENTS", "pic0=EC_hit,pic1=EC_ref")],
+        );
+        let (_, stderr) = texts(&out);
+        assert!(
+            !out.status.success()
+                && stderr.contains("cpc_v1_example: cpc_strtoevent: %pic0 cannot measure event 'EC_hit' on this cpu\n"),
+            "{stderr}"
+        );
+    }
+}

@@ -21,6 +21,8 @@ const LIBCPC: &[&str] = &[
     "src/cpc/binding.rs",
     "src/cpc/sampling.rs",
     "src/cpc/walkers.rs",
+    "src/cpc/v1.rs",
+    "src/cpc/v1_bind.rs",
 ];
 
 fn check(config_file: &str, header: &str, source: &str) {

@@ -98,3 +98,43 @@ fn example_2_takes_a_sigemt_every_thousand_faults() {
         assert_eq!(pair[1], "0x0", "the request reads its wrap value: {text}");
     }
 }
+
+/// `processor_bind` (the header's, over the thread's affinity) binds the thread to a CPU, as
+/// cpc_shared_open(3CPC) asks before the shared counters of libcpc version 1 are used; the
+/// counters then count that CPU's page faults, and unbinding makes their samples `EAGAIN`.
+#[test]
+fn processor_bind_binds_the_thread_for_the_shared_counters() {
+    // SAFETY: a plain libc call.
+    let root = unsafe { libc::geteuid() } == 0;
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok());
+    if !root && paranoid.is_none_or(|p| p > 0) {
+        skip("counting a CPU needs perf_event_paranoid <= 0 or CAP_PERFMON");
+        return;
+    }
+    let bin = tmp().join("solaris_pbind");
+    let st = Command::new("cc")
+        .args([
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-include",
+            "perfcompat/solaris.h",
+            "-o",
+        ])
+        .arg(&bin)
+        .arg(format!("-I{}", repo().join("include").display()))
+        .arg(repo().join("tests/c/solaris_pbind.c"))
+        .args(link_args())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = run_output(&bin, "perf", &[], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("0 failures"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

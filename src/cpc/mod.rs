@@ -17,6 +17,7 @@ pub mod cpu;
 pub mod emt;
 pub mod set;
 pub mod thread;
+pub mod v1;
 
 /// Request flag: freeze the set and notify when this request's counter overflows
 /// (`CPC_OVF_NOTIFY_EMT`).

@@ -28,6 +28,8 @@ mod errors;
 mod open;
 mod sampling;
 mod sets;
+mod v1;
+mod v1_bind;
 mod walkers;
 
 pub use binding::*;
@@ -36,6 +38,8 @@ pub use errors::*;
 pub use open::*;
 pub use sampling::*;
 pub use sets::*;
+pub use v1::*;
+pub use v1_bind::*;
 pub use walkers::*;
 
 use handles::{Buf, Cpc, Set};
@@ -47,11 +51,13 @@ pub type hrtime_t = std::ffi::c_longlong;
 /// Solaris `processorid_t`: a CPU number.
 pub type processorid_t = c_int;
 
-/// The libcpc version this library implements; the only one `cpc_open` accepts.
+/// The libcpc version this library implements; the only one `cpc_open` accepts (version 1's
+/// functions are served too: `cpc_version`).
 pub const CPC_VER_CURRENT: c_int = 2;
 /// Bind flag: threads the bound thread creates later inherit the set.
 pub const CPC_BIND_LWP_INHERIT: c_uint = 0x1;
-/// The libcpc v1 bind flag; v2 binds refuse it (`EINVAL`).
+/// `cpc_bind_event`'s flag: the counter that wraps freezes both and sends `SIGEMT`; version 2
+/// binds refuse it (`EINVAL`).
 pub const CPC_BIND_EMT_OVF: c_uint = 0x2;
 /// Request flag: freeze the set and send `SIGEMT` when this request's counter overflows.
 pub const CPC_OVF_NOTIFY_EMT: c_uint = 0x1;

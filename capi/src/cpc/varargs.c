@@ -2,8 +2,9 @@
  * The C side of the libcpc and libpctx ABIs: what Rust cannot do on stable.
  *
  * - A libcpc error handler takes a va_list; only C can make one. Rust calls
- *   perfcompat_cpc_call_errhndlr with no variable arguments, so the handler gets an empty
- *   va_list started after fmt (the documented strings contain no conversions).
+ *   perfcompat_cpc_call_errhndlr (version 2's cpc_errhndlr_t) and perfcompat_cpc_call_errfn
+ *   (version 1's cpc_errfn_t) with no variable arguments, so the handler gets an empty
+ *   va_list started after fmt (the strings passed contain no conversions).
  * - pctx_set_events(pctx, event, fn, event, fn, ..., PCTX_NULL_EVENT) is variadic. Rust
  *   exports pctx_set_events as a naked trampoline that jumps here unchanged (registers, stack
  *   and the vector-register count intact), so this function reads the arguments as a C
@@ -23,6 +24,19 @@ perfcompat_cpc_call_errhndlr(perfcompat_errhndlr_t *h, const char *fn, int subco
     va_list ap;
     va_start(ap, fmt);
     h(fn, subcode, fmt, ap);
+    va_end(ap);
+}
+
+/* libcpc version 1's error function (cpc_seterrfn): the function's name and the message as a
+ * format with no conversions ('%' doubled), with an empty va_list. */
+typedef void(perfcompat_errfn_t)(const char *fn, const char *fmt, va_list ap);
+
+__attribute__((visibility("hidden"))) void
+perfcompat_cpc_call_errfn(perfcompat_errfn_t *h, const char *fn, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    h(fn, fmt, ap);
     va_end(ap);
 }
 

@@ -11,6 +11,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use perfcompat::{Error, Result};
 
+pub(crate) mod errfn;
 pub(crate) mod registry;
 pub(crate) mod report;
 
