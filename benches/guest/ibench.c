@@ -22,7 +22,8 @@
  *            thread's CPU time (its instructions, user and kernel), and as first-wall the
  *            clock, which also runs while the thread waits (in close(), for the kernel).
  *   fixed    a command's whole run (`ibench fixed LABEL COMMAND...`): see fixed.
- * usage: ibench [first WHO | fixed LABEL COMMAND...]; prints "IBENCH <row> <who> <instructions per call>" lines. */
+ *   overflow one overflow handled (`ibench overflow ours|raw|papi`): see overflow.
+ * usage: ibench [first WHO | fixed LABEL COMMAND... | overflow WHO]; prints "IBENCH <row> <who> <instructions per call>" lines. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -251,6 +252,116 @@ static void ours_interval(void) {
     read_counters(e0, &c0, e1, &c1);
 }
 
+/* ---- overflow handled (`ibench overflow ours|raw|papi`, one process each: a counter another
+ * part of the program still held would push `cycles` off the cycle counter, whose overflow
+ * interrupt is the one QEMU raises on time under icount; a general counter's comes at the next
+ * timer tick). `cycles` (user mode) overflows every OVF_PERIOD over a loop of 2 * OVF_ITER
+ * instructions; an overflow's cost is the run's instructions over the bare loop's (user and
+ * kernel: the interrupt, the signal, the handler, the restart), divided by the overflows
+ * taken ---- */
+#define OVF_PERIOD 200000ull
+#define OVF_ITER 10000000ull
+static volatile long ovf_count;
+
+static void ovf_loop(void) {
+    uint64_t n = OVF_ITER;
+    __asm__ volatile("1: subs %0, %0, #1\n\tb.ne 1b" : "+r"(n) : : "cc");
+}
+
+/* ours: cpc_bind_curlwp(3CPC)'s way: the preset again and a restart in the SIGEMT handler */
+static void on_emt(int sig, siginfo_t *si, void *uc) {
+    (void)sig, (void)si, (void)uc;
+    ovf_count++;
+    cpc_request_preset(cpc, 0, UINT64_MAX - OVF_PERIOD + 1);
+    cpc_set_restart(cpc, set);
+}
+
+/* raw: the kernel's own period and signal, a handler that only counts (the floor) */
+static void on_signal(int sig, siginfo_t *si, void *uc) {
+    (void)sig, (void)si, (void)uc;
+    ovf_count++;
+}
+
+static void on_papi(int es_, void *addr, long long vec, void *ctx) {
+    (void)es_, (void)addr, (void)vec, (void)ctx;
+    ovf_count++;
+}
+
+static int overflow(const char *who) {
+    uint64_t bare = UINT64_MAX;
+    for (int r = 0; r < 3; r++) {
+        uint64_t t0 = now();
+        ovf_loop();
+        uint64_t t = now() - t0;
+        if (t < bare) bare = t;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    uint64_t t0 = 0, t = 0;
+    if (strcmp(who, "ours") == 0) {
+        cpc = cpc_open(CPC_VER_CURRENT);
+        if (!cpc) fail("cpc_open", 0);
+        sa.sa_sigaction = on_emt;
+        sigaction(SIGEMT, &sa, NULL);
+        set = cpc_set_create(cpc);
+        if (cpc_set_add_request(cpc, set, "cycles", UINT64_MAX - OVF_PERIOD + 1,
+                                CPC_COUNT_USER | CPC_OVF_NOTIFY_EMT, 0, NULL) < 0)
+            fail("cpc_set_add_request", 0);
+        if (cpc_bind_curlwp(cpc, set, 0) != 0) fail("cpc_bind_curlwp", 0);
+        t0 = now();
+        ovf_loop();
+        t = now() - t0;
+        cpc_unbind(cpc, set);
+    } else if (strcmp(who, "raw") == 0) {
+        struct perf_event_attr a;
+        memset(&a, 0, sizeof a);
+        a.size = sizeof a;
+        a.type = PERF_TYPE_HARDWARE;
+        a.config = PERF_COUNT_HW_CPU_CYCLES;
+        a.sample_period = OVF_PERIOD;
+        a.wakeup_events = 1;
+        a.disabled = 1;
+        a.exclude_kernel = 1;
+        a.exclude_hv = 1;
+        int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+        if (fd < 0) fail("perf_event_open", 0);
+        sa.sa_sigaction = on_signal;
+        sigaction(SIGUSR1, &sa, NULL);
+        fcntl(fd, F_SETFL, O_ASYNC);
+        fcntl(fd, F_SETSIG, SIGUSR1);
+        struct f_owner_ex own = {F_OWNER_TID, (pid_t)syscall(SYS_gettid)};
+        fcntl(fd, F_SETOWN_EX, &own);
+        ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+        t0 = now();
+        ovf_loop();
+        t = now() - t0;
+        ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+        close(fd);
+    } else if (strcmp(who, "papi") == 0) {
+        int rc = PAPI_library_init(PAPI_VER_CURRENT);
+        if (rc != PAPI_VER_CURRENT) fail("PAPI_library_init", rc);
+        int code = 0;
+        if (PAPI_event_name_to_code((char *)PAPI_EV[0], &code) != PAPI_OK) fail("PAPI_event_name_to_code", 0);
+        papi_set(1, 0);
+        if (PAPI_overflow(es, code, (int)OVF_PERIOD, 0, on_papi) != PAPI_OK) fail("PAPI_overflow", 0);
+        PAPI_start(es);
+        t0 = now();
+        ovf_loop();
+        t = now() - t0;
+        PAPI_stop(es, pv);
+    } else {
+        fail(who, 0);
+    }
+    long n = ovf_count;
+    /* At least the loop's own overflows (its handlers' user cycles add a few): fewer means the
+     * interrupts came late, and the figure would not be the cost of one. */
+    if (n < (long)(2 * OVF_ITER / OVF_PERIOD)) fail("overflows signalled late", n);
+    printf("IBENCH overflow %s %.0f\n", who, (double)(t - bare) / n);
+    printf("IBENCH overflows %s %ld\n", who, n);
+    return 0;
+}
+
 /* First use, once per process (`ibench first WHO`): from nothing to two events counting.
  * ours: cpc_open, a set of cycles and instructions, a buffer, the first bind; libperfex:
  * the first start_counters; raw: two perf_event_open, their pages mapped, the group enabled;
@@ -302,8 +413,8 @@ static int first_use(const char *who) {
     return 0;
 }
 
-/* `ibench profile first WHO` or `ibench profile sample1`: the first use or 20000 samples of
- * one event under a sampling profiler (every 10000 guest instructions), printing "IPROF <library> <offset>" per sample taken in a library; the
+/* `ibench profile first WHO`, `ibench profile overflow WHO` or `ibench profile sample1`: the
+ * first use, the overflow run or 20000 samples of one event under a sampling profiler (every 10000 guest instructions), printing "IPROF <library> <offset>" per sample taken in a library; the
  * runner turns offsets into function names. */
 #define PROF_MAX 8192
 static uintptr_t prof_pc[PROF_MAX];
@@ -345,6 +456,9 @@ static int profile(int argc, char **argv) {
     } else if (argc > 3 && strcmp(argv[2], "first") == 0) {
         ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
         first_use(argv[3]);
+    } else if (argc > 3 && strcmp(argv[2], "overflow") == 0) {
+        ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+        overflow(argv[3]);
     }
     ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
     for (int i = 0; i < prof_n; i++) {
@@ -385,6 +499,7 @@ static int fixed(char **argv) {
 int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[1], "first") == 0) return first_use(argv[2]);
     if (argc > 3 && strcmp(argv[1], "fixed") == 0) return fixed(argv + 2);
+    if (argc > 2 && strcmp(argv[1], "overflow") == 0) return overflow(argv[2]);
     if (argc > 2 && strcmp(argv[1], "profile") == 0) return profile(argc, argv);
     cpc = cpc_open(CPC_VER_CURRENT);
     if (!cpc) fail("cpc_open", 0);

@@ -25,6 +25,9 @@ if [ -x /guest/ibench ]; then
     ./ibench first $who 2>&1 | sed '/^IBENCH/!s/^/guest: /'
   done
   ./ibench 2>&1 | sed '/^IBENCH/!s/^/guest: /'
+  for who in ours raw papi; do
+    ./ibench overflow $who 2>&1 | sed '/^IBENCH/!s/^/guest: /'
+  done
   # The fixed cost of counting a command: benches/c/workload.c bare, under the raw counting
   # command (benches/c/wrap.c, the floor), perfex, cputrack and the preloaded library.
   w="./workload 5"
