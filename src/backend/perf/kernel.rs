@@ -4,9 +4,10 @@
 //! `read` of a counter or group, the `PERF_EVENT_IOC_*` ioctls, the `fcntl`s that route the
 //! overflow signal, `mmap`/`munmap` of the event pages, the user-mode counter read (x86-64's
 //! `rdpmc` instruction, arm64's `mrs` of the counter's register) and the
-//! `perf_event_paranoid` setting. [`LINUX`] makes the real system calls; [`super::model`] is
-//! an in-process model of the interface that the tests run the real backend code over, to
-//! execute the paths that need a hardware PMU on hosts without one.
+//! `perf_event_paranoid` setting. [`LINUX`] makes the real system calls; `super::model` (built
+//! for the tests only: the `kernel-model` feature) is an in-process model of the interface
+//! that the tests run the real backend code over, to execute the paths that need a hardware
+//! PMU on hosts without one.
 //!
 //! The methods are called from the overflow signal handler and the sample path: an
 //! implementation must be async-signal-safe there (no allocation, no locks that the

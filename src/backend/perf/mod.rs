@@ -60,6 +60,7 @@ use crate::set::{Request, Target, MAX_REQUESTS};
 mod group;
 mod host;
 pub mod kernel;
+#[cfg(any(test, feature = "kernel-model"))]
 pub mod model;
 pub mod names;
 mod rdpmc;
@@ -141,8 +142,8 @@ impl PerfBackend {
         Ok(b)
     }
 
-    /// The backend over a given kernel interface (a [`model::Model`] in the tests), probed
-    /// through it as [`PerfBackend::new`] probes the host.
+    /// The backend over a given kernel interface (the kernel model, `model::Model`, in the
+    /// tests), probed through it as [`PerfBackend::new`] probes the host.
     pub fn with_kernel(kernel: &'static dyn Kernel) -> Result<PerfBackend> {
         let pmu = host::probe_counting(kernel)?;
         Ok(PerfBackend {
