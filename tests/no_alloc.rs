@@ -70,3 +70,37 @@ fn hot_paths_do_not_allocate() {
         "allocations in sample/restart/preset and the signal path"
     );
 }
+
+/// The preloaded library writes its report from a fatal signal's handler and from `_exit`
+/// (issue 37): reading the counts and formatting the report allocate nothing.
+#[test]
+fn the_preloads_report_allocates_nothing() {
+    use perfcompat::perfex::command::{Options, Reading, SelfCount, Status, MAX_READINGS};
+    struct Sink(usize);
+    impl std::fmt::Write for Sink {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0 += s.len();
+            Ok(())
+        }
+    }
+    let opts = Options {
+        spec: Some("page-faults,task-clock".into()),
+        command: vec!["program".into()],
+        ..Options::default()
+    };
+    let count = SelfCount::start(&opts).unwrap();
+    let mut readings = [Reading::default(); MAX_READINGS];
+    let mut sink = Sink(0);
+    let before = allocs();
+    let n = count.readings(&mut readings).unwrap();
+    count
+        .write_report(&mut sink, &readings[..n], Status::Signaled(libc::SIGTERM))
+        .unwrap();
+    let made = allocs() - before;
+    assert_eq!(n, 2, "two events read");
+    assert!(sink.0 > 100, "a report was written ({} bytes)", sink.0);
+    assert_eq!(
+        made, 0,
+        "{made} allocations reading the counts and writing the report"
+    );
+}
