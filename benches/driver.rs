@@ -314,7 +314,7 @@ fn engine_pure(cfg: &Config, s: &mut Samples) {
     let n = cfg.iterations * 10;
     let mut acc = 0u64;
     let ns = time_ns(n, 3, || {
-        acc = acc.wrapping_add(perfcompat::virt::virtual_value(
+        acc = acc.wrapping_add(perfcompat::base::virt::virtual_value(
             std::hint::black_box(acc),
             std::hint::black_box(12345),
         ));

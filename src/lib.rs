@@ -1,32 +1,26 @@
 //! # perfcompat: the counter-virtualisation engine
 //!
 //! One engine behind two classic hardware-counter C ABIs, IRIX `libperfex` and Solaris
-//! `libcpc` v2 (the ABI layers live in the `perfcompat-capi` crate). The engine is safe Rust
-//! with no C types:
+//! `libcpc` v1 and v2, with libpctx and Tru64's pfm device (the ABI layers live in the
+//! `perfcompat-capi` crate). The engine is safe Rust with no C types. Its folders are its
+//! layers; each uses only the ones above it in this list (`tests/module_graph.rs` checks it):
 //!
-//! - [`set`]: a [`CounterSet`] of [`Request`]s (event, 64-bit preset, flags, pinned counter,
-//!   attributes) and the [`Target`]s a set can be bound to;
+//! - [`base`]: the leaves (the [`Error`] type, system facts, signal-safe state, the 64-bit
+//!   virtualisation arithmetic) and what a set is before it is bound: a [`CounterSet`] of
+//!   [`Request`]s and the [`Target`]s it can be bound to, placing requests on counters, the
+//!   R10000 event map, the overflow signal's handler and watcher, the cost-file format;
+//! - [`backend`]: the Linux `perf_event_open` backend and the emulated PMUs (R10000, R12000,
+//!   UltraSPARC, Pentium 4, ...), chosen at run time by `PERFCOMPAT_BACKEND`;
 //! - [`engine`]: [`bind`] places and programs a set and returns a [`Binding`]; sampling gives
 //!   64-bit virtual values, presets, overflow notification with freezing, restart, generation
-//!   numbers (see the module documentation for the signal-safety rules);
-//! - [`virt`]: the 64-bit virtualisation arithmetic over narrow counters;
-//! - [`sched`]: placing requests on counters and explaining conflicts;
-//! - [`backend`]: the Linux `perf_event_open` backend and the emulated PMUs (R10000, R12000,
-//!   UltraSPARC, Pentium 4), chosen at run time by `PERFCOMPAT_BACKEND`;
-//! - [`perfex`]: IRIX libperfex semantics (per-thread start/read pairs, generations, report);
-//! - [`cpustat`], [`cputrack`]: the engines of the Solaris commands `cpustat` and `cputrack`;
-//! - [`cpc`]: Solaris libcpc semantics that are not C: a set's requests as added, binding to a CPU,
-//!   each thread's bound set and inherited copies;
-//! - [`threads`]: what a new thread does before its start routine (the `pthread_create` hook);
-//! - [`pctx`]: process control under ptrace (thread create/exit callbacks) for `perfex -mp`
-//!   and libpctx;
-//! - [`held`]: threads of traced processes whose program stopped their counting from inside
-//!   (`cpc_disable` under cputrack);
-//! - [`costs`]: perfex cost tables (built-in, system, loaded), time estimates and statistics;
-//! - [`calibrate`]: the host calibration microbenchmarks (`perfex --calibrate`): clock, cache,
-//!   memory and TLB-miss latencies, branch mispredict penalty, written to the host cost cache;
-//! - [`eventmap`]: the R10000 event numbers and their closest Linux events, overridable by a
-//!   `PERFCOMPAT_EVENTS` file.
+//!   numbers, each thread's table of bindings (see the module documentation for the
+//!   signal-safety rules);
+//! - [`api`]: the semantics of the interfaces: libcpc ([`api::cpc`]), libperfex
+//!   ([`api::perfex`]), libpctx ([`api::pctx`]), Tru64's pfm device ([`api::pfm`]), the cost
+//!   tables libperfex prints ([`api::costs`]) and what a new thread does before its start
+//!   routine ([`api::threads`]);
+//! - [`commands`]: the engines of the commands `perfex`, `cpustat` and `cputrack` (and their
+//!   event specifications), and the host calibration behind `perfex --calibrate`.
 //!
 //! ```no_run
 //! use perfcompat::{bind, CounterSet, Request, Target};
@@ -59,30 +53,12 @@ macro_rules! stderr_text {
     }};
 }
 
+pub mod api;
 pub mod backend;
-pub mod calibrate;
-pub mod costfile;
-pub mod costs;
-pub mod cpc;
-pub mod cpustat;
-pub mod cputrack;
+pub mod base;
+pub mod commands;
 pub mod engine;
-pub mod error;
-pub mod eventmap;
-pub mod eventspec;
-pub mod held;
-pub mod pctx;
-pub mod perfex;
-pub mod pfm;
-pub mod sched;
-pub mod set;
-pub mod signal;
-pub mod sigsafe;
-pub mod sys;
-pub mod threads;
-pub mod virt;
-pub mod watch;
 
+pub use base::error::{Error, Result};
+pub use base::set::{Attr, CounterSet, Request, RequestFlags, Target};
 pub use engine::{bind, bind_with, Binding, BoundSet, OverflowEvent, SampleInfo};
-pub use error::{Error, Result};
-pub use set::{Attr, CounterSet, Request, RequestFlags, Target};

@@ -5,8 +5,8 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use perfcompat::calibrate::{calibrate, calibrate_and_cache, CalibrateOptions};
-use perfcompat::costs::{self, CostOverlay, CostTable, Flavor, Unit};
+use perfcompat::api::costs::{self, CostOverlay, CostTable, Flavor, Unit};
+use perfcompat::commands::calibrate::{calibrate, calibrate_and_cache, CalibrateOptions};
 
 mod common;
 use common::TempDir;

@@ -3,8 +3,8 @@
 
 use perfcompat::backend::perf::PerfBackend;
 use perfcompat::backend::sim::SimBackend;
+use perfcompat::base::error::ErrorKind;
 use perfcompat::engine::check_request;
-use perfcompat::error::ErrorKind;
 use perfcompat::Request;
 
 fn kind(b: &dyn perfcompat::backend::Backend, r: Request) -> Option<ErrorKind> {

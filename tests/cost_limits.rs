@@ -3,7 +3,7 @@
 //! and `load_costs` refuses, naming the line, a cost whose time for a 64-bit count would
 //! overflow (a cost of 1e308 was loaded, then printed `inf` times).
 
-use perfcompat::perfex::{format_costs, format_counters};
+use perfcompat::api::perfex::{format_costs, format_counters};
 use perfcompat::Error;
 
 mod common;
@@ -30,7 +30,7 @@ fn a_cost_that_would_overflow_a_time_is_refused_naming_its_line() {
         "# a cost no time can carry\n25 1e308 1e308 1e308 clks\n",
     )
     .unwrap();
-    match perfcompat::costs::load(&f) {
+    match perfcompat::api::costs::load(&f) {
         Err(Error::BadFile { line, reason, .. }) => {
             assert_eq!(line, 2, "{reason}");
             assert!(reason.contains("too large"), "{reason}");
@@ -40,7 +40,7 @@ fn a_cost_that_would_overflow_a_time_is_refused_naming_its_line() {
     // The largest cost accepted, at the slowest clock, still gives finite times for the
     // largest count.
     std::fs::write(&f, "clock 0.001 MHz\n25 1e280 1e280 1e280 clks\n").unwrap();
-    perfcompat::costs::load(&f).unwrap();
+    perfcompat::api::costs::load(&f).unwrap();
     let report = format_costs(25, i64::MAX, 25, i64::MAX).unwrap();
     assert!(!report.contains("inf"), "{report}");
 }

@@ -1,12 +1,12 @@
-//! The engine's libcpc requests and walkers ([`perfcompat::cpc`]) on an emulated R10000: what is
+//! The engine's libcpc requests and walkers ([`perfcompat::api::cpc`]) on an emulated R10000: what is
 //! checked when a request is added and what when its set is bound, the set's limit, the
 //! walkers' split of generic and platform events. (An integration test: the backend's event
 //! list reads the process-wide event map, which a unit test of `eventmap` sets.)
 
+use perfcompat::api::cpc::*;
 use perfcompat::backend::sim::SimBackend;
 use perfcompat::backend::Backend;
-use perfcompat::cpc::*;
-use perfcompat::set::MAX_REQUESTS;
+use perfcompat::base::set::MAX_REQUESTS;
 use perfcompat::Error;
 
 fn r10000() -> &'static dyn Backend {

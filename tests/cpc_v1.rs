@@ -1,12 +1,12 @@
-//! libcpc version 1's engine part (`perfcompat::cpc::v1`, issue 31): the specification syntax
+//! libcpc version 1's engine part (`perfcompat::api::cpc::v1`, issue 31): the specification syntax
 //! of cpc_strtoevent(3CPC) and its messages, the %pcr image of the UltraSPARC models, the
 //! request table elsewhere, the two requests of a binding, `cpc_walk_names`' data. (The C
 //! functions are tested from C by capi/tests/cpc_v1.rs.)
 
+use perfcompat::api::cpc::v1::*;
+use perfcompat::api::cpc::{COUNT_SYSTEM, COUNT_USER, OVF_NOTIFY_EMT, PICNUM};
 use perfcompat::backend::sim::{self, model::Model};
 use perfcompat::backend::{Backend, BackendKind};
-use perfcompat::cpc::v1::*;
-use perfcompat::cpc::{COUNT_SYSTEM, COUNT_USER, OVF_NOTIFY_EMT, PICNUM};
 
 /// The %pcr's user-mode and system-mode bits.
 const PCR_USR: u32 = 1 << 2;

@@ -1,4 +1,4 @@
-//! The `cpustat` command (tools/cpustat.rs over perfcompat::cpustat): per-CPU counting on perf
+//! The `cpustat` command (tools/cpustat.rs over perfcompat::commands::cpustat): per-CPU counting on perf
 //! with task-clock on every CPU (as root), the column layout, set cycling, the total line at
 //! the end and on Ctrl-C (the last partial interval included), write errors, and the refusals
 //! (as nobody; bad specifications; usage).
@@ -28,7 +28,7 @@ fn root() -> bool {
 }
 
 fn ncpus() -> usize {
-    perfcompat::cpustat::online_cpus().len()
+    perfcompat::commands::cpustat::online_cpus().len()
 }
 
 /// time, cpu, event, values, the set's specification (several sets)
@@ -75,7 +75,10 @@ fn counts_task_clock_on_every_cpu_each_interval() {
     assert_eq!(r.len(), 4 * ncpus(), "{text}");
     for (k, (t, cpu, ev, vals, _)) in r.iter().enumerate() {
         assert_eq!(ev, "tick");
-        assert_eq!(*cpu, perfcompat::cpustat::online_cpus()[k % ncpus()]);
+        assert_eq!(
+            *cpu,
+            perfcompat::commands::cpustat::online_cpus()[k % ncpus()]
+        );
         let want = 0.25 * ((k / ncpus()) + 1) as f64;
         assert!((t - want).abs() < 0.1, "time {t}, {want} expected: {text}");
         // A CPU-wide task-clock counts the whole interval, busy or idle: 250 ms.

@@ -1,4 +1,4 @@
-//! The `cputrack` command (tools/cputrack.rs over perfcompat::cputrack): exact lines on an
+//! The `cputrack` command (tools/cputrack.rs over perfcompat::commands::cputrack): exact lines on an
 //! emulated PMU (the engine's observer driven by hand for threads of this process, counts
 //! injected), real page-fault counts on perf, -f and -e, -p on a running process, -o and -n,
 //! and the refusals.
@@ -14,10 +14,10 @@ mod cputrack_out;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 
+use perfcompat::api::pctx::{Observer, Status};
 use perfcompat::backend::{self, sim::SimBackend, Backend};
-use perfcompat::cputrack::{Options, Tracker};
-use perfcompat::eventspec;
-use perfcompat::pctx::{Observer, Status};
+use perfcompat::commands::cputrack::{Options, Tracker};
+use perfcompat::commands::eventspec;
 
 fn cputrack(args: &[&str]) -> Output {
     cputrack_command(args).output().unwrap()
@@ -224,7 +224,10 @@ fn golden_sets_take_turns_verbose_on_ultrasparc() {
         lwp.advance("Cycle_cnt", 5);
         lwp.advance("Instr_cnt", 7);
         t.tick(pid, lwp.tid).unwrap();
-        assert_eq!(t.fork(pid, lwp.tid, 4242), perfcompat::pctx::Follow::No);
+        assert_eq!(
+            t.fork(pid, lwp.tid, 4242),
+            perfcompat::api::pctx::Follow::No
+        );
         lwp.advance("Cycle_cnt", 3);
         t.fini_lwp(pid, lwp.tid).unwrap();
         t.exit(pid, Status::Exited(0));

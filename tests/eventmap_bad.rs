@@ -1,7 +1,7 @@
 //! A malformed `PERFCOMPAT_EVENTS` file is rejected whole, with file and line, and the
 //! built-in table stays in force.
 
-use perfcompat::eventmap::EventMap;
+use perfcompat::base::eventmap::EventMap;
 
 mod common;
 use common::TempDir;

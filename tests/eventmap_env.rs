@@ -5,7 +5,7 @@
 use perfcompat::backend::perf::PerfBackend;
 use perfcompat::backend::sim::SimBackend;
 use perfcompat::backend::Backend;
-use perfcompat::eventmap::EventMap;
+use perfcompat::base::eventmap::EventMap;
 
 mod common;
 use common::TempDir;

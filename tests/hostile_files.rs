@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use perfcompat::costfile::CostOverlay;
-use perfcompat::eventmap::EventMap;
+use perfcompat::base::costfile::CostOverlay;
+use perfcompat::base::eventmap::EventMap;
 
 mod common;
 use common::{Guarded, TempDir};
@@ -56,7 +56,7 @@ fn every_file_reader_refuses_a_fifo_without_blocking() {
         ),
         (
             "costs::load",
-            refused_in_time("costs::load", &f, perfcompat::costs::load),
+            refused_in_time("costs::load", &f, perfcompat::api::costs::load),
         ),
     ] {
         assert!(msg.contains("not a regular file"), "{what}: {msg}");

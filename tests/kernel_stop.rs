@@ -58,7 +58,7 @@ fn block_overflow_signal(block: bool) {
     unsafe {
         let mut s: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut s);
-        libc::sigaddset(&mut s, perfcompat::signal::overflow_signal());
+        libc::sigaddset(&mut s, perfcompat::base::signal::overflow_signal());
         let how = if block {
             libc::SIG_BLOCK
         } else {
@@ -74,7 +74,7 @@ fn overflow_signal_pending() -> bool {
     unsafe {
         let mut s: libc::sigset_t = std::mem::zeroed();
         assert_eq!(libc::sigpending(&mut s), 0);
-        libc::sigismember(&s, perfcompat::signal::overflow_signal()) == 1
+        libc::sigismember(&s, perfcompat::base::signal::overflow_signal()) == 1
     }
 }
 

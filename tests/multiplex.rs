@@ -12,10 +12,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use perfcompat::backend::{
     Backend, BackendInfo, BackendKind, CounterInfo, EventInfo, Group, Times,
 };
+use perfcompat::base::sched::{Candidate, Slot};
+use perfcompat::base::set::{CounterSet, Request, Target};
+use perfcompat::base::sigsafe::{set_window_hook, WindowPoint};
 use perfcompat::engine::bind_with;
-use perfcompat::sched::{Candidate, Slot};
-use perfcompat::set::{CounterSet, Request, Target};
-use perfcompat::sigsafe::{set_window_hook, WindowPoint};
 use perfcompat::{Binding, Result};
 
 /// The tests of this file take turns: they share the backend's count and times.

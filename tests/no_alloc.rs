@@ -75,7 +75,7 @@ fn hot_paths_do_not_allocate() {
 /// (issue 37): reading the counts and formatting the report allocate nothing.
 #[test]
 fn the_preloads_report_allocates_nothing() {
-    use perfcompat::perfex::command::{Options, Reading, SelfCount, Status, MAX_READINGS};
+    use perfcompat::commands::perfex::{Options, Reading, SelfCount, Status, MAX_READINGS};
     struct Sink(usize);
     impl std::fmt::Write for Sink {
         fn write_str(&mut self, s: &str) -> std::fmt::Result {

@@ -1,4 +1,4 @@
-//! Process control under ptrace (`perfcompat::pctx`): what an observer is told, counters bound
+//! Process control under ptrace (`perfcompat::api::pctx`): what an observer is told, counters bound
 //! per thread from the callbacks, capture of a running process, ticks and release.
 
 mod common;
@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::workload;
-use perfcompat::pctx::{Follow, Observer, Pctx, Status};
+use perfcompat::api::pctx::{Follow, Observer, Pctx, Status};
 use perfcompat::{bind, Binding, CounterSet, Request, Target};
 
 /// Records every callback, and counts page faults per thread from init_lwp to fini_lwp.

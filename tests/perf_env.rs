@@ -23,7 +23,7 @@ fn environment_switches() {
         assert!(!perf.info().notes.iter().any(|n| n.contains("estimated")));
     }
 
-    assert_eq!(perfcompat::signal::overflow_signal(), 40);
+    assert_eq!(perfcompat::base::signal::overflow_signal(), 40);
     let set = CounterSet::new()
         .with(Request::new("page-faults").preset(u64::MAX - 9).notify())
         .unwrap();

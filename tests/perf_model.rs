@@ -10,8 +10,8 @@ use perfcompat::backend::perf::model::{Config, Model};
 use perfcompat::backend::perf::names::PerfCode;
 use perfcompat::backend::perf::{HostCaps, PerfBackend};
 use perfcompat::backend::Backend;
+use perfcompat::base::error::ConflictReason;
 use perfcompat::engine::{self, OverflowEvent};
-use perfcompat::error::ConflictReason;
 use perfcompat::{bind_with, CounterSet, Error, Request, RequestFlags, Target};
 
 mod common;

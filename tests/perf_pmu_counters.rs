@@ -2,17 +2,17 @@
 //! playing Linux 6.1's arm64 `armv8_pmuv3` driver as a QEMU guest has it: 6 general event
 //! counters and the cycle counter only `cycles` can use; a group one member over opens and
 //! never runs. libcpc's rules are checked through the engine's libcpc layer
-//! (`perfcompat::cpc`: what `cpc_set_add_request`, `cpc_bind_curlwp` and the walkers call);
+//! (`perfcompat::api::cpc`: what `cpc_set_add_request`, `cpc_bind_curlwp` and the walkers call);
 //! the subcode is the one the C layer derives from the error's kind
 //! (`capi/src/edge/report.rs`: InvalidEvent is `CPC_INVALID_EVENT`, 1; Other is none).
 
 use perf_event_open_sys::bindings as b;
+use perfcompat::api::cpc::{self, set::Set, COUNT_USER};
 use perfcompat::backend::perf::model::{Config, Model};
 use perfcompat::backend::perf::names::PerfCode;
 use perfcompat::backend::perf::{PerfBackend, PmuCounters, VIRTUAL_COUNTERS};
 use perfcompat::backend::Backend;
-use perfcompat::cpc::{self, set::Set, COUNT_USER};
-use perfcompat::error::{ConflictReason, ErrorKind};
+use perfcompat::base::error::{ConflictReason, ErrorKind};
 use perfcompat::{bind_with, CounterSet, Error, Request, Target};
 
 mod common;
@@ -68,13 +68,17 @@ fn cpc_set(be: &PerfBackend, events: &[&str]) -> &'static Set {
     s
 }
 
-fn no_set(_: usize) -> Option<&'static Set> {
-    None
+struct NoSets;
+
+impl perfcompat::api::cpc::set::Sets for NoSets {
+    fn by_key(_: usize) -> Option<&'static Set> {
+        None
+    }
 }
 
 /// `cpc_bind_curlwp` of `s`.
 fn bind_curlwp(be: &'static PerfBackend, s: &Set) -> perfcompat::Result<()> {
-    s.bind_curlwp(be, 1, false, 0, no_set)
+    s.bind_curlwp::<NoSets>(be, 1, false, 0)
 }
 
 /// `cpc_npic` is the PMU's counters: 6 general and the cycle counter; what `instructions`

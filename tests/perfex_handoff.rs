@@ -3,8 +3,8 @@
 //! them and do not stop them, other events are refused, and an explicit start takes over as
 //! before. (Its own test binary: the backend and the hand-over are once per process.)
 
+use perfcompat::api::perfex::{self, Handoff};
 use perfcompat::backend::sim;
-use perfcompat::perfex::{self, Handoff};
 use perfcompat::Error;
 
 #[test]

@@ -4,8 +4,9 @@
 
 use std::sync::{Barrier, Once};
 
+use perfcompat::api::{costs, perfex};
 use perfcompat::backend::sim;
-use perfcompat::{costs, perfex, Error};
+use perfcompat::Error;
 
 fn emulated_r10000() {
     static ONCE: Once = Once::new();

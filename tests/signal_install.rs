@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 mod common;
 use common::Guarded;
 
-use perfcompat::signal::{install_overflow_handler, overflow_signal, Dispatch};
+use perfcompat::base::signal::{install_overflow_handler, overflow_signal, Dispatch};
 
 const CHILD: &str = "SIGNAL_INSTALL_CHILD";
 const TRIES: usize = 400;

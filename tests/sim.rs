@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use perfcompat::backend::sim::{SimBackend, SimGroup};
 use perfcompat::backend::Backend as _;
+use perfcompat::base::error::ConflictReason;
 use perfcompat::engine::{self, OverflowEvent};
-use perfcompat::error::ConflictReason;
 use perfcompat::{bind_with, CounterSet, Error, Request, RequestFlags, Target};
 
 mod common;
@@ -199,7 +199,7 @@ fn restart_in_the_handler_counts_every_overflow_and_loses_nothing() {
     RESTART[slot].store(0, Ordering::SeqCst);
 }
 
-fn conflict(r: Result<perfcompat::Binding, Error>) -> perfcompat::error::Conflict {
+fn conflict(r: Result<perfcompat::Binding, Error>) -> perfcompat::base::error::Conflict {
     match r {
         Err(Error::Conflict(c)) => c,
         other => panic!("expected a conflict, got {other:?}"),

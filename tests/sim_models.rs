@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use perfcompat::backend::sim::{SimBackend, SimGroup, MODEL_NAMES};
 use perfcompat::backend::Backend;
+use perfcompat::base::error::ConflictReason;
 use perfcompat::engine::{self, OverflowEvent};
-use perfcompat::error::ConflictReason;
 use perfcompat::{bind_with, Binding, CounterSet, Error, Request, RequestFlags, Target};
 
 mod common;
@@ -30,7 +30,7 @@ fn group(b: &Binding) -> &SimGroup {
     b.group().as_any().downcast_ref::<SimGroup>().unwrap()
 }
 
-fn conflict(r: Result<Binding, Error>) -> perfcompat::error::Conflict {
+fn conflict(r: Result<Binding, Error>) -> perfcompat::base::error::Conflict {
     match r {
         Err(Error::Conflict(c)) => c,
         other => panic!("expected a conflict, got {other:?}"),

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use perfcompat::backend::perf::PerfBackend;
+use perfcompat::base::sigsafe::{set_window_hook, WindowPoint};
 use perfcompat::engine::{self, bind_tagged, Binding, OverflowEvent};
-use perfcompat::sigsafe::{set_window_hook, WindowPoint};
 use perfcompat::Target;
 
 mod common;

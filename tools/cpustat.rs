@@ -1,6 +1,6 @@
 //! `cpustat`: the Solaris command that counts events on every CPU, on the perfcompat engine.
-//! Argument parsing and output only: what is counted is `perfcompat::cpustat`'s, the event
-//! specifications are `perfcompat::eventspec`'s. `cpustat -h` lists the options and events.
+//! Argument parsing and output only: what is counted is `perfcompat::commands::cpustat`'s, the event
+//! specifications are `perfcompat::commands::eventspec`'s. `cpustat -h` lists the options and events.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use perfcompat::backend;
-use perfcompat::cpustat::CpuStat;
+use perfcompat::commands::cpustat::CpuStat;
 use perfcompat::CounterSet;
 
 mod solaris;

@@ -1,6 +1,6 @@
 //! `cputrack`: the Solaris command that counts events in each LWP of a process (or a family
 //! of processes), on the perfcompat engine. Argument parsing and output only: what is counted
-//! is `perfcompat::cputrack`'s, the event specifications are `perfcompat::eventspec`'s.
+//! is `perfcompat::commands::cputrack`'s, the event specifications are `perfcompat::commands::eventspec`'s.
 //! `cputrack -h` lists the options and events.
 
 use std::ffi::OsString;
@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use perfcompat::backend;
-use perfcompat::cputrack::{self, Options, Subject};
+use perfcompat::commands::cputrack::{self, Options, Subject};
 use perfcompat::Error;
 
 mod cputrack_out;

@@ -1,4 +1,4 @@
-//! cputrack's output: the column titles and one line per record of `perfcompat::cputrack`.
+//! cputrack's output: the column titles and one line per record of `perfcompat::commands::cputrack`.
 //!
 //! ```text
 //!    time lwp      event      pic0      pic1
@@ -10,7 +10,7 @@
 
 use std::io::Write;
 
-use perfcompat::cputrack::{Record, Sink};
+use perfcompat::commands::cputrack::{Record, Sink};
 use perfcompat::CounterSet;
 
 /// The output format and where it goes.

@@ -1,6 +1,6 @@
 //! `perfex`: run a command and report its event counts and cost estimates, as IRIX perfex(1)
 //! did, on the perfcompat engine. `perfex --help` lists the options; the README and
-//! `perfcompat::perfex::command` document the decisions.
+//! `perfcompat::commands::perfex` document the decisions.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -8,10 +8,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use perfcompat::costs;
-use perfcompat::perfex;
-use perfcompat::perfex::command::{self, Options};
-use perfcompat::perfex::mpi;
+use perfcompat::api::costs;
+use perfcompat::api::perfex;
+use perfcompat::commands::perfex::mpi;
+use perfcompat::commands::perfex::{self as command, Options};
 
 const USAGE: &str = "\
 usage: perfex [-a | -e event0 [-e event1]] [-mp | -s] [-x] [-k] [-y] [-t] [-T] [-o file] [-c file]
@@ -102,7 +102,7 @@ fn usage_error(msg: &str) -> ExitCode {
 
 fn event(v: &OsString) -> Result<u32, String> {
     let s = v.to_string_lossy();
-    perfcompat::perfex::parse_event(&s)
+    perfcompat::api::perfex::parse_event(&s)
         .map_err(|_| format!("-e {s}: not an R10000 event number (events are 0-31)"))
 }
 
@@ -172,7 +172,7 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
 
 /// `perfex --calibrate`: measure, print what was measured, cache the host table.
 fn calibrate(quick: bool) -> ExitCode {
-    use perfcompat::calibrate::{calibrate_and_cache, CalibrateOptions};
+    use perfcompat::commands::calibrate::{calibrate_and_cache, CalibrateOptions};
     match calibrate_and_cache(&CalibrateOptions { quick }) {
         Ok((cal, path)) => {
             let text = format!(
@@ -296,7 +296,7 @@ fn main() -> ExitCode {
     }
     default_sigpipe_for_the_command();
     // Hand the events to the command, so that libperfex in it counts each thread from its
-    // start (`perfcompat::perfex::adopt_handoff`); with -a or -s, or an outer perfex's value,
+    // start (`perfcompat::api::perfex::adopt_handoff`); with -a or -s, or an outer perfex's value,
     // nothing is handed over. Set here, while perfex has one thread.
     match a.opts.handoff() {
         Some(h) => std::env::set_var(perfex::HANDOFF_VAR, h.to_value()),

@@ -4,7 +4,8 @@
 use std::ffi::OsString;
 
 use perfcompat::backend::Backend;
-use perfcompat::{eventspec, CounterSet};
+use perfcompat::commands::eventspec;
+use perfcompat::CounterSet;
 
 /// The arguments as UTF-8 strings.
 pub fn utf8(argv: Vec<OsString>) -> Result<Vec<String>, String> {

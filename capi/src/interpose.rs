@@ -18,7 +18,7 @@
 use std::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use perfcompat::perfex::command::Status;
+use perfcompat::commands::perfex::Status;
 
 use crate::{ffi_boundary, preload};
 

@@ -6,11 +6,11 @@
 //! before `PMPI_Finalize`, [`perfcompat_mpi_finish`] on every rank, gathers the fixed-size
 //! records to rank 0 with `PMPI_Gather`, where [`perfcompat_mpi_report`] prints the job's
 //! report. What is counted and how the report looks is the engine's
-//! (`perfcompat::perfex::mpi`).
+//! (`perfcompat::commands::perfex::mpi`).
 
 use std::ffi::{c_char, c_int};
 
-use perfcompat::perfex::mpi;
+use perfcompat::commands::perfex::mpi;
 use perfcompat::Error;
 
 use crate::edge::{run, Tell};

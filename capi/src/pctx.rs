@@ -1,5 +1,5 @@
 //! A minimal Solaris `libpctx` (`libpctx.h`): process contexts for cputrack-style tools, over
-//! [`perfcompat::pctx`] (ptrace). `pctx_create` starts a command stopped before its first
+//! [`perfcompat::api::pctx`] (ptrace). `pctx_create` starts a command stopped before its first
 //! instruction, `pctx_capture` takes a running process, `pctx_set_events` registers the
 //! callbacks, `pctx_run` runs it calling them, `pctx_release` lets it go. The callbacks get the
 //! process id and an LWP id as Solaris numbers them: 1 for the process's first thread, then
@@ -8,7 +8,7 @@
 //! takes the LWP id.
 //!
 //! The callbacks come in the order and with the ids pctx_set_events(3CPC) documents (the
-//! engine, [`perfcompat::pctx`], makes them); this file only calls them. A fork callback
+//! engine, [`perfcompat::api::pctx`], makes them); this file only calls them. A fork callback
 //! makes children followed, each as its own `pctx_t` handed to that callback in a forked copy
 //! of the caller (see [`Follow::Copy`]); without one, children run untraced.
 //!
@@ -35,7 +35,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use perfcompat::pctx::{Follow, LwpIds, Observer, Pctx, Status};
+use perfcompat::api::pctx::{Follow, LwpIds, Observer, Pctx, Status};
 use perfcompat::{Error, Result};
 
 use std::ffi::c_uint as uint_t;
@@ -415,7 +415,7 @@ impl Observer for Calls {
         let id = self.id(pid, tid);
         let Some(f) = self.cb.exec else { return Ok(()) };
         // Solaris passes pr_psargs: the arguments joined by spaces, at most PRARGSZ - 1 bytes.
-        let args = CString::new(perfcompat::pctx::psargs(pid)).unwrap_or_default();
+        let args = CString::new(perfcompat::api::pctx::psargs(pid)).unwrap_or_default();
         // SAFETY: the program's callback; the string lives through the call.
         let rc = unsafe { f(self.handle, pid, id, args.as_ptr() as *mut c_char, self.arg) };
         match rc {

@@ -1,4 +1,4 @@
-//! IRIX `libperfex` entry points (C and Fortran): shims over [`perfcompat::perfex`], which
+//! IRIX `libperfex` entry points (C and Fortran): shims over [`perfcompat::api::perfex`], which
 //! holds the semantics. Each checks its pointers, calls the engine and maps the result to the
 //! libperfex convention: a positive generation number, or -1 with `errno` set and a message on
 //! stderr naming the cause.
@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_int, c_longlong, CStr, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use perfcompat::perfex;
+use perfcompat::api::perfex;
 
 use crate::{fail_with, ffi_boundary};
 

@@ -10,11 +10,11 @@
 //! libpfcntr only dispatches: every other path and descriptor goes to the C library, and for
 //! the device it calls the functions here (version `PERFCOMPAT_PRIVATE_1` in
 //! `capi/abi.manifest`), which check, copy and call the engine's pfm device
-//! ([`perfcompat::pfm`]). Its fast path reads [`perfcompat_pfm_open_count`]'s counter: while no
+//! ([`perfcompat::api::pfm`]). Its fast path reads [`perfcompat_pfm_open_count`]'s counter: while no
 //! device is open, a `read`, `ioctl` or `close` costs one atomic load more than the C library's.
 //!
 //! An open of exactly `"/dev/pfcntr"` (`openat` too, whatever the directory descriptor) makes
-//! the device's descriptor (an empty sealed memfd, see [`perfcompat::pfm::open`]) and
+//! the device's descriptor (an empty sealed memfd, see [`perfcompat::api::pfm::open`]) and
 //! registers it; `ioctl` and `read` on that descriptor are served from the device while the
 //! number still refers to that file, and `close` forgets it. A `dup` of it is an ordinary empty
 //! file.
@@ -29,8 +29,8 @@
 use std::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void, CStr};
 use std::mem::{size_of, MaybeUninit};
 
-use perfcompat::pfm::req::ArrayArg;
-use perfcompat::pfm::{self, req, Device, Errno, Ev5Op, NIPL};
+use perfcompat::api::pfm::req::ArrayArg;
+use perfcompat::api::pfm::{self, req, Device, Errno, Ev5Op, NIPL};
 
 use crate::edge::set_errno;
 use crate::ffi_boundary;

@@ -1,20 +1,20 @@
 //! Counting a program from the outside: `PERFCOMPAT_PRELOAD_EVENTS`; and adopting the
 //! counters of the `perfex` command that runs the program (`PERFCOMPAT_PERFEX_EVENTS`, see
-//! [`perfcompat::perfex::adopt_handoff`]).
+//! [`perfcompat::api::perfex::adopt_handoff`]).
 //!
 //! The library carries an ELF constructor. When the variable is set in the environment of a
 //! program that loads the library (`LD_PRELOAD=<prefix>/lib/libperfex.so.1 prog`, or a program
 //! linked with `-lperfex`/`-lcpc`), the constructor starts counting on the main thread with
 //! inheritance (every thread and child process created later is counted too, as by the
 //! `perfex` command), and the process prints the perfex report
-//! ([`perfcompat::perfex::command::SelfCount::write_report`], the text of `perfex`'s) to
+//! ([`perfcompat::commands::perfex::SelfCount::write_report`], the text of `perfex`'s) to
 //! stderr, or to the file named by `PERFCOMPAT_PRELOAD_OUTPUT`, once, however it ends.
 //!
 //! # What is counted
 //! - The value is a comma-separated list of R10000 event numbers (`0,25`; mapped as for
 //!   `perfex -e`, `PERFCOMPAT_EVENTS` included), or `all` (as `perfex -a`), or else an event
 //!   specification as `cputrack -c` takes it (`page-faults,task-clock`, `pic0=...,pic1=...`,
-//!   [`perfcompat::eventspec`]), whose report names each counter and event. A value made of
+//!   [`perfcompat::commands::eventspec`]), whose report names each counter and event. A value made of
 //!   numbers only is R10000 events (`40` is refused as before: not an R10000 event number).
 //!   Empty means unset.
 //! - Unset, the constructor reads one environment variable and returns.
@@ -35,7 +35,7 @@
 //!   handler that calls `_exit` claims the report before ours runs.
 //! - A signal whose default action ends the process, left at `SIG_DFL` when counting starts
 //!   (every one but SIGINT and the real-time signals, see
-//!   [`perfcompat::signal::FATAL_SIGNALS`]): the handler writes the report with the line
+//!   [`perfcompat::base::signal::FATAL_SIGNALS`]): the handler writes the report with the line
 //!   `The command was killed by signal N.`, as `perfex` does for a killed command, then the
 //!   signal's default action ends the process (the same wait status, core dump included).
 //!   SIGKILL cannot be caught: no report.
@@ -61,8 +61,8 @@ use std::fmt::{self, Write as _};
 use std::os::unix::ffi::OsStringExt as _;
 use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 
-use perfcompat::perfex::command::{Options, Reading, SelfCount, Status, MAX_READINGS};
-use perfcompat::perfex::{self, parse_event};
+use perfcompat::api::perfex::{self, parse_event};
+use perfcompat::commands::perfex::{Options, Reading, SelfCount, Status, MAX_READINGS};
 
 use crate::ffi_boundary;
 
@@ -152,8 +152,8 @@ extern "C" fn ctor(argc: c_int, argv: *const *const c_char, envp: *const *const 
 /// The value of the environment variable `name`, unless unset or blank (copied before anything
 /// else touches the environment).
 fn env_value(name: &CStr) -> Option<String> {
-    // Ignored in a privileged process (`perfcompat::sys::env_os`).
-    let value = perfcompat::sys::env_os(name.to_str().ok()?)?;
+    // Ignored in a privileged process (`perfcompat::base::sys::env_os`).
+    let value = perfcompat::base::sys::env_os(name.to_str().ok()?)?;
     let value = value.to_string_lossy();
     (!value.trim().is_empty()).then(|| value.into_owned())
 }
@@ -179,7 +179,7 @@ fn handoff() {
 fn preload(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char) {
     // The counts an exec of this process carried (taken out of the environment, so that no
     // child sees them).
-    let carried = perfcompat::sys::env_os(CARRY_VAR);
+    let carried = perfcompat::base::sys::env_os(CARRY_VAR);
     if carried.is_some() {
         std::env::remove_var(CARRY_VAR);
     }
@@ -189,7 +189,10 @@ fn preload(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char)
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
     let pid_text = CString::new(pid.to_string()).unwrap_or_default();
-    let owner = OWNER_VAR.to_str().ok().and_then(perfcompat::sys::env_os);
+    let owner = OWNER_VAR
+        .to_str()
+        .ok()
+        .and_then(perfcompat::base::sys::env_os);
     if owner.is_some_and(|o| o.as_encoded_bytes() != pid_text.as_bytes()) {
         return; // a child of the counting process: counted there
     }
@@ -257,7 +260,7 @@ fn start(
     if let Some(c) = carried {
         adopt(&mut count, &c.to_string_lossy(), pid);
     }
-    let output = perfcompat::sys::env_os(OUTPUT_VAR)
+    let output = perfcompat::base::sys::env_os(OUTPUT_VAR)
         .filter(|p| !p.is_empty())
         .and_then(|p| CString::new(p.into_vec()).ok());
     // SAFETY: fcntl on the standard error descriptor; a failure leaves -1 (stderr is used).
@@ -278,7 +281,7 @@ fn start(
             "cannot register the exit handler".into(),
         ));
     }
-    perfcompat::signal::report_before_fatal_signals(on_fatal_signal);
+    perfcompat::base::signal::report_before_fatal_signals(on_fatal_signal);
     Ok(())
 }
 
@@ -313,7 +316,7 @@ extern "C" fn at_exit(status: c_int, _arg: *mut c_void) {
     });
 }
 
-/// The fatal signal `sig` arrived (in its handler, [`perfcompat::signal`]'s).
+/// The fatal signal `sig` arrived (in its handler, [`perfcompat::base::signal`]'s).
 fn on_fatal_signal(sig: i32) {
     ffi_boundary("the PERFCOMPAT_PRELOAD_EVENTS report", || {
         end(Status::Signaled(sig))
@@ -595,7 +598,7 @@ mod tests {
     fn the_handoff_variable_is_the_engines() {
         assert_eq!(
             HANDOFF_VAR.to_str().unwrap(),
-            perfcompat::perfex::HANDOFF_VAR
+            perfcompat::api::perfex::HANDOFF_VAR
         );
     }
 

@@ -1,7 +1,7 @@
 //! The `pthread_create` interposer: it forwards thread creation to the engine's hook
-//! ([`perfcompat::threads::on_create`]), which says what a new thread does before its start
+//! ([`perfcompat::api::threads::on_create`]), which says what a new thread does before its start
 //! routine (libcpc's inherited copies, `CPC_BIND_LWP_INHERIT` with `CPC_OVF_NOTIFY_EMT`, see
-//! [`perfcompat::cpc::thread`]; libperfex's counters under a `perfex` hand-over).
+//! [`perfcompat::api::cpc::thread`]; libperfex's counters under a `perfex` hand-over).
 //!
 //! # How thread creation is seen
 //! The library defines `pthread_create` and forwards to the next definition
@@ -23,7 +23,7 @@
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use perfcompat::threads::{self, NewThread};
+use perfcompat::api::threads::{self, NewThread};
 
 type StartRoutine = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
 type CreateFn = unsafe extern "C" fn(
@@ -97,7 +97,7 @@ unsafe extern "C" fn trampoline(p: *mut c_void) -> *mut c_void {
 /// libcpc set bound with `CPC_BIND_LWP_INHERIT` and a `CPC_OVF_NOTIFY_EMT` request starts with
 /// its own copy of the set and a SIGEMT (see the libcpc documentation of inheritance); in a
 /// program the `perfex` command runs, every new thread starts with libperfex counters of the
-/// events perfex counts (see `perfcompat::perfex::adopt_handoff`).
+/// events perfex counts (see `perfcompat::api::perfex::adopt_handoff`).
 ///
 /// # Safety
 /// As `pthread_create(3)`.

@@ -7,7 +7,7 @@ use std::ffi::{c_int, c_longlong, CStr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex, MutexGuard, Once};
 
-use perfcompat::set::{CounterSet, Request, RequestFlags, Target};
+use perfcompat::base::set::{CounterSet, Request, RequestFlags, Target};
 use perfcompat_capi::cpc::*;
 use perfcompat_capi::perfex::{read_counters, start_counters};
 use perfcompat_capi::sim::perfcompat_sim_advance;

@@ -3,7 +3,7 @@
 //! item 1; tests/c/cpc_engine_signal.c). In every mode the set is frozen at the wrap (value 0,
 //! twice, with page faults in between) and each overflow gives exactly one SIGEMT: the
 //! sample finds the kernel's overflow record when the signal could not be handled, and the
-//! library's watcher thread (src/watch.rs) handles it for a thread that waits. Before, the
+//! library's watcher thread (src/base/watch.rs) handles it for a thread that waits. Before, the
 //! count ran on past the wrap and no SIGEMT came. `.ci/repeat` runs these 10 times in release.
 
 mod common;

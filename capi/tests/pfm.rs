@@ -118,7 +118,9 @@ fn header_values() -> BTreeMap<String, u64> {
 #[test]
 fn the_header_has_the_librarys_values() {
     let got = header_values();
-    let want: BTreeMap<String, u64> = perfcompat::pfm::header_constants().into_iter().collect();
+    let want: BTreeMap<String, u64> = perfcompat::api::pfm::header_constants()
+        .into_iter()
+        .collect();
     assert_eq!(got, want);
     // Every name pfm(7) spells for EV4 is there.
     for n in [

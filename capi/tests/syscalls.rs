@@ -38,7 +38,7 @@ fn program() -> PathBuf {
 /// For each "BEGIN x" .. "END x" section of the traced program's output: the system calls
 /// between the markers made by the thread that wrote them, by name (a delivered signal counts
 /// as "---"). Other threads' calls are not the operation's: the library's overflow watcher
-/// (src/watch.rs) waits in `poll` and sleeps on a thread of its own.
+/// (src/base/watch.rs) waits in `poll` and sleeps on a thread of its own.
 fn sections(trace: &str) -> BTreeMap<String, BTreeMap<String, usize>> {
     let mut out: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
     let mut current: Option<(String, String)> = None;

@@ -12,8 +12,10 @@
 //! - the cost report and the statistics over that table do not panic, for counts taken from
 //!   the input.
 
-use perfcompat::costs::{format_costs, statistics, CostOverlay, CostTable, EventCount, Flavor};
-use perfcompat::costs::{Cost, EVENTS};
+use perfcompat::api::costs::{
+    format_costs, statistics, CostOverlay, CostTable, EventCount, Flavor,
+};
+use perfcompat::api::costs::{Cost, EVENTS};
 
 use crate::fuzz_common::check_rejection;
 

@@ -8,7 +8,7 @@
 //! - the map written back as `key = spec` lines parses to the same map;
 //! - a non-empty map repeated twice is rejected (duplicate mappings), on the first repeated line.
 
-use perfcompat::eventmap::{r10k_event, EventMap};
+use perfcompat::base::eventmap::{r10k_event, EventMap};
 use perfcompat::Error;
 
 use crate::fuzz_common::check_rejection;

@@ -18,11 +18,12 @@
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::sync::OnceLock;
 
+use perfcompat::api::perfex;
 use perfcompat::backend::perf::{names, PerfBackend};
 use perfcompat::backend::sim::{parse_c_integer, SimBackend, MODEL_NAMES};
 use perfcompat::backend::Backend;
-use perfcompat::error::ErrorKind;
-use perfcompat::{engine, perfex, Request, RequestFlags};
+use perfcompat::base::error::ErrorKind;
+use perfcompat::{engine, Request, RequestFlags};
 use perfcompat_capi::cpc::*;
 
 use crate::fuzz_common::{errno, install_sigemt, quiet, set_errno, take_subcode, Reader};

@@ -16,9 +16,9 @@ use std::any::Any;
 use std::fmt;
 use std::sync::{OnceLock, Weak};
 
-use crate::error::{Error, Result};
-use crate::sched::{Candidate, Slot};
-use crate::set::{Request, Target};
+use crate::base::error::{Error, Result};
+use crate::base::sched::{Candidate, Slot};
+use crate::base::set::{Request, Target};
 
 pub mod perf;
 pub mod sim;
@@ -367,7 +367,8 @@ static GLOBAL: OnceLock<std::result::Result<Box<dyn Backend>, Error>> = OnceLock
 
 /// The process's backend, chosen once from `PERFCOMPAT_BACKEND` (default `auto`).
 pub fn global() -> Result<&'static dyn Backend> {
-    let r = GLOBAL.get_or_init(|| from_name(&env_name(crate::sys::env_os("PERFCOMPAT_BACKEND"))));
+    let r =
+        GLOBAL.get_or_init(|| from_name(&env_name(crate::base::sys::env_os("PERFCOMPAT_BACKEND"))));
     match r {
         Ok(b) => Ok(b.as_ref()),
         Err(e) => Err(e.clone()),

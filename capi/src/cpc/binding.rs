@@ -1,6 +1,6 @@
 //! Binding: cpc_bind_curlwp(3CPC) (`cpc_bind_curlwp`, `cpc_bind_pctx`, `cpc_bind_cpu`,
 //! `cpc_unbind`). What a bind does (a thread's one set, inheritance, the CPU checks, table and
-//! affinity) is the engine's ([`perfcompat::cpc::set::Set`]); this file checks the handles and
+//! affinity) is the engine's ([`perfcompat::api::cpc::set::Set`]); this file checks the handles and
 //! flags.
 
 use std::ffi::c_int;
@@ -9,7 +9,7 @@ use perfcompat::{Error, Result};
 
 use super::handles::{set_by_key, Cpc};
 use super::CPC_BIND_LWP_INHERIT;
-use perfcompat::cpc::emt;
+use perfcompat::api::cpc::emt;
 
 use super::{cpc_set_t, cpc_t, processorid_t, set_of, uint_t, BAD};
 use crate::edge::call;
@@ -44,7 +44,7 @@ pub extern "C" fn cpc_bind_curlwp(cpc: *mut cpc_t, set: *mut cpc_set_t, flags: u
             });
         }
         let inherit = flags & CPC_BIND_LWP_INHERIT != 0;
-        s.bind_curlwp(c.backend, set as usize, inherit, emt::EMT_TAG, set_by_key)?;
+        s.bind_curlwp::<LiveSets>(c.backend, set as usize, inherit, emt::EMT_TAG)?;
         Ok(0)
     })
 }
@@ -137,4 +137,15 @@ pub extern "C" fn cpc_unbind(cpc: *mut cpc_t, set: *mut cpc_set_t) -> c_int {
         set_of(c, set)?.unbind(set as usize)?;
         Ok(0)
     })
+}
+
+/// Where the engine finds this library's live sets by key (the `cpc_set_t` address): a
+/// thread's previous set when it binds another, and whether an inheritable set is still alive
+/// when a thread it counts creates another.
+pub(crate) struct LiveSets;
+
+impl perfcompat::api::cpc::set::Sets for LiveSets {
+    fn by_key(key: usize) -> Option<&'static perfcompat::api::cpc::set::Set> {
+        set_by_key(key)
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Mutex, OnceLock};
 
 use perfcompat::backend::Backend;
-use perfcompat::signal::Blocked;
+use perfcompat::base::signal::Blocked;
 use perfcompat::Result;
 
 use super::{cpc_buf_t, cpc_set_t, cpc_t};
@@ -66,24 +66,24 @@ pub(crate) struct Cpc {
     children: Mutex<Vec<(usize, Kind)>>,
 }
 
-/// A `cpc_set_t`: the engine's set ([`perfcompat::cpc::set::Set`]: requests and binding) and
+/// A `cpc_set_t`: the engine's set ([`perfcompat::api::cpc::set::Set`]: requests and binding) and
 /// the `cpc_t` it was made from.
 pub(crate) struct Set {
     /// The `cpc_t` it was made from.
     pub cpc: usize,
-    set: perfcompat::cpc::set::Set,
+    set: perfcompat::api::cpc::set::Set,
 }
 
 impl std::ops::Deref for Set {
-    type Target = perfcompat::cpc::set::Set;
-    fn deref(&self) -> &perfcompat::cpc::set::Set {
+    type Target = perfcompat::api::cpc::set::Set;
+    fn deref(&self) -> &perfcompat::api::cpc::set::Set {
         &self.set
     }
 }
 
 /// The engine's set of a live `cpc_set_t` at address `key` (how the engine finds a thread's
 /// previous set and checks an inheritable one alive).
-pub(crate) fn set_by_key(key: usize) -> Option<&'static perfcompat::cpc::set::Set> {
+pub(crate) fn set_by_key(key: usize) -> Option<&'static perfcompat::api::cpc::set::Set> {
     edge::get(key as *mut cpc_set_t).map(|s: &Set| &s.set)
 }
 
@@ -254,7 +254,7 @@ pub(crate) fn close_cpc(p: *mut cpc_t) -> bool {
 pub(crate) fn new_set(cpc: &Cpc) -> Result<*mut cpc_set_t> {
     let set = Set {
         cpc: cpc.addr(),
-        set: perfcompat::cpc::set::Set::new(),
+        set: perfcompat::api::cpc::set::Set::new(),
     };
     edge::new_handle(set, |p| cpc.adopt(p, Kind::Set))
 }

@@ -5,11 +5,11 @@
 //! or mistyped handle is `EINVAL`, never dereferenced), converts, calls the engine and reports
 //! failures the libcpc way through the crate's `edge` module: -1 (or NULL) with `errno`,
 //! through the error handler with a subcode where libcpc had one, else on standard error. What
-//! a call does is the engine's (`perfcompat::cpc`). `cpc_set_sample`,
+//! a call does is the engine's (`perfcompat::api::cpc`). `cpc_set_sample`,
 //! `cpc_buf_get`, `cpc_buf_set`, `cpc_request_preset`, `cpc_set_restart`, `cpc_enable` and
 //! `cpc_disable` are async-signal-safe (no allocation, no locks, no stdio), so a SIGEMT handler
 //! may call them. Overflow notification (SIGEMT, its siginfo and how it is delivered) is the
-//! engine's `perfcompat::cpc::emt`.
+//! engine's `perfcompat::api::cpc::emt`.
 //!
 //! Decisions where the man pages and the original code disagree, or Linux differs, are
 //! commented where they are implemented and listed in the README.
@@ -139,11 +139,11 @@ pub type cpc_errhndlr_t = c_void;
 
 // libcpc's flags and subcodes are the engine's and the error channel's numbers.
 const _: () = assert!(
-    EMT_CPCOVF == perfcompat::cpc::emt::EMT_CPCOVF
-        && CPC_OVF_NOTIFY_EMT == perfcompat::cpc::OVF_NOTIFY_EMT
-        && CPC_COUNT_USER == perfcompat::cpc::COUNT_USER
-        && CPC_COUNT_SYSTEM == perfcompat::cpc::COUNT_SYSTEM
-        && CPC_COUNT_HV == perfcompat::cpc::COUNT_HV
+    EMT_CPCOVF == perfcompat::api::cpc::emt::EMT_CPCOVF
+        && CPC_OVF_NOTIFY_EMT == perfcompat::api::cpc::OVF_NOTIFY_EMT
+        && CPC_COUNT_USER == perfcompat::api::cpc::COUNT_USER
+        && CPC_COUNT_SYSTEM == perfcompat::api::cpc::COUNT_SYSTEM
+        && CPC_COUNT_HV == perfcompat::api::cpc::COUNT_HV
         && CPC_INVALID_EVENT == 1
         && CPC_PBIND_FAILED == 10
         && CPC_HV_NO_ACCESS == 11

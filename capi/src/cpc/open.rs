@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_int};
 use perfcompat::{Error, Result};
 
 use super::handles::{self, Cpc};
-use perfcompat::cpc::emt;
+use perfcompat::api::cpc::emt;
 
 use super::{cpc_t, uint_t, BAD, CPC_VER_CURRENT};
 use crate::edge::{call, run, Tell};

@@ -2,12 +2,12 @@
 //! cpc_enable(3CPC) say a SIGEMT handler does (`cpc_request_preset`, `cpc_set_restart`,
 //! `cpc_enable`, `cpc_disable`). All of them are async-signal-safe: no allocation, no locks,
 //! errors told through the stack-formatted error channel. The notification itself is the
-//! engine's `perfcompat::cpc::emt`.
+//! engine's `perfcompat::api::cpc::emt`.
 
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;
 
-use perfcompat::cpc::thread as lwp;
+use perfcompat::api::cpc::thread as lwp;
 use perfcompat::{BoundSet, Error, Result};
 
 use super::handles::{self, Buf, Cpc, Set};
@@ -32,7 +32,7 @@ fn sample_into(
     let vals: &mut [u64] = if n <= small.len() {
         &mut small[..n]
     } else {
-        big = [0u64; perfcompat::set::MAX_REQUESTS];
+        big = [0u64; perfcompat::base::set::MAX_REQUESTS];
         &mut big[..n]
     };
     let info = match binding.sample(vals) {
@@ -43,7 +43,7 @@ fn sample_into(
         }
     };
     let dest = &buf.vals[..n];
-    perfcompat::virt::each_index(n, |i| dest[i].store(vals[i], Ordering::Relaxed));
+    perfcompat::base::virt::each_index(n, |i| dest[i].store(vals[i], Ordering::Relaxed));
     buf.hrtime.store(info.hrtime, Ordering::Relaxed);
     buf.tick.store(
         handles::ticks(info.running_ns, tick_mult),
@@ -155,7 +155,7 @@ pub extern "C" fn cpc_set_restart(cpc: *mut cpc_t, set: *mut cpc_set_t) -> c_int
 // set here, and Linux gives a task no way to stop counters another process opened on it
 // (`PR_TASK_PERF_EVENTS_DISABLE` stops only the events the caller opened, whatever prctl(2)
 // says: checked), so the controller does it, told through a traced system call
-// (`perfcompat::pctx`'s `hear` module).
+// (`perfcompat::api::pctx`'s `hear` module).
 
 /// Resume counting on the calling thread's bound set after `cpc_disable`; see cpc_enable(3CPC).
 /// A thread without a bound set gets 0 (the page's "no harm will ensue"), and the counters a
@@ -165,6 +165,13 @@ pub extern "C" fn cpc_set_restart(cpc: *mut cpc_t, set: *mut cpc_set_t) -> c_int
 /// # Returns
 /// 0, or -1 with `errno` `EINVAL` for a bad handle or when the thread's counters are running
 /// (libcpc's behaviour).
+// The header (include/libcpc.h) keeps the engine's path as it was written; rustdoc resolves it
+// through this link definition, which cbindgen does not copy (it reads `doc` attributes only).
+#[cfg_attr(doc, doc = "")]
+#[cfg_attr(
+    doc,
+    doc = "[`perfcompat::pctx::tell_controller`]: perfcompat::api::pctx::tell_controller"
+)]
 #[no_mangle]
 pub extern "C" fn cpc_enable(cpc: *mut cpc_t) -> c_int {
     on_current_or_controller(c"cpc_enable", cpc, true, |b| b.resume())
@@ -180,6 +187,13 @@ pub extern "C" fn cpc_enable(cpc: *mut cpc_t) -> c_int {
 /// # Returns
 /// 0, or -1 with `errno` `EINVAL` for a bad handle or when the thread's counters are already
 /// stopped.
+// The header (include/libcpc.h) keeps the engine's path as it was written; rustdoc resolves it
+// through this link definition, which cbindgen does not copy (it reads `doc` attributes only).
+#[cfg_attr(doc, doc = "")]
+#[cfg_attr(
+    doc,
+    doc = "[`perfcompat::pctx::tell_controller`]: perfcompat::api::pctx::tell_controller"
+)]
 #[no_mangle]
 pub extern "C" fn cpc_disable(cpc: *mut cpc_t) -> c_int {
     on_current_or_controller(c"cpc_disable", cpc, false, |b| b.stop())
@@ -197,7 +211,7 @@ fn on_current_or_controller(
     call(func, cpc, BAD, -1, |_: &Cpc| {
         lwp::with_curlwp(f)
             .unwrap_or_else(|| {
-                perfcompat::pctx::tell_controller(counting);
+                perfcompat::api::pctx::tell_controller(counting);
                 Ok(())
             })
             .map(|()| 0)

@@ -1,11 +1,11 @@
 //! Sets and requests: cpc_set_create(3CPC), cpc_set_add_request(3CPC). What a set's requests
-//! are and how they are checked is the engine's ([`perfcompat::cpc::Requests`]); this file
+//! are and how they are checked is the engine's ([`perfcompat::api::cpc::Requests`]); this file
 //! converts the C arguments.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
-use perfcompat::cpc::thread as lwp;
-use perfcompat::cpc::AddedRequest;
+use perfcompat::api::cpc::thread as lwp;
+use perfcompat::api::cpc::AddedRequest;
 use perfcompat::{Error, Result};
 
 use super::handles::{self, Cpc};
@@ -77,10 +77,10 @@ unsafe fn copy_attrs(nattrs: uint_t, attrs: *const cpc_attr_t) -> Result<Vec<(St
             "{nattrs} attributes but a NULL array"
         )));
     }
-    if nattrs as usize > perfcompat::set::MAX_ATTRS {
+    if nattrs as usize > perfcompat::base::set::MAX_ATTRS {
         return Err(Error::InvalidArgument(format!(
             "{nattrs} attributes: a request has at most {}",
-            perfcompat::set::MAX_ATTRS
+            perfcompat::base::set::MAX_ATTRS
         )));
     }
     // SAFETY: the caller promises nattrs attributes.

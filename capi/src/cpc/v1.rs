@@ -3,7 +3,7 @@
 //! cpc_getcpuver(3CPC)), translating events (cpc_strtoevent(3CPC)), arithmetic on them
 //! (cpc_event_diff(3CPC)), access (cpc_access(3CPC)) and errors (cpc_seterrfn(3CPC)).
 //! Binding and sampling are in the next file. What a cpuver is, the specification syntax and
-//! what the control fields hold are the engine's ([`perfcompat::cpc::v1`]).
+//! what the control fields hold are the engine's ([`perfcompat::api::cpc::v1`]).
 //!
 //! Solaris 10 kept version 1 for binary compatibility only ("source containing these
 //! functions will not compile"); here `libcpc.h` declares it, so that the programs written to it
@@ -12,7 +12,7 @@
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::Mutex;
 
-use perfcompat::cpc::v1 as engine_v1;
+use perfcompat::api::cpc::v1 as engine_v1;
 use perfcompat::Error;
 
 use super::{hrtime_t, uint_t, CPC_VER_CURRENT};
@@ -158,7 +158,7 @@ pub(crate) unsafe fn arg<'a, T>(p: *mut T, what: &str) -> V1Result<&'a mut T> {
     unsafe { p.as_mut() }.ok_or_else(|| null(what))
 }
 
-/// The control words of `ev` (see [`perfcompat::cpc::v1::encode`]): the low and high
+/// The control words of `ev` (see [`perfcompat::api::cpc::v1::encode`]): the low and high
 /// halves of the 64-bit view.
 pub(crate) fn ctl(ev: &cpc_event_t) -> [u32; 2] {
     // SAFETY: both views are plain integers over the same 8 bytes.

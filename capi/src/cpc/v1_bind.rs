@@ -15,12 +15,13 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use perfcompat::cpc::emt;
-use perfcompat::cpc::thread as lwp;
-use perfcompat::cpc::v1 as engine_v1;
+use perfcompat::api::cpc::emt;
+use perfcompat::api::cpc::thread as lwp;
+use perfcompat::api::cpc::v1 as engine_v1;
 use perfcompat::{BoundSet, Error};
 
-use super::handles::{self, set_by_key, Cpc, Set};
+use super::binding::LiveSets;
+use super::handles::{self, Cpc, Set};
 use super::v1::{arg, ctl, event_of, set_ctl, v1, V1Error, V1Result};
 use super::{cpc_event_t, cpc_set_t, cpc_t, CPC_BIND_EMT_OVF, CPC_BIND_LWP_INHERIT};
 use crate::edge;
@@ -305,7 +306,7 @@ fn bind_event(ev: &cpc_event_t, flags: c_int) -> V1Result<c_int> {
         destroy(key);
         return Err(Error::OutOfHandles.into());
     }
-    if let Err(e) = s.bind_curlwp(c.backend, key, inherit, emt::EMT_TAG, set_by_key) {
+    if let Err(e) = s.bind_curlwp::<LiveSets>(c.backend, key, inherit, emt::EMT_TAG) {
         destroy(key);
         return Err(e.into());
     }

@@ -1,5 +1,5 @@
 //! Walkers: cpc_walk_events_all(3CPC), cpc_walk_attrs(3CPC). Which events a walker shows is the
-//! engine's ([`perfcompat::cpc::walk_events`]); this file calls the program's callbacks.
+//! engine's ([`perfcompat::api::cpc::walk_events`]); this file calls the program's callbacks.
 
 use std::ffi::{c_char, c_void, CStr, CString};
 
@@ -17,7 +17,7 @@ fn c_names(names: Vec<String>) -> impl Iterator<Item = CString> {
 
 fn walk_all(func: &CStr, cpc: *mut cpc_t, generic: bool, arg: *mut c_void, f: Option<AllFn>) {
     call(func, cpc, BAD, (), |c: &Cpc| {
-        let names = perfcompat::cpc::walk_events(c.backend, generic, None)?;
+        let names = perfcompat::api::cpc::walk_events(c.backend, generic, None)?;
         let f = action(f)?;
         for n in c_names(names) {
             // SAFETY: the program's callback.
@@ -37,7 +37,7 @@ fn walk_pic(
 ) {
     call(func, cpc, BAD, (), |c: &Cpc| {
         let pic = Some((picno, c.npic));
-        let names = perfcompat::cpc::walk_events(c.backend, generic, pic)?;
+        let names = perfcompat::api::cpc::walk_events(c.backend, generic, pic)?;
         let f = action(f)?;
         for n in c_names(names) {
             // SAFETY: the program's callback.

@@ -16,7 +16,7 @@
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::fmt::{self, Write};
 
-use perfcompat::error::ErrorKind;
+use perfcompat::base::error::ErrorKind;
 use perfcompat::Error;
 
 use super::set_errno;
@@ -165,7 +165,7 @@ pub(crate) fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use perfcompat::error::{Conflict, ConflictReason};
+    use perfcompat::base::error::{Conflict, ConflictReason};
 
     #[test]
     fn engine_errors_map_to_the_documented_subcodes_and_errnos() {

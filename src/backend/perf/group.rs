@@ -12,7 +12,7 @@ use perf_event_open_sys::bindings as b;
 use super::kernel::Kernel;
 use super::{rdpmc, ring};
 use crate::backend::{Group, KernelStop, Times};
-use crate::set::MAX_REQUESTS;
+use crate::base::set::MAX_REQUESTS;
 
 /// One kernel group: the members of a set opened on one thread (or one CPU).
 pub(super) struct Unit {
@@ -278,7 +278,7 @@ impl Layout {
             let nr = (buf[0] as usize).min(self.n).min((words - 3) / 2);
             let (out, missing) = out.split_at_mut(nr);
             let pairs = &buf[3..3 + 2 * nr];
-            crate::virt::each_index(nr, |i| out[i] = pairs[2 * i]);
+            crate::base::virt::each_index(nr, |i| out[i] = pairs[2 * i]);
             // Requests the kernel did not report (it reports every member of the group) read
             // 0, as they would into a zeroed buffer. Out of line: an empty fill is a `memset`
             // call.

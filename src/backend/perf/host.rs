@@ -1,6 +1,6 @@
 //! What the host offers the perf backend: whether a hardware PMU answers, what
 //! `perf_event_paranoid` allows, the CPU's model name, and the clock the `cycles` fallback uses
-//! (the one `perfex --calibrate` measured, read from [`crate::costfile`], else the nominal one).
+//! (the one `perfex --calibrate` measured, read from [`crate::base::costfile`], else the nominal one).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -9,7 +9,7 @@ use perf_event_open_sys::bindings::{self as b, perf_event_attr};
 use super::kernel::{self, Kernel};
 use super::names::PerfCode;
 use super::{attr_for, open_attr};
-use crate::error::Error;
+use crate::base::error::Error;
 
 /// What the host offers.
 #[derive(Debug, Clone, PartialEq)]
@@ -347,7 +347,7 @@ pub(super) fn probe_counting(kernel: &dyn Kernel) -> std::result::Result<bool, E
 /// user, the clock. Nothing here is needed to bind a set of software or hardware events, so
 /// the backend looks it up when first asked ([`super::PerfBackend::caps`]).
 pub(super) fn rest_of_caps(kernel: &dyn Kernel, pmu: bool) -> HostCaps {
-    let (mhz, clock_source) = match crate::costfile::calibrated_mhz() {
+    let (mhz, clock_source) = match crate::base::costfile::calibrated_mhz() {
         Some(m) => (m, "the clock perfex --calibrate measured"),
         None => (nominal_mhz(), "the nominal clock"),
     };

@@ -8,7 +8,7 @@
 //! arm64 (where `kernel::LINUX` asks for the user access with `config1` bit 1).
 //!
 //! Overflow: a request that notifies is opened as a sampling event whose period is the distance
-//! from its virtual value to the wrap; the kernel sends [`crate::sys::overflow_signal`] to the
+//! from its virtual value to the wrap; the kernel sends [`crate::base::sys::overflow_signal`] to the
 //! owning thread (`F_SETSIG`, `F_SETOWN_EX` with `F_OWNER_TID`), the engine's handler freezes
 //! the group (disabling the leader stops every member) and restart re-arms with
 //! `PERF_EVENT_IOC_PERIOD` while the group is disabled, which makes the next overflow come
@@ -52,10 +52,10 @@ use perf_event_open_sys as sys;
 use sys::bindings::{self as b, perf_event_attr};
 
 use crate::backend::{Backend, BackendInfo, BackendKind, CounterInfo, EventInfo, Group, Shape};
-use crate::error::{Error, Result};
-use crate::eventmap::EventMap;
-use crate::sched::{Candidate, Slot};
-use crate::set::{Request, Target, MAX_REQUESTS};
+use crate::base::error::{Error, Result};
+use crate::base::eventmap::EventMap;
+use crate::base::sched::{Candidate, Slot};
+use crate::base::set::{Request, Target, MAX_REQUESTS};
 
 mod group;
 mod host;
@@ -253,7 +253,8 @@ impl PerfBackend {
     fn cycles_fallback(&self) -> bool {
         !self.pmu
             && *self.cycles_fallback.get_or_init(|| {
-                crate::sys::env_var("PERFCOMPAT_CYCLES_FALLBACK").is_none_or(|v| v.trim() != "0")
+                crate::base::sys::env_var("PERFCOMPAT_CYCLES_FALLBACK")
+                    .is_none_or(|v| v.trim() != "0")
             })
     }
 
@@ -606,7 +607,7 @@ impl Backend for PerfBackend {
             Some(ev) if self.host && is_clock(ev.code) => group::STORM_FLOOR_NS,
             _ => 0,
         });
-        let owner = crate::sys::gettid();
+        let owner = crate::base::sys::gettid();
         let (places, inherit): (Vec<(i32, i32)>, bool) = match target {
             Target::CurrentThread => (vec![(0, -1)], false),
             Target::CurrentThreadInherit => (vec![(0, -1)], true),
@@ -649,7 +650,8 @@ impl Backend for PerfBackend {
                     a.set_exclude_hv(u64::from(!r.flags.hypervisor));
                     if r.flags.notify_overflow {
                         a.__bindgen_anon_1.sample_period =
-                            period(crate::virt::distance_to_wrap(r.preset), scale[i]).max(floor[i]);
+                            period(crate::base::virt::distance_to_wrap(r.preset), scale[i])
+                                .max(floor[i]);
                         a.__bindgen_anon_2.wakeup_events = 1;
                         if records {
                             // The kernel records the group at the overflow instant.
@@ -679,7 +681,7 @@ impl Backend for PerfBackend {
             for (fd, r) in fds.iter().zip(reqs) {
                 if r.flags.notify_overflow {
                     // The signal's number is looked up only for a set that notifies.
-                    let sig = crate::sys::overflow_signal();
+                    let sig = crate::base::sys::overflow_signal();
                     setup_signal(self.kernel, fd, sig, owner)?;
                 }
             }
@@ -710,7 +712,7 @@ impl Backend for PerfBackend {
         let armed: [AtomicU64; MAX_REQUESTS] = std::array::from_fn(|i| {
             AtomicU64::new(match reqs.get(i) {
                 Some(r) if notify & (1 << i) != 0 => {
-                    period(crate::virt::distance_to_wrap(r.preset), scale[i]).max(floor[i])
+                    period(crate::base::virt::distance_to_wrap(r.preset), scale[i]).max(floor[i])
                 }
                 _ => 0,
             })

@@ -550,7 +550,7 @@ mod tests {
         // corresponding entry of the shared event table (modulo spelling of "floating point").
         let norm = |s: &str| s.to_ascii_lowercase().replace('-', " ");
         for n in 0..32u32 {
-            let ev = crate::eventmap::r10k_event(n).unwrap();
+            let ev = crate::base::eventmap::r10k_event(n).unwrap();
             for (m, want) in [(&R10000, ev.r10000), (&R12000, ev.r12000)] {
                 let desc = m
                     .events

@@ -4,7 +4,7 @@
 //! register that raises its overflow interrupt when bit 31 becomes set (R10000/R12000, PowerPC)
 //! or when it wraps (UltraSPARC, Pentium 4, Alpha; an Alpha counter's width is its interrupt
 //! period, chosen per request with `int_every`: see [`alpha`]). At every interrupt the emulated kernel folds the register
-//! into a 64-bit sum, the perfctr way ([`crate::virt::Accumulator`]). A request that notifies on
+//! into a 64-bit sum, the perfctr way ([`crate::base::virt::Accumulator`]). A request that notifies on
 //! overflow is an "i-mode" counter: its register is loaded so that the interrupt comes exactly
 //! when the 64-bit virtual value wraps (after several silent interrupts when the distance is
 //! larger than the register).
@@ -30,12 +30,12 @@ use std::sync::{Arc, Mutex, Weak};
 use crate::backend::{
     Backend, BackendInfo, BackendKind, Bound, CounterInfo, EventInfo, Group, Times,
 };
-use crate::error::{Conflict, ConflictReason, Error, Result};
-use crate::eventmap::EventMap;
-use crate::sched::{Candidate, Slot};
-use crate::set::{Request, Target};
-use crate::sigsafe::SeqCount;
-use crate::virt;
+use crate::base::error::{Conflict, ConflictReason, Error, Result};
+use crate::base::eventmap::EventMap;
+use crate::base::sched::{Candidate, Slot};
+use crate::base::set::{Request, Target};
+use crate::base::sigsafe::SeqCount;
+use crate::base::virt;
 
 pub mod alpha;
 pub mod mips;
@@ -262,7 +262,7 @@ impl SimBackend {
                 event: event.to_string(),
                 backend: self.info.kind.to_string(),
             })?;
-        let tid = crate::sys::gettid();
+        let tid = crate::base::sys::gettid();
         // SAFETY: plain libc calls.
         let (pid, cpu) = unsafe { (libc::getpid(), libc::sched_getcpu()) };
         let targets: Vec<Arc<dyn Bound>> = {
@@ -522,7 +522,7 @@ impl Backend for SimBackend {
             .collect();
         Ok(Box::new(SimGroup {
             target,
-            owner: crate::sys::gettid(),
+            owner: crate::base::sys::gettid(),
             preexisting,
             counters,
             running: AtomicBool::new(false),

@@ -3,7 +3,7 @@
 //! A [`Model`] is pure data: the counters, how wide they are, when they raise their overflow
 //! interrupt, which events exist and through which counters (and shared resources such as
 //! Pentium 4 ESCRs) each event can be counted. The emulation in the parent module turns a model
-//! into running counters; the scheduler in [`crate::sched`] turns the routes into a placement.
+//! into running counters; the scheduler in [`crate::base::sched`] turns the routes into a placement.
 
 /// When an emulated hardware counter raises its overflow interrupt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -30,7 +30,7 @@ use std::path::Path;
 use perf_event_open_sys::bindings as sys;
 
 use crate::backend::BackendKind;
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 pub mod sysfs;
 

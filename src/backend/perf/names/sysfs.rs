@@ -26,7 +26,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::{Class, PerfCode, PerfEvent};
-use crate::error::{Error, Result};
+use crate::base::error::{Error, Result};
 
 /// Every event alias of every PMU under `sysfs`, named `<pmu>/<event>/`, sorted by name.
 ///

@@ -1,0 +1,204 @@
+//! SIGEMT on Linux: libcpc's overflow notification.
+//!
+//! Linux has no SIGEMT on x86 and arm64 (signal 7 is SIGBUS there). `libcpc.h` defines `SIGEMT`
+//! as real-time signal 63 (`SIGRTMAX - 1` with glibc and musl, where `SIGRTMAX` is 64), unless
+//! the system already has a SIGEMT (MIPS, SPARC), and `EMT_CPCOVF` as 1 (Solaris x86's
+//! value). A real-time signal queues: back-to-back overflows are not merged. A program that
+//! must use signal 63 for something else compiles with `-DSIGEMT=<n>` and runs with
+//! `PERFCOMPAT_SIGEMT=<n>` in the environment, which the library reads at its first
+//! `cpc_open` (the engine's own overflow signal, `PERFCOMPAT_OVERFLOW_SIGNAL`, default
+//! `SIGRTMAX - 2`, must differ).
+//!
+//! When a request with `CPC_OVF_NOTIFY_EMT` overflows, the engine freezes the set and runs the
+//! process's overflow hook: inside its own signal handler on the perf backend, inside
+//! `perfcompat_sim_advance` on the emulated PMUs. The hook queues SIGEMT to the thread that owns
+//! the binding with `rt_tgsigqueueinfo(2)`, `si_code = EMT_CPCOVF` and `si_addr` = the
+//! interrupted program counter; it allocates nothing and takes no lock.
+//!
+//! The signal also says which requests overflowed, as perfctr's overflow signal does with its
+//! `si_pmc_ovf_mask`: a 64-bit mask (bit i = the request whose index `cpc_set_add_request`
+//! returned i) three pointers after `si_addr` in the siginfo (bytes 40..48 on 64-bit targets,
+//! where a SIGSEGV would carry `si_upper`; 24..32 on 32-bit). Those bytes are inside the
+//! part of the siginfo that the kernel copies from `rt_tgsigqueueinfo` to the handler, and no
+//! Solaris field of an EMT signal lives there. `libcpc.h` reads it with the inline function
+//! `perfcompat_cpc_ovf_mask(const siginfo_t *)`, 0 for a siginfo that did not come from
+//! libcpc's overflow path.
+//!
+//! On the perf backend the overflow arrives as the engine's own signal, and SIGEMT is normally
+//! not queued at all: when the hook runs inside the engine's overflow handler, the
+//! notification is kept until the engine is done ([`crate::base::signal::set_after_overflow`])
+//! and then delivered in that same handler the way the kernel would deliver SIGEMT at that
+//! instant: the program's SIGEMT handler is called with the siginfo described above and the
+//! interrupted context, under the signal mask the kernel would set (the interrupted mask, the
+//! handler's `sa_mask` and SIGEMT unless `SA_NODEFER`; `SA_RESETHAND` honoured). One signal
+//! per overflow instead of two (issue 19). SIGEMT is still queued, as above, whenever the
+//! kernel's delivery could differ from a direct call: SIGEMT blocked where the overflow
+//! interrupted (a `sigwaitinfo` or `signalfd` user), already pending (order is kept), ignored
+//! or at its default action, or handled on an alternate stack (`SA_ONSTACK`). A handler that
+//! leaves by `siglongjmp` or `longjmp` leaves the same mask as after a kernel delivery.
+//!
+//! Linux accepts a positive `si_code` only for a signal a thread sends to itself. That is the
+//! case on the perf backend (the kernel routes the overflow to the binding thread) and for the
+//! emulated PMUs' ordinary use; when another thread's events overflow an emulated inheriting
+//! binding, the signal still reaches the binder with `si_addr` set, but with `si_code`
+//! `SI_QUEUE`.
+
+use std::cell::Cell;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::engine::{self, OverflowEvent};
+
+/// `si_code` of the SIGEMT that reports a counter overflow (Solaris x86's value; the C
+/// header's `EMT_CPCOVF`).
+pub const EMT_CPCOVF: c_int = 1;
+
+/// `user_data` the libcpc layer gives its bindings that notify: the hook ignores others (the
+/// engine's hook is per process).
+pub const EMT_TAG: usize = 0x00c0_ffee_0e47;
+
+/// The default SIGEMT number on Linux architectures without one: real-time signal 63.
+pub const DEFAULT_SIGEMT: c_int = crate::base::sys::DEFAULT_SIGEMT;
+
+/// The signal libcpc notifies with (`PERFCOMPAT_SIGEMT`, else the system's SIGEMT, else 63;
+/// a value that is not a real-time signal distinct from the engine's overflow signal is
+/// refused with a message: [`crate::base::sys::sigemt_signal`]). Read once; async-signal-safe
+/// afterwards.
+pub fn signal() -> c_int {
+    crate::base::sys::sigemt_signal()
+}
+
+/// Install the overflow hook (once per process; idempotent).
+pub fn install() {
+    signal();
+    engine::set_overflow_hook(Some(hook));
+    crate::base::signal::set_after_overflow(Some(after_overflow));
+}
+
+thread_local! {
+    /// The notification kept for delivery when the engine's overflow handler is done on this
+    /// thread: (`si_addr`, overflow mask). At most one per handler (one signal, one binding).
+    static KEPT: Cell<Option<(usize, u64)>> = const { Cell::new(None) };
+    /// A SIGEMT [`send`] queued to this thread may still be pending: `deliver` looks before
+    /// calling the handler directly, so that notifications stay in order.
+    static MAYBE_PENDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Set once [`send`] has queued SIGEMT to another thread: from then on every direct delivery
+/// first looks for a pending SIGEMT (the queued one may be for the delivering thread).
+static SENT_TO_ANOTHER: AtomicBool = AtomicBool::new(false);
+
+fn hook(ev: &OverflowEvent) {
+    if ev.user_data != EMT_TAG {
+        return;
+    }
+    // Inside the engine's overflow handler the binding is the interrupted thread's own (the
+    // engine finds it in that thread's table): keep the notification for `after_overflow`.
+    if crate::base::signal::in_overflow_dispatch()
+        && KEPT
+            .try_with(|k| {
+                let free = k.get().is_none();
+                if free {
+                    k.set(Some((ev.pc, ev.overflowed)));
+                }
+                free
+            })
+            .unwrap_or(false)
+    {
+        return;
+    }
+    send(ev.tid, ev.pc, ev.overflowed);
+}
+
+/// The engine's overflow handler is done: deliver the notification kept by `hook`.
+fn after_overflow(uc: *mut c_void) {
+    if let Some((pc, mask)) = KEPT.try_with(|k| k.take()).ok().flatten() {
+        // SAFETY: `uc` is the overflow handler's context, as `deliver` requires.
+        unsafe { deliver(pc, mask, uc) };
+    }
+}
+
+/// The siginfo of libcpc's overflow notification (see the module's documentation).
+fn info(sig: c_int, code: c_int, pc: usize, mask: u64) -> SigInfo {
+    let mut info = SigInfo([0; 128]);
+    let put_int = |b: &mut [u8; 128], off: usize, v: c_int| {
+        b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+    };
+    let union_at = if cfg!(target_pointer_width = "64") {
+        16
+    } else {
+        12
+    };
+    put_int(&mut info.0, 0, sig);
+    put_int(&mut info.0, 8, code);
+    let addr = pc.to_ne_bytes();
+    info.0[union_at..union_at + addr.len()].copy_from_slice(&addr);
+    let mask_at = union_at + OVF_MASK_FROM_ADDR;
+    info.0[mask_at..mask_at + 8].copy_from_slice(&mask.to_ne_bytes());
+    info
+}
+
+/// A `siginfo_t`'s 128 bytes: si_signo, si_errno, si_code (ints), then the union at 16
+/// (8-byte aligned on 64-bit targets, 12 on 32-bit), whose first member is si_addr.
+#[repr(C, align(8))]
+struct SigInfo([u8; 128]);
+
+/// Deliver SIGEMT to the calling thread now, from the engine's overflow handler, as the kernel
+/// would deliver it where the overflow interrupted `uc` ([`crate::base::signal::call_handler`]);
+/// queue it with [`send`] when a direct call could behave differently (see the module's
+/// documentation). Async-signal-safe; every signal is blocked on entry. Nothing here needs
+/// dropping: the handler may `siglongjmp`.
+///
+/// # Safety
+/// `uc` is the `ucontext_t *` of the overflow signal handler that is running on this thread.
+unsafe fn deliver(pc: usize, mask: u64, uc: *mut c_void) {
+    let sig = signal();
+    let mut info = info(sig, EMT_CPCOVF, pc, mask);
+    let maybe_pending = MAYBE_PENDING.try_with(|m| m.get()).unwrap_or(true)
+        || SENT_TO_ANOTHER.load(Ordering::Relaxed);
+    // SAFETY: `uc` is the running overflow handler's context (caller's contract); `info` is a
+    // whole siginfo.
+    let called = unsafe {
+        crate::base::signal::call_handler(
+            sig,
+            info.0.as_mut_ptr().cast(),
+            uc,
+            maybe_pending,
+            // No SIGEMT is pending now (or the call would not be made): the next look can
+            // wait for the next queueing. Runs before the handler, which may not return.
+            || {
+                let _ = MAYBE_PENDING.try_with(|m| m.set(false));
+            },
+        )
+    };
+    if !called {
+        send(crate::base::sys::gettid(), pc, mask);
+    }
+}
+
+/// Where the overflow mask is in the siginfo, from `si_addr`: three pointers on.
+/// `libcpc.h`'s `perfcompat_cpc_ovf_mask` reads the same place.
+pub const OVF_MASK_FROM_ADDR: usize = 3 * std::mem::size_of::<usize>();
+
+/// Queue SIGEMT to thread `tid` of this process with `si_code = EMT_CPCOVF`,
+/// `si_addr = pc` and the overflowed requests' `mask` (see the module's documentation).
+/// Async-signal-safe.
+pub fn send(tid: i32, pc: usize, mask: u64) {
+    let sig = signal();
+    let info = info(sig, EMT_CPCOVF, pc, mask);
+    if tid == crate::base::sys::gettid() {
+        let _ = MAYBE_PENDING.try_with(|m| m.set(true));
+    } else {
+        SENT_TO_ANOTHER.store(true, Ordering::Relaxed);
+    }
+    // SAFETY: plain system calls with a valid siginfo buffer.
+    unsafe {
+        let pid = libc::getpid();
+        let r = libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, tid, sig, info.0.as_ptr());
+        if r != 0 && *libc::__errno_location() == libc::EPERM {
+            // Another thread: the kernel accepts only a negative si_code.
+            let info = self::info(sig, libc::SI_QUEUE, pc, mask);
+            libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, tid, sig, info.0.as_ptr());
+        }
+    }
+}

@@ -1,0 +1,543 @@
+//! IRIX `libperfex` semantics on the engine: two R10000 events per thread, counted between a
+//! start and a read. The C and Fortran entry points (in `perfcompat-capi`) only check pointers
+//! and call these functions.
+//!
+//! Contract: libperfex(3C) and the decisions in the project's perfex reference.
+//! - Events are R10000 event numbers 0..31, resolved by the backend (natively on `sim:r10000`
+//!   and `sim:r12000`; through the event map, `PERFCOMPAT_EVENTS` included, on perf). Each is
+//!   pinned to its R10000 hardware counter (0..15 on counter 0, 16..31 on counter 1), so two
+//!   events of one counter are a "conflicting counters" error on every backend, as on IRIX.
+//!   One event asked for twice (`start_counters(0, 0)`) needs one counter: it is counted once
+//!   and [`read`] reports its count in both places, with the usual generation rules.
+//! - `T5_EVENT0`/`T5_EVENT1` (or `T5EVENT0`/`T5EVENT1`) override the events; a value that is not
+//!   an integer in 0..31 is reported once on stderr and ignored.
+//! - State is per thread. The counter group stays open between pairs: [`start`] takes one
+//!   sample as the origin and [`read`] one sample for the counts, so each costs one counter read.
+//!   "Stopping" after the read is logical: the next start takes a new origin.
+//! - Generations: [`start`] returns a fresh one; [`read`] returns the same unless the kernel did
+//!   not run the group for the whole interval (multiplexing), in which case it returns a fresh
+//!   one, so the program's comparison fails as the man page intends.
+//! - Under the `perfex` command, a thread that never called [`start`] reads its own counts
+//!   since it started, for the events perfex counts: see [`adopt_handoff`].
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Once, OnceLock};
+
+use crate::api::costs;
+use crate::base::error::{Error, Result};
+use crate::engine::next_generation;
+use crate::{backend, bind, Binding, CounterSet, Request, RequestFlags, Target};
+
+/// How a thread's counters came to be running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Read since the last start: the next [`read`] needs a [`start`] first.
+    Stopped,
+    /// Started by [`start`] with these (override-resolved) events.
+    Started(i32, i32),
+    /// Started when the thread started, for the events the `perfex` command counts (see
+    /// [`adopt_handoff`]); reads do not stop them.
+    Perfex,
+}
+
+/// The distinct events a binding counts, in binding order: one or two (no allocation, so
+/// that a start/read pair costs two counter reads and nothing more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Bound {
+    events: [u32; 2],
+    n: usize,
+}
+
+impl Bound {
+    /// The distinct events of a pair: one event asked for twice is counted once (it needs one
+    /// counter, so it is no conflict).
+    fn pair(n0: u32, n1: u32) -> Bound {
+        Bound {
+            events: [n0, n1],
+            n: if n0 == n1 { 1 } else { 2 },
+        }
+    }
+
+    /// Distinct events (one or two), as `perfex` hands them over.
+    fn of(events: &[u32]) -> Bound {
+        match *events {
+            [e] => Bound::pair(e, e),
+            [e0, e1, ..] => Bound::pair(e0, e1),
+            [] => Bound::pair(0, 0),
+        }
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        &self.events[..self.n]
+    }
+}
+
+struct ThreadCounters {
+    /// The events the binding counts.
+    bound: Bound,
+    /// Whether the binding counts kernel mode too (only a `perfex -k` hand-over does).
+    kernel: bool,
+    binding: Binding,
+    origin: [u64; 2],
+    enabled0: u64,
+    running0: u64,
+    generation: u32,
+    mode: Mode,
+}
+
+impl ThreadCounters {
+    /// Bind `bound` (distinct events) to the calling thread and take the origin sample.
+    fn bind(bound: Bound, kernel: bool, mode: Mode) -> Result<ThreadCounters> {
+        let flags = RequestFlags {
+            system: kernel,
+            ..RequestFlags::USER
+        };
+        let binding = bind(&pinned_set(bound.as_slice(), flags)?, Target::CurrentThread)?;
+        let mut t = ThreadCounters {
+            bound,
+            kernel,
+            binding,
+            origin: [0; 2],
+            enabled0: 0,
+            running0: 0,
+            generation: 0,
+            mode,
+        };
+        t.restart()?;
+        Ok(t)
+    }
+
+    /// Take a new origin and a fresh generation.
+    #[inline(always)]
+    fn restart(&mut self) -> Result<()> {
+        let mut v = [0u64; 2];
+        let info = self.binding.sample_untimed(&mut v)?;
+        self.origin = v;
+        self.enabled0 = info.enabled_ns;
+        self.running0 = info.running_ns;
+        self.generation = next_generation();
+        Ok(())
+    }
+
+    /// Where event `e` is in the binding.
+    #[inline]
+    fn index(&self, e: i32) -> Option<usize> {
+        self.bound
+            .as_slice()
+            .iter()
+            .position(|&b| i64::from(b) == i64::from(e))
+    }
+
+    /// The counts of `e0` and `e1` (both bound) since the origin, with the generation rule.
+    #[inline(always)]
+    fn counts(&mut self, e0: i32, e1: i32) -> Result<Counts> {
+        let (Some(i0), Some(i1)) = (self.index(e0), self.index(e1)) else {
+            return Err(Error::InvalidArgument(format!(
+                "events ({e0}, {e1}) are not both counted on this thread"
+            )));
+        };
+        let mut v = [0u64; 2];
+        let info = self.binding.sample_untimed(&mut v)?;
+        let enabled = info.enabled_ns.wrapping_sub(self.enabled0);
+        let running = info.running_ns.wrapping_sub(self.running0);
+        if running < enabled {
+            // The kernel took the counters away for part of the interval.
+            self.generation = next_generation();
+        }
+        Ok(Counts {
+            c0: v[i0].wrapping_sub(self.origin[i0]) as i64,
+            c1: v[i1].wrapping_sub(self.origin[i1]) as i64,
+            generation: self.generation,
+        })
+    }
+}
+
+thread_local! {
+    static STATE: RefCell<Option<ThreadCounters>> = const { RefCell::new(None) };
+}
+
+/// `f` on this thread's state: `STATE.with(f)`, with `f` called in the caller's frame. The
+/// standard library's `with` was left out of line with the counter read inside it, one more
+/// return after the read's system call (see [`start`]).
+#[inline(always)]
+fn with_state<R>(f: impl FnOnce(&RefCell<Option<ThreadCounters>>) -> R) -> R {
+    let p: *const RefCell<Option<ThreadCounters>> = STATE.with(|st| st as *const _);
+    // SAFETY: this thread's own thread-local, alive until the thread exits, used only on this
+    // thread during this call (as inside `with`).
+    f(unsafe { &*p })
+}
+
+/// The counts [`read`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Count of the first event.
+    pub c0: i64,
+    /// Count of the second event.
+    pub c1: i64,
+    /// Generation number (see the module documentation).
+    pub generation: u32,
+}
+
+/// `T5_EVENT0`/`T5EVENT0` (index 0) or `T5_EVENT1`/`T5EVENT1` (index 1), if set and valid.
+fn env_override(index: usize) -> Option<i32> {
+    static WARNED: [Once; 2] = [Once::new(), Once::new()];
+    let names = [["T5_EVENT0", "T5EVENT0"], ["T5_EVENT1", "T5EVENT1"]][index];
+    let (name, value) = names
+        .iter()
+        .find_map(|n| crate::base::sys::env_var(n).map(|v| (*n, v)))?;
+    match value.trim().parse::<i32>() {
+        Ok(n) if (0..32).contains(&n) => Some(n),
+        _ => {
+            WARNED[index].call_once(|| {
+                crate::stderr_line!(
+                    "libperfex: ignoring {name}={value:?}: not an event number in 0..31"
+                )
+            });
+            None
+        }
+    }
+}
+
+/// The events actually counted for arguments `e0`, `e1`: the environment overrides them.
+///
+/// The environment is read once, at the first call: a start/read pair must cost one counter
+/// read each, and looking up four variables twice per pair cost more than the reads (the
+/// benchmarks showed it). A program that changes `T5_EVENT0`/`T5_EVENT1` after its first
+/// `start_counters` is not seen, as with a variable read when the program started.
+pub fn events(e0: i32, e1: i32) -> (i32, i32) {
+    static OVERRIDES: OnceLock<(Option<i32>, Option<i32>)> = OnceLock::new();
+    let (o0, o1) = *OVERRIDES.get_or_init(|| (env_override(0), env_override(1)));
+    (o0.unwrap_or(e0), o1.unwrap_or(e1))
+}
+
+/// An R10000 event number written as text (`"26"`, surrounding blanks allowed), or an error
+/// naming it: what `perfex -e` and `PERFCOMPAT_PRELOAD_EVENTS` take.
+pub fn parse_event(text: &str) -> Result<u32> {
+    let n = text.trim().parse::<i32>().map_err(|_| {
+        Error::InvalidArgument(format!(
+            "{text:?} is not an R10000 event number (events are 0-31)"
+        ))
+    })?;
+    check_range(n)
+}
+
+/// `e` as an R10000 event number, or an error naming it when it is not in 0..31.
+pub fn check_range(e: i32) -> Result<u32> {
+    u32::try_from(e).ok().filter(|&n| n < 32).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "event {e} is out of range (R10000 events are 0-31)"
+        ))
+    })
+}
+
+/// A set counting R10000 `events` with `flags`, each pinned to its R10000 hardware counter
+/// (0..15 on counter 0, 16..31 on counter 1), so that two events of one counter are a
+/// "conflicting counters" error on every backend.
+pub fn pinned_set(events: &[u32], flags: RequestFlags) -> Result<CounterSet> {
+    let mut set = CounterSet::new();
+    for &e in events {
+        set.add(Request::new(e.to_string()).on_counter(e / 16).flags(flags))?;
+    }
+    Ok(set)
+}
+
+/// Start counting events `e0` and `e1` (after the environment overrides) on the calling
+/// thread from zero; returns the generation number. The same event twice is counted once, and
+/// [`read`] reports its count for both.
+///
+/// Inlined, with its common case (the thread's open pair reused) inlined down to the counter
+/// read, so that the read's system call is made in the C export's frame: every return after a
+/// system call to a frame live before it costs about 8 ns here (see
+/// `backend::perf::DirectRead`). Everything else is out of line.
+#[inline(always)]
+pub fn start(e0: i32, e1: i32) -> Result<u32> {
+    let (e0, e1) = events(e0, e1);
+    let bound = Bound::pair(check_range(e0)?, check_range(e1)?);
+    with_state(|st| {
+        let mut st = st.borrow_mut();
+        // The group stays open between pairs. After fork() the pair open in the parent still
+        // counts the parent: open a new one. Counters perfex handed over are reused when they
+        // count exactly these events in user mode.
+        match &mut *st {
+            Some(t) if t.bound == bound && !t.kernel && !t.binding.inherited_from_parent() => {
+                t.restart()?;
+                t.mode = Mode::Started(e0, e1);
+                Ok(t.generation)
+            }
+            other => start_slow(other, bound, e0, e1),
+        }
+    })
+}
+
+/// [`start`] with a new pair: unbind the old one, bind and start the new one.
+#[inline(never)]
+fn start_slow(st: &mut Option<ThreadCounters>, bound: Bound, e0: i32, e1: i32) -> Result<u32> {
+    *st = None; // unbind the old pair first
+    let t = st.insert(ThreadCounters::bind(bound, false, Mode::Stopped)?);
+    t.mode = Mode::Started(e0, e1);
+    Ok(t.generation)
+}
+
+/// Read the counts since the matching [`start`] on this thread, and stop counting.
+///
+/// A thread that has not called [`start`] in a program the `perfex` command runs reads the
+/// counters perfex handed over (see [`adopt_handoff`]): the counts since the thread started,
+/// for events perfex counts; those keep running.
+///
+/// Inlined down to the counter read in its common case (the events started), as [`start`];
+/// everything else is out of line.
+#[inline(always)]
+pub fn read(e0: i32, e1: i32) -> Result<Counts> {
+    let (e0, e1) = events(e0, e1);
+    with_state(|st| {
+        let mut st = st.borrow_mut();
+        match &mut *st {
+            Some(t) if t.mode == Mode::Started(e0, e1) && !t.binding.inherited_from_parent() => {
+                let c = t.counts(e0, e1)?;
+                t.mode = Mode::Stopped;
+                Ok(c)
+            }
+            other => read_slow(other, e0, e1),
+        }
+    })
+}
+
+/// [`read`] in every case but the common one: not started, other events, a child of fork(),
+/// the counters perfex handed over.
+#[inline(never)]
+fn read_slow(st: &mut Option<ThreadCounters>, e0: i32, e1: i32) -> Result<Counts> {
+    let not_started = Error::WrongState(
+        "the counters were not started on this thread (call start_counters first)",
+    );
+    let t = match st.as_mut() {
+        Some(t) if t.binding.inherited_from_parent() => {
+            return Err(if t.mode == Mode::Perfex {
+                Error::WrongState(
+                    "the counters perfex started on this thread count the parent process \
+                     (this is a child of fork()); call start_counters first",
+                )
+            } else {
+                not_started
+            });
+        }
+        Some(t) => t,
+        None => return Err(not_started),
+    };
+    match t.mode {
+        Mode::Stopped => Err(not_started),
+        Mode::Started(s0, s1) if (s0, s1) != (e0, e1) => Err(Error::InvalidArgument(format!(
+            "events ({e0}, {e1}) differ from the events started on this thread ({s0}, {s1})"
+        ))),
+        Mode::Started(..) => {
+            let c = t.counts(e0, e1)?;
+            t.mode = Mode::Stopped;
+            Ok(c)
+        }
+        Mode::Perfex => {
+            if let Some(e) = [e0, e1].into_iter().find(|&e| t.index(e).is_none()) {
+                let list: Vec<String> = t.bound.as_slice().iter().map(u32::to_string).collect();
+                return Err(Error::InvalidArgument(format!(
+                    "event {e} is not one perfex counts (it counts event{} {}): call \
+                     start_counters first",
+                    if list.len() > 1 { "s" } else { "" },
+                    list.join(" and ")
+                )));
+            }
+            t.counts(e0, e1)
+        }
+    }
+}
+
+/// The variable through which the `perfex` command hands its event list to the command it
+/// runs (see [`adopt_handoff`]); set by `perfex`, inherited by the command's descendants.
+pub const HANDOFF_VAR: &str = "PERFCOMPAT_PERFEX_EVENTS";
+
+/// What `perfex` handed over: the events it counts, and whether in kernel mode too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handoff {
+    /// Distinct R10000 events, in `perfex -e` order (at most two, of different counters).
+    pub events: Vec<u32>,
+    /// Counted in kernel mode too (`perfex -k`).
+    pub kernel: bool,
+}
+
+impl Handoff {
+    /// The value of [`HANDOFF_VAR`]: the event numbers, then `kernel` if so (`0,25,kernel`).
+    pub fn to_value(&self) -> String {
+        let mut items: Vec<String> = self.events.iter().map(u32::to_string).collect();
+        if self.kernel {
+            items.push("kernel".into());
+        }
+        items.join(",")
+    }
+
+    /// Parse a [`HANDOFF_VAR`] value; an error names what is wrong.
+    pub fn parse(value: &str) -> Result<Handoff> {
+        let mut h = Handoff {
+            events: Vec::new(),
+            kernel: false,
+        };
+        for item in value.split(',') {
+            if item.trim() == "kernel" {
+                h.kernel = true;
+                continue;
+            }
+            let e = parse_event(item)?;
+            if !h.events.contains(&e) {
+                h.events.push(e);
+            }
+        }
+        if h.events.is_empty() || h.events.len() > 2 {
+            return Err(Error::InvalidArgument(format!(
+                "{value:?}: one or two R10000 events expected"
+            )));
+        }
+        Ok(h)
+    }
+}
+
+/// The hand-over this process adopted, if any.
+static HANDOFF: OnceLock<Handoff> = OnceLock::new();
+/// Whether [`HANDOFF`] is set: one relaxed load for the thread-creation fast path.
+static HANDED_OVER: AtomicBool = AtomicBool::new(false);
+
+/// Adopt the counters of the `perfex` command that runs this program: `value` is what perfex
+/// put in [`HANDOFF_VAR`]. From now on the calling thread (the library's constructor runs on
+/// the main thread) and every thread that reports its start through [`thread_started`] count
+/// those events from their start, so that a thread that calls [`read`] without [`start`]
+/// reads its own counts since it started, as IRIX programs run under `perfex` did.
+///
+/// # Decisions
+/// - The counters are the thread's own (one group per thread, user mode unless perfex counts
+///   kernel mode too), separate from perfex's: perfex's counts are not changed by them, nor do
+///   they count twice. On a PMU they use counters beside perfex's.
+/// - Reads do not stop them (the program did not start them): each read without a start gives
+///   the counts since the thread started. The thread's first [`start`] takes over as before
+///   (reusing the group when it counts the same events), and from then on its reads need
+///   starts, exactly as without perfex.
+/// - Only events perfex counts can be read so; any other event is an error naming the events
+///   perfex counts.
+/// - A child of `fork()` inherits the forking thread's state, whose counters still count the
+///   parent: its reads without a start fail and say so (its new threads count their own).
+///   A program that `exec`s adopts anew (the variable is inherited).
+pub fn adopt_handoff(value: &str) -> Result<()> {
+    let h = Handoff::parse(value)?;
+    let h = HANDOFF.get_or_init(|| h);
+    HANDED_OVER.store(true, Ordering::Release);
+    pre_start(h)
+}
+
+/// Whether this process adopted a `perfex` hand-over (see [`adopt_handoff`]). One atomic load.
+#[inline]
+pub fn handed_over() -> bool {
+    HANDED_OVER.load(Ordering::Relaxed)
+}
+
+/// A new thread starts (called before its start routine runs): under a `perfex` hand-over,
+/// start its counters. A failure is reported once per process on stderr; the thread then
+/// reads as not started.
+pub fn thread_started() {
+    static WARNED: Once = Once::new();
+    let Some(h) = HANDOFF.get() else {
+        return;
+    };
+    if let Err(e) = pre_start(h) {
+        WARNED.call_once(|| {
+            crate::stderr_line!(
+                "libperfex: a new thread cannot count the events perfex counts ({e}); its \
+                 read_counters needs a start_counters"
+            )
+        });
+    }
+}
+
+/// Bind `h` to the calling thread, unless it already has counters.
+fn pre_start(h: &Handoff) -> Result<()> {
+    STATE.with(|st| {
+        let mut st = st.borrow_mut();
+        if st.is_none() {
+            *st = Some(ThreadCounters::bind(
+                Bound::of(&h.events),
+                h.kernel,
+                Mode::Perfex,
+            )?);
+        }
+        Ok(())
+    })
+}
+
+/// The calling thread's generation number: that of its last start or read, or a fresh one if
+/// it never started counters.
+pub fn generation() -> u32 {
+    STATE.with(|st| {
+        st.borrow()
+            .as_ref()
+            .map_or_else(next_generation, |t| t.generation)
+    })
+}
+
+/// The pairs a report lists: both, or one when the same event comes twice with the same count
+/// (what [`read`] returns for one event asked for twice). Both are checked.
+fn report_pairs(e0: i32, c0: i64, e1: i32, c1: i64) -> Result<Vec<(u32, i64)>> {
+    let (n0, n1) = (check_range(e0)?, check_range(e1)?);
+    Ok(if (n0, c0) == (n1, c1) {
+        vec![(n0, c0)]
+    } else {
+        vec![(n0, c0), (n1, c1)]
+    })
+}
+
+/// The count table `print_counters` writes (our layout, pinned by a golden test). The same
+/// event twice with the same count is listed once.
+pub fn format_counters(e0: i32, c0: i64, e1: i32, c1: i64) -> Result<String> {
+    let pairs = report_pairs(e0, c0, e1, c1)?;
+    let kind = backend::global().ok().map(|b| b.shape().kind);
+    let backend = kind.map_or_else(|| "none".to_string(), |k| k.to_string());
+    let flavor = kind.map_or(costs::Flavor::Host, costs::Flavor::for_backend);
+    let mut out = format!("Event counts (libperfex on the {backend} backend):\n");
+    for (e, c) in pairs {
+        out.push_str(&count_line(flavor, e, &c.to_string()));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// One line of a count table: event number and name with a dotted leader, then `count`
+/// right-aligned (shared by `print_counters` and the `perfex` command). The name is what was
+/// counted: on an emulated R10000 or R12000 the event's own; where the number stands for
+/// another event (a host's perf event, the event map's choice, `cycles` estimated from the
+/// task clock) that event, followed by the R10000 event it stands for.
+pub fn count_line(flavor: costs::Flavor, event: u32, count: &str) -> String {
+    format!("{:.<60} {count:>20}", count_label(flavor, event))
+}
+
+/// The label of event `event`'s line in a count table ([`count_line`]), with its trailing
+/// space, before the dotted leader.
+pub fn count_label(flavor: costs::Flavor, event: u32) -> String {
+    let name = flavor.event_name(event as usize);
+    let counted = backend::global()
+        .ok()
+        .and_then(|b| b.counted_name(&event.to_string()));
+    match counted {
+        Some(c) => format!("{event:>2} {c} (R10000 {name}) "),
+        None => format!("{event:>2} {name} "),
+    }
+}
+
+/// The cost report `print_costs` writes: the two counts with their time estimates under the
+/// cost table in force (see [`crate::api::costs`]), then the derived statistics they allow. The
+/// same event twice with the same count is listed once (and counted once in the statistics).
+pub fn format_costs(e0: i32, c0: i64, e1: i32, c1: i64) -> Result<String> {
+    let counts: Vec<(usize, i64)> = report_pairs(e0, c0, e1, c1)?
+        .into_iter()
+        .map(|(e, c)| (e as usize, c))
+        .collect();
+    Ok(costs::format_exact_costs(&costs::current(), &counts, None))
+}
+
+/// Load the cost table file at `path` over the default table, for every thread: what
+/// `load_costs` does. All or nothing (see [`crate::api::costs::load`]).
+pub fn load_costs(path: &std::path::Path) -> Result<()> {
+    costs::load(path)
+}

@@ -1,0 +1,419 @@
+//! The perf backend's overflow signal: the handler the engine installs, and its fallback when
+//! the kernel cannot queue the signal. The handler reaches the engine through the entry points
+//! the engine passes in ([`Dispatch`]); the backends do not import this module (they take the
+//! signal's number from [`crate::base::sys`] and block signals with [`crate::base::sigsafe`]).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use crate::base::sigsafe::while_all_blocked;
+pub use crate::base::sigsafe::{Blocked, SeqCount};
+pub use crate::base::sys::overflow_signal;
+
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Where the overflow signal handler sends what it received: the engine's entry points,
+/// passed in so that this module does not import the engine.
+#[derive(Clone, Copy)]
+pub struct Dispatch {
+    /// An overflow signal for the counter descriptor `fd`, interrupted at `pc`; `hup` when
+    /// its code is `POLL_HUP` (the kernel stopped the event at its overflow limit).
+    pub on_fd: fn(fd: i32, hup: bool, pc: usize),
+    /// The kernel's SIGIO fallback: an overflow of an unknown counter, at `pc`.
+    pub on_unknown: fn(pc: usize),
+}
+
+static ON_FD: AtomicUsize = AtomicUsize::new(0);
+static ON_UNKNOWN: AtomicUsize = AtomicUsize::new(0);
+static AFTER: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// How many overflow handlers are dispatching to the engine on this thread (see
+    /// [`in_overflow_dispatch`]).
+    static DISPATCHING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// True while the calling thread is inside the overflow signal handler's dispatch to the
+/// engine, that is, while an overflow hook runs there: the function installed with
+/// [`set_after_overflow`] will run when the dispatch is over, on this thread, before the
+/// handler returns. Async-signal-safe.
+pub fn in_overflow_dispatch() -> bool {
+    DISPATCHING.with(|d| d.get() > 0)
+}
+
+/// Install (or with `None` remove) what the overflow signal handler runs last, after the
+/// engine has handled the overflow and every scope of the dispatch has ended, with the
+/// interrupted context (the handler's `ucontext_t *`). The C layer delivers libcpc's SIGEMT
+/// from it. It runs with every signal still blocked and must be async-signal-safe; it may
+/// change the signal mask and call a user handler that never returns (`siglongjmp`): nothing
+/// of the overflow handler's remains to be done or dropped then.
+pub fn set_after_overflow(f: Option<fn(*mut libc::c_void)>) {
+    AFTER.store(f.map_or(0, |f| f as usize), Ordering::Release);
+}
+
+/// Run the function [`set_after_overflow`] installed, if any.
+fn after(uc: *mut libc::c_void) {
+    let f = AFTER.load(Ordering::Acquire);
+    if f != 0 {
+        // SAFETY: only ever stored from a `fn(*mut c_void)` by `set_after_overflow`.
+        let f: fn(*mut libc::c_void) = unsafe { std::mem::transmute(f) };
+        f(uc);
+    }
+}
+
+/// Run the engine's part of an overflow handler: every signal is blocked (see
+/// `while_all_blocked`) and [`in_overflow_dispatch`] is true.
+fn dispatch(f: impl FnOnce()) {
+    DISPATCHING.with(|d| d.set(d.get() + 1));
+    while_all_blocked(f);
+    DISPATCHING.with(|d| d.set(d.get().saturating_sub(1)));
+}
+
+/// Install the overflow signal handler once per process, sending what it receives to
+/// `dispatch` (the first call's; the engine is the only caller).
+pub fn install_overflow_handler(dispatch: Dispatch) -> crate::Result<()> {
+    if INSTALLED.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    // INSTALLED turns true only once both handlers are in place: a thread that sees it true
+    // may enable a counter at once, and an overflow signal at its default action ends the
+    // process (tests/signal_install.rs). Concurrent first installs wait for each other here.
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = INSTALLING.lock().unwrap_or_else(|e| e.into_inner());
+    if INSTALLED.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    ON_FD.store(dispatch.on_fd as usize, Ordering::Release);
+    ON_UNKNOWN.store(dispatch.on_unknown as usize, Ordering::Release);
+    let _b = Blocked::all();
+    // SAFETY: a plain sigaction with an extern "C" handler.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_overflow_signal as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        // Every signal stays blocked while the handler runs, so the state changes it makes
+        // need not block them again (see `Blocked`).
+        libc::sigfillset(&mut sa.sa_mask);
+        if libc::sigaction(overflow_signal(), &sa, std::ptr::null_mut()) != 0 {
+            return Err(crate::Error::last_os("sigaction for the overflow signal"));
+        }
+        // When the user's real-time signal queue is full (RLIMIT_SIGPENDING counts every
+        // process of the user), the kernel sends a plain SIGIO instead of the overflow signal,
+        // and SIGIO's default action ends the process. A program that handles or ignores
+        // SIGIO keeps its choice; otherwise SIGIO becomes an overflow signal without a counter.
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGIO, std::ptr::null(), &mut old) == 0
+            && old.sa_sigaction == libc::SIG_DFL
+        {
+            sa.sa_sigaction = on_sigio as *const () as usize;
+            libc::sigaction(libc::SIGIO, &sa, std::ptr::null_mut());
+        }
+    }
+    INSTALLED.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// What the overflow signal's disposition is now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// The engine's handler.
+    Ours,
+    /// `SIG_IGN`, or `SIG_DFL` (the handler was never installed, or the program reset it):
+    /// the kernel discards (or dies of) the signal, nothing of the engine's runs.
+    Dropped,
+    /// A handler of the program's own (which may or may not pass the signal on).
+    Foreign,
+}
+
+/// The overflow signal's disposition now. Async-signal-safe (one system call).
+pub fn disposition() -> Disposition {
+    // SAFETY: a query of the disposition into a local.
+    let h = unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(overflow_signal(), std::ptr::null(), &mut act) != 0 {
+            return Disposition::Foreign;
+        }
+        act.sa_sigaction
+    };
+    if h == on_overflow_signal as *const () as usize {
+        Disposition::Ours
+    } else if h == libc::SIG_IGN || h == libc::SIG_DFL {
+        Disposition::Dropped
+    } else {
+        Disposition::Foreign
+    }
+}
+
+/// Whether the calling thread blocks the overflow signal. Async-signal-safe (one system call).
+pub fn blocked_here() -> bool {
+    // SAFETY: a query of the calling thread's mask into a local.
+    unsafe {
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut mask) == 0
+            && libc::sigismember(&mask, overflow_signal()) == 1
+    }
+}
+
+/// The kernel's fallback for an overflow signal it could not queue (see
+/// `install_overflow_handler`): `si_code` is `SI_KERNEL` and there is no `si_fd`.
+extern "C" fn on_sigio(_sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
+    // SAFETY: errno is thread-local; saved and restored around the handler.
+    let saved = unsafe { *libc::__errno_location() };
+    // SAFETY: installed with SA_SIGINFO: `info` and `uc` are the kernel's.
+    let (code, pc) = unsafe { ((*info).si_code, interrupted_pc(uc)) };
+    if code == libc::SI_KERNEL {
+        dispatch(|| {
+            let f = ON_UNKNOWN.load(Ordering::Acquire);
+            if f != 0 {
+                // SAFETY: stored from a `fn(usize)` by `install_overflow_handler`.
+                let f: fn(usize) = unsafe { std::mem::transmute(f) };
+                f(pc);
+            }
+        });
+        after(uc);
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+}
+
+/// Call the handler of signal `sig` on the calling thread now, from inside the overflow signal
+/// handler whose context is `uc`, exactly as the kernel would deliver `sig` with siginfo `info`
+/// where that handler's signal interrupted the thread: with `info` and `uc`, under the mask the
+/// kernel sets (the interrupted mask, the handler's `sa_mask`, and `sig` unless `SA_NODEFER`),
+/// after resetting the disposition for `SA_RESETHAND`. When the returned value is false nothing
+/// was done, because a kernel delivery could differ from a call: `uc` is null; `sig` is ignored
+/// or at its default action; its handler wants the alternate stack (`SA_ONSTACK`); `sig` is
+/// blocked where the thread was interrupted (a `sigwaitinfo` or `signalfd` user); or, when
+/// `maybe_pending`, an earlier `sig` is pending (it must come first). The caller then queues
+/// the signal. `before_call` runs just before the handler is called.
+///
+/// Costs one `rt_sigaction` and one `rt_sigprocmask` (and one `rt_sigpending` when
+/// `maybe_pending`) instead of a second signal's delivery and return. The handler may leave by
+/// `siglongjmp`: nothing of the caller's frames needs dropping (the caller must make the same
+/// true of its own), and the mask it leaves is the one a kernel delivery leaves.
+/// Async-signal-safe; every signal is blocked on entry (the overflow handler's mask).
+///
+/// # Safety
+/// `uc` is null or the `ucontext_t *` of the overflow signal handler running on this thread;
+/// `info` points to a whole `siginfo_t` that stays valid during the call.
+pub unsafe fn call_handler(
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    uc: *mut libc::c_void,
+    maybe_pending: bool,
+    before_call: impl FnOnce(),
+) -> bool {
+    if uc.is_null() {
+        return false;
+    }
+    // SAFETY: plain libc calls on local sets; `uc` is the kernel's context (caller's contract).
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        let interrupted = &(*(uc as *const libc::ucontext_t)).uc_sigmask;
+        let pending = |sig| {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigpending(&mut set) != 0 || libc::sigismember(&set, sig) != 0
+        };
+        if libc::sigaction(sig, std::ptr::null(), &mut act) != 0
+            || act.sa_sigaction == libc::SIG_DFL
+            || act.sa_sigaction == libc::SIG_IGN
+            || act.sa_flags & libc::SA_ONSTACK != 0
+            || libc::sigismember(interrupted, sig) != 0
+            || (maybe_pending && pending(sig))
+        {
+            return false;
+        }
+        // The mask the kernel sets for a handler: the interrupted one, sa_mask, and the signal
+        // itself unless SA_NODEFER. (Bytes past the kernel's sigset in `uc_sigmask` are
+        // whatever follows it in the signal frame; the kernel ignores those bits.)
+        let mut during: libc::sigset_t = std::mem::zeroed();
+        let n = std::mem::size_of::<libc::sigset_t>();
+        let (d, a, b) = (
+            &mut during as *mut libc::sigset_t as *mut u8,
+            interrupted as *const libc::sigset_t as *const u8,
+            &act.sa_mask as *const libc::sigset_t as *const u8,
+        );
+        for i in 0..n {
+            *d.add(i) = *a.add(i) | *b.add(i);
+        }
+        if act.sa_flags & libc::SA_NODEFER == 0 {
+            libc::sigaddset(&mut during, sig);
+        }
+        if act.sa_flags & libc::SA_RESETHAND != 0 {
+            let mut dfl: libc::sigaction = std::mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        }
+        before_call();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &during, std::ptr::null_mut());
+        if act.sa_flags & libc::SA_SIGINFO != 0 {
+            let h: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                std::mem::transmute(act.sa_sigaction);
+            h(sig, info, uc);
+        } else {
+            let h: extern "C" fn(libc::c_int) = std::mem::transmute(act.sa_sigaction);
+            h(sig);
+        }
+    }
+    true
+}
+
+/// `si_fd` of a SIGPOLL-style siginfo (Linux: after `si_band`, a `long` at offset 16).
+///
+/// # Safety
+/// `info` must point to a siginfo delivered for an F_SETSIG signal.
+unsafe fn si_fd(info: *const libc::siginfo_t) -> i32 {
+    // SAFETY: the kernel's layout for SIGPOLL: int si_signo, si_errno, si_code, [pad], then
+    // the union; in it `long si_band` then `int si_fd`.
+    unsafe {
+        let base = info as *const u8;
+        let off = 3 * std::mem::size_of::<i32>();
+        let off = off.next_multiple_of(std::mem::align_of::<libc::c_long>());
+        *(base.add(off + std::mem::size_of::<libc::c_long>()) as *const i32)
+    }
+}
+
+/// The interrupted program counter from a ucontext, 0 where not known.
+///
+/// # Safety
+/// `uc` must be the third argument of an SA_SIGINFO handler, or null.
+pub unsafe fn interrupted_pc(uc: *const libc::c_void) -> usize {
+    if uc.is_null() {
+        return 0;
+    }
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    // SAFETY: the kernel passes a ucontext_t.
+    unsafe {
+        let uc = &*(uc as *const libc::ucontext_t);
+        uc.uc_mcontext.gregs[libc::REG_RIP as usize] as usize
+    }
+    #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+    // SAFETY: the kernel passes a ucontext_t.
+    unsafe {
+        let uc = &*(uc as *const libc::ucontext_t);
+        uc.uc_mcontext.pc as usize
+    }
+    #[cfg(not(any(
+        all(target_os = "linux", target_arch = "x86_64"),
+        all(target_os = "linux", target_arch = "aarch64")
+    )))]
+    {
+        0
+    }
+}
+
+extern "C" fn on_overflow_signal(
+    _sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    uc: *mut libc::c_void,
+) {
+    // SAFETY: errno is thread-local; save and restore it around the handler.
+    let saved = unsafe { *libc::__errno_location() };
+    // SAFETY: installed with SA_SIGINFO for an F_SETSIG signal.
+    let (fd, pc) = unsafe { (si_fd(info), interrupted_pc(uc)) };
+    // The band's code: POLL_IN for an overflow, POLL_HUP for one at which the kernel stopped
+    // the event (its overflow limit reached). POLL_HUP is 6 in asm-generic/siginfo.h.
+    const POLL_HUP: i32 = 6;
+    // SAFETY: as above.
+    let hup = unsafe { (*info).si_code } == POLL_HUP;
+    // Installed with a full sa_mask: every signal is blocked until the handler returns.
+    dispatch(|| {
+        let f = ON_FD.load(Ordering::Acquire);
+        if f != 0 {
+            // SAFETY: stored from a `fn(i32, bool, usize)` by `install_overflow_handler`.
+            let f: fn(i32, bool, usize) = unsafe { std::mem::transmute(f) };
+            f(fd, hup, pc);
+        }
+    });
+    // Last, with nothing of this handler's left to drop: a user handler called from here may
+    // leave by `siglongjmp`.
+    after(uc);
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+}
+
+/// The signals whose default action ends the process, that a program can catch, and for which
+/// [`report_before_fatal_signals`] installs its handler: every one of them but SIGINT (an
+/// interpreter installs its own SIGINT handler only where SIGINT is `SIG_DFL` at its start, as
+/// Python does for `KeyboardInterrupt`: a handler of ours there would change what Ctrl-C does
+/// to it) and the real-time signals (the library's own overflow signal and SIGEMT are among
+/// them).
+pub const FATAL_SIGNALS: &[i32] = &[
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGILL,
+    libc::SIGTRAP,
+    libc::SIGABRT,
+    libc::SIGBUS,
+    libc::SIGFPE,
+    libc::SIGUSR1,
+    libc::SIGSEGV,
+    libc::SIGUSR2,
+    libc::SIGPIPE,
+    libc::SIGALRM,
+    libc::SIGTERM,
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    libc::SIGSTKFLT,
+    libc::SIGXCPU,
+    libc::SIGXFSZ,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGIO,
+    libc::SIGPWR,
+    libc::SIGSYS,
+];
+
+/// What [`report_before_fatal_signals`] calls (a `fn(i32)`, 0 until installed).
+static BEFORE_FATAL: AtomicUsize = AtomicUsize::new(0);
+
+/// Call `report(sig)` when a signal of [`FATAL_SIGNALS`] whose disposition is `SIG_DFL` now
+/// arrives, then end the process by that signal's default action, as it would have ended
+/// without the handler (its wait status, a core dump included, is the same): the handler puts
+/// `SIG_DFL` back and raises the signal again, which is delivered when it returns. `report`
+/// runs in a signal handler: it must be async-signal-safe. A program that installs a handler
+/// of its own later replaces this one; one that ignores or handles a signal at this call
+/// keeps it. Returns how many signals got the handler. The first call's `report` is kept.
+pub fn report_before_fatal_signals(report: fn(i32)) -> usize {
+    let _ = BEFORE_FATAL.compare_exchange(0, report as usize, Ordering::AcqRel, Ordering::Relaxed);
+    let mut n = 0;
+    for &sig in FATAL_SIGNALS {
+        // SAFETY: sigaction with valid pointers and an extern "C" handler.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                || old.sa_sigaction != libc::SIG_DFL
+            {
+                continue;
+            }
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_fatal_signal as *const () as usize;
+            // Not on an alternate stack, which may be too small for the report: a stack
+            // overflow's SIGSEGV then ends the process without one.
+            sa.sa_flags = libc::SA_SIGINFO;
+            libc::sigemptyset(&mut sa.sa_mask);
+            if libc::sigaction(sig, &sa, std::ptr::null_mut()) == 0 {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+extern "C" fn on_fatal_signal(sig: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: errno is thread-local; the handler leaves it as it found it.
+    let errno = unsafe { *libc::__errno_location() };
+    let f = BEFORE_FATAL.load(Ordering::Acquire);
+    if f != 0 {
+        // SAFETY: stored from a `fn(i32)` by report_before_fatal_signals.
+        let report: fn(i32) = unsafe { std::mem::transmute::<usize, fn(i32)>(f) };
+        report(sig);
+    }
+    // SAFETY: sigaction and raise are async-signal-safe. The signal stays blocked until the
+    // handler returns; then it is delivered at its default action.
+    unsafe {
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        libc::raise(sig);
+        *libc::__errno_location() = errno;
+    }
+}

@@ -1,0 +1,525 @@
+//! The overflow watcher: a thread of the library's that handles an overflow its thread could
+//! not take (issue 29).
+//!
+//! On the perf backend the kernel reports a notifying request's overflow twice: it writes a
+//! record into the request's ring buffer (the counts at that instant) and sends the engine's
+//! overflow signal to the binding's thread, whose handler freezes the set at the record and
+//! notifies (libcpc's SIGEMT). A program can stop the second half from happening: it blocks
+//! every signal and waits for SIGEMT with `sigtimedwait` (the usual signal-thread pattern), it
+//! blocks the engine's signal, ignores it, or installs a handler of its own on it. The record
+//! is written all the same. So the watcher, started at the first notifying binding of a thread
+//! on the host's kernel, waits in `poll(2)` on the rings' descriptors (each record makes one
+//! readable) and judges each record that is still waiting a grace period later ([`GRACE_MS`]):
+//! while the thread can take the signal (the engine's handler, not blocked) it waits, however
+//! long the thread takes to be scheduled; otherwise it looks again every grace period, and
+//! when the same record has waited through enough looks that found the thread in the same
+//! state, asleep or having run meanwhile (see `judge`), it handles the overflow on the
+//! thread's behalf: the set freezes at the record, exactly where the handler would have frozen
+//! it, and the notification is sent (SIGEMT queued to the thread, with `si_code` `SI_QUEUE`
+//! and `si_addr` 0, the only code Linux lets one thread queue to another). The repeated looks
+//! keep a thread that was only descheduled or asleep inside one of the library's blocked
+//! sections, or a handler of the program's that passes the signal on, from being taken for
+//! one that cannot take the signal. A thread found blocking the signal has its binding's signals turned off
+//! (they would pile up in its queue) until the watcher sees it unblocked; meanwhile the sample
+//! takes waiting records itself (the engine's `take_unsignalled`).
+//!
+//! The watcher blocks every signal, so no signal meant for the program lands on it, and it is
+//! created past the thread-creation hook, so it inherits no set. It holds no descriptor of its
+//! own: while bindings exist it looks every [`LOOK_MS`], and with none it sleeps. When the
+//! engine's signal is found ignored or taken over, the library says so once on stderr.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use crate::base::sigsafe::Blocked;
+
+/// How long a record may wait for the owning thread's handler before the watcher looks at
+/// whether that thread can take the signal at all, in milliseconds. Also the watcher's
+/// shortest time between two looks, so it wakes at most this often however often the
+/// program's counters overflow.
+pub const GRACE_MS: i32 = 20;
+
+/// How often the watcher looks at the bindings while there are any (a binding made meanwhile
+/// is polled from the next look; its records wait for it), in milliseconds. With none it
+/// sleeps until the next bind. It holds no descriptor of its own.
+pub const LOOK_MS: i32 = 100;
+
+/// A binding the watcher looks after.
+pub trait Watched: Send + Sync {
+    /// The binding's id (unique in the process).
+    fn id(&self) -> u64;
+    /// The thread whose overflows these are.
+    fn owner(&self) -> i32;
+    /// Unbound, or the parent's after a fork: nothing to do any more.
+    fn gone(&self) -> bool;
+    /// The descriptors to poll.
+    fn overflow_fds(&self, out: &mut Vec<i32>);
+    /// Whether an overflow record of `fd` waits for an overflow not yet handled.
+    fn record_pending(&self, fd: i32) -> bool;
+    /// Where the oldest record of `fd` not yet consumed starts (see the backends'
+    /// `Group::overflow_record_mark`).
+    fn record_mark(&self, fd: i32) -> Option<u64>;
+    /// Handle the overflow whose record waits on `fd`, for an owner that cannot take its
+    /// signal (`owner_blocks`: because it blocks it).
+    fn handle(&self, fd: i32, owner_blocks: bool);
+    /// Whether its overflow signals were turned off (its owner blocked them).
+    fn quiet(&self) -> bool;
+    /// Turn its overflow signals on again.
+    fn speak(&self);
+}
+
+struct Entry {
+    id: u64,
+    fds: Vec<i32>,
+    set: Arc<dyn Watched>,
+}
+
+/// A value behind a spin lock: taken with every signal blocked (never by a handler on the
+/// same thread), held briefly, and reset in a fork's child (where the thread that held it may
+/// not exist; a `Mutex` held there would stay locked for ever).
+struct Spin<T> {
+    locked: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: `value` is only touched while `locked` is held.
+unsafe impl<T: Send> Sync for Spin<T> {}
+
+impl<T> Spin<T> {
+    const fn new(value: T) -> Spin<T> {
+        Spin {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        let _b = Blocked::all();
+        while self
+            .locked
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        // SAFETY: the lock is held.
+        let r = f(unsafe { &mut *self.value.get() });
+        self.locked.store(false, Ordering::Release);
+        r
+    }
+
+    /// In a fork's child: unlock, and take the value out without dropping it (it is the
+    /// parent's: threads and bindings this process does not have).
+    fn forget_in_child(&self, empty: T) {
+        self.locked.store(false, Ordering::Release);
+        // SAFETY: the only thread of the child; nothing else can hold the lock now.
+        let old = std::mem::replace(unsafe { &mut *self.value.get() }, empty);
+        std::mem::forget(old);
+    }
+}
+
+/// The bindings watched.
+static REGISTRY: Spin<Vec<Entry>> = Spin::new(Vec::new());
+
+/// The watcher thread (to unpark when the first binding comes). Its handle is kept, never
+/// joined nor detached: a program built with AddressSanitizer and linked statically does not
+/// see threads made through the library's pthread_create (its interposer comes first), and
+/// its pthread_detach aborts on one (the fuzz targets); a forgotten handle would be a leak to
+/// LeakSanitizer. The thread lives as long as the process.
+static WATCHER: Spin<Option<std::thread::JoinHandle<()>>> = Spin::new(None);
+/// The process the watcher runs in (0: none yet): a fork's child starts its own.
+static WATCHER_PID: AtomicI32 = AtomicI32::new(0);
+/// Overflows the watcher handled (for tests and the curious).
+static HANDLED: AtomicU64 = AtomicU64::new(0);
+/// The message about a taken-over signal was written.
+static TOLD: AtomicBool = AtomicBool::new(false);
+
+/// Overflows the watcher has handled for threads that could not take their signal.
+pub fn handled() -> u64 {
+    HANDLED.load(Ordering::Relaxed)
+}
+
+/// Watch `set` (a notifying binding of the calling thread on the host's kernel); starts the
+/// watcher on first use in the process. Nothing happens when the set has no descriptors to
+/// poll. A failure to start the watcher is reported once and costs only the watching.
+pub fn register(set: Arc<dyn Watched>) {
+    let mut fds = Vec::new();
+    set.overflow_fds(&mut fds);
+    if fds.is_empty() {
+        return;
+    }
+    if !start() {
+        return;
+    }
+    let id = set.id();
+    REGISTRY.with(|e| e.push(Entry { id, fds, set }));
+    wake();
+}
+
+/// Stop watching the binding `id` (at its unbind).
+pub fn unregister(id: u64) {
+    if WATCHER_PID.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    // Dropped outside the lock: the last reference closes the binding's descriptors.
+    let gone = REGISTRY.with(|e| e.iter().position(|x| x.id == id).map(|i| e.swap_remove(i)));
+    drop(gone);
+    wake();
+}
+
+/// Wake the watcher if it is parked (nothing to watch); one in `poll` sees a change at its
+/// next look ([`LOOK_MS`]).
+fn wake() {
+    WATCHER.with(|w| {
+        if let Some(h) = w.as_ref() {
+            h.thread().unpark();
+        }
+    });
+}
+
+extern "C" fn in_child() {
+    // The watcher did not come through the fork: start over with nothing watched (the
+    // parent's bindings are gone here; their descriptors are the child's to close or reuse).
+    REGISTRY.forget_in_child(Vec::new());
+    WATCHER.forget_in_child(None);
+    WATCHER_PID.store(0, Ordering::Release);
+}
+
+/// Start the watcher in this process if it is not running; false if it could not be.
+fn start() -> bool {
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    if WATCHER_PID.load(Ordering::Acquire) == pid {
+        return true;
+    }
+    static ATFORK: std::sync::Once = std::sync::Once::new();
+    ATFORK.call_once(|| {
+        // SAFETY: registers a child handler that only resets this module's state.
+        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+    });
+    // One starter at a time: under the lock of the handle it stores.
+    WATCHER.with(|w| {
+        if WATCHER_PID.load(Ordering::Acquire) == pid {
+            return true;
+        }
+        let spawned = crate::base::sys::create_internal_thread(|| {
+            std::thread::Builder::new()
+                .name("perfcompat-ovf".into())
+                .stack_size(64 * 1024)
+                .spawn(run)
+        });
+        match spawned {
+            Ok(h) => {
+                // A handle from before a fork names a thread this process does not have.
+                std::mem::forget(w.replace(h));
+                WATCHER_PID.store(pid, Ordering::Release);
+                true
+            }
+            Err(e) => {
+                tell_failure(&e);
+                false
+            }
+        }
+    })
+}
+
+fn tell_failure(e: &std::io::Error) {
+    static ONCE: AtomicBool = AtomicBool::new(false);
+    if !ONCE.swap(true, Ordering::Relaxed) {
+        crate::stderr_line!(
+            "perfcompat: the overflow watcher thread could not be started ({e}): an overflow \
+             whose signal the program blocks or takes over is found at the next sample only"
+        );
+    }
+}
+
+/// Say once that the engine's overflow signal was taken over by the program. Async-signal-safe
+/// (the sample calls it): the line is made on the stack and written with one `write(2)`.
+pub fn tell_taken_over() {
+    if TOLD.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    struct Line {
+        buf: [u8; 512],
+        len: usize,
+    }
+    impl std::fmt::Write for Line {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            let room = self.buf.len() - self.len;
+            let n = s.len().min(room);
+            self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+            self.len += n;
+            Ok(())
+        }
+    }
+    let mut line = Line {
+        buf: [0; 512],
+        len: 0,
+    };
+    let sig = crate::base::sys::overflow_signal();
+    let _ = std::fmt::Write::write_fmt(
+        &mut line,
+        format_args!(
+            "perfcompat: the program changed the action of signal {sig} (SIGRTMAX-{}), the \
+             library's overflow signal: overflows are now found by the library's watcher \
+             thread, later and with si_code SI_QUEUE; set PERFCOMPAT_OVERFLOW_SIGNAL to a \
+             real-time signal the program leaves alone\n",
+            libc::SIGRTMAX() - sig
+        ),
+    );
+    // SAFETY: a write of the bytes made above.
+    unsafe { libc::write(2, line.buf.as_ptr().cast(), line.len) };
+}
+
+/// Whether thread `tid` of this process blocks signal `sig` (`SigBlk` of its status file);
+/// `None` when that cannot be read.
+pub fn blocked_on(tid: i32, sig: i32) -> Option<bool> {
+    let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).ok()?;
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigBlk:"))?
+        .trim();
+    let mask = u64::from_str_radix(hex, 16).ok()?;
+    Some((1..=64).contains(&sig) && mask & (1 << (sig - 1)) != 0)
+}
+
+/// What the watcher sees of a thread from `/proc`.
+struct Seen {
+    /// It blocks the overflow signal.
+    blocked: bool,
+    /// It is asleep or stopped (state `S`, `T` or `t`), not running or waiting for a CPU.
+    asleep: bool,
+    /// Nanoseconds it has run (`schedstat`; clock ticks from `stat` where that is missing).
+    ran_ns: u64,
+}
+
+/// A look at thread `tid` of this process; `None` when it is gone or `/proc` cannot be read.
+fn look_at(tid: i32) -> Option<Seen> {
+    let blocked = blocked_on(tid, crate::base::sys::overflow_signal())?;
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    // After the command name in parentheses: the state, then the numbers.
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?;
+    let asleep = matches!(state, "S" | "T" | "t");
+    let ran_ns = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .or_else(|| {
+            // utime and stime are the 12th and 13th fields after the state.
+            let mut f = fields.skip(10);
+            let t: u64 = f.next()?.parse::<u64>().ok()? + f.next()?.parse::<u64>().ok()?;
+            // SAFETY: sysconf has no preconditions.
+            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+            Some(t * 1_000_000_000 / hz)
+        })?;
+    Some(Seen {
+        blocked,
+        asleep,
+        ran_ns,
+    })
+}
+
+/// What to do about a record that waits.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    /// Nothing yet: the owner's handler may still take it.
+    Wait,
+    /// The owner cannot take the signal: handle the overflow for it (`quiet`: it blocks the
+    /// signal, so turn the binding's signals off).
+    Handle { quiet: bool },
+}
+
+/// Judge suspect `s` (its record still waits) at a look. The owner's handler takes the signal
+/// when the disposition is the engine's and the thread does not block it: then wait, however
+/// long the thread takes to be scheduled. Otherwise the looks add up, for as long as the same
+/// record waits (its mark unchanged):
+/// - the engine's handler, the thread blocking the signal at three looks in a row (40 ms at
+///   least) and asleep at the last or having run a millisecond since the first: it blocks the
+///   signal for good (the `sigtimedwait` user, a thread that blocked it), so handle it and
+///   turn the binding's signals off;
+/// - another disposition (ignored, or a handler of the program's), the thread not blocking the
+///   signal at two looks in a row and asleep at the last or having run a millisecond since
+///   the first: the signal was delivered (it interrupts a sleep) and nothing passed it on to
+///   the engine, so handle it. A thread that blocks it meanwhile is left alone: a handler of
+///   its own may pass the signal on once it is delivered.
+///
+/// The library blocks every signal for a moment in its own calls, and a thread can sleep
+/// there (a lock) or be descheduled there for long on a loaded machine: looks that all find
+/// the same state, with the same record waiting, keep such a thread from being taken for one
+/// that cannot take the signal.
+fn judge(s: &mut Suspect, owner: i32, mark: Option<u64>, now_ms: i64) -> Verdict {
+    let ours = crate::base::signal::disposition() == crate::base::signal::Disposition::Ours;
+    let Some(seen) = look_at(owner) else {
+        // Gone, or no /proc: after fifty grace periods the record is taken as stuck.
+        return if now_ms - s.since_ms >= 50 * i64::from(GRACE_MS) {
+            Verdict::Handle { quiet: false }
+        } else {
+            Verdict::Wait
+        };
+    };
+    if ours && !seen.blocked {
+        s.looks = None;
+        return Verdict::Wait;
+    }
+    let first = match &mut s.looks {
+        Some(l) if l.mark == mark && l.ours == ours && l.blocked == seen.blocked => {
+            l.count += 1;
+            l
+        }
+        // Another record than at the first look (that one was read), or another state:
+        // start over.
+        other => {
+            *other = Some(Looks {
+                mark,
+                ours,
+                blocked: seen.blocked,
+                ran_ns: seen.ran_ns,
+                count: 1,
+            });
+            return Verdict::Wait;
+        }
+    };
+    let progressed = seen.asleep || seen.ran_ns.saturating_sub(first.ran_ns) >= 1_000_000;
+    let enough = if ours { 3 } else { 2 };
+    if !progressed || first.count < enough || (!ours && seen.blocked) {
+        return Verdict::Wait;
+    }
+    if !ours {
+        tell_taken_over();
+    }
+    Verdict::Handle {
+        quiet: seen.blocked,
+    }
+}
+
+/// The looks at a suspect's owner that found it in one state, with one record waiting.
+struct Looks {
+    mark: Option<u64>,
+    ours: bool,
+    blocked: bool,
+    /// How long the owner had run at the first of them.
+    ran_ns: u64,
+    count: u32,
+}
+
+/// One overflow record the watcher saw arrive and waits on.
+struct Suspect {
+    set: Weak<dyn Watched>,
+    fd: i32,
+    since_ms: i64,
+    looks: Option<Looks>,
+}
+
+fn now_ms() -> i64 {
+    crate::base::sys::now_ns() / 1_000_000
+}
+
+/// The watcher thread. It holds no strong reference to a binding while it waits, so an
+/// unbind closes the binding's descriptors at once.
+fn run() {
+    // No signal of the program's lands here.
+    // SAFETY: plain libc calls on a local set.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
+    let mut suspects: Vec<Suspect> = Vec::new();
+    let mut polled: Vec<libc::pollfd> = Vec::new();
+    let mut owners: Vec<Weak<dyn Watched>> = Vec::new();
+    loop {
+        polled.clear();
+        owners.clear();
+        let mut quiet: Vec<Weak<dyn Watched>> = Vec::new();
+        REGISTRY.with(|e| {
+            e.retain(|x| !x.set.gone());
+            quiet.extend(
+                e.iter()
+                    .filter(|x| x.set.quiet())
+                    .map(|x| Arc::downgrade(&x.set)),
+            );
+            for x in e.iter() {
+                for &fd in &x.fds {
+                    polled.push(libc::pollfd {
+                        fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
+                    owners.push(Arc::downgrade(&x.set));
+                }
+            }
+        });
+        // A binding whose owner blocked its signals gets them back once the owner does not
+        // block them any more (seen from here: not inside a handler of its own that blocks
+        // them, which would say nothing of the thread's mask).
+        for set in quiet.iter().filter_map(Weak::upgrade) {
+            if blocked_on(set.owner(), crate::base::sys::overflow_signal()) == Some(false) {
+                set.speak();
+            }
+        }
+        drop(quiet);
+        if polled.is_empty() && suspects.is_empty() {
+            std::thread::park_timeout(std::time::Duration::from_secs(1));
+            continue;
+        }
+        let timeout = if suspects.is_empty() {
+            LOOK_MS
+        } else {
+            GRACE_MS
+        };
+        // SAFETY: `polled` is a live array of pollfds.
+        let n = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, timeout) };
+        if n < 0 {
+            continue;
+        }
+        let now = now_ms();
+        let mut dead = Vec::new();
+        for (p, set) in polled.iter().zip(&owners) {
+            if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+                // The event's thread is gone, or the descriptor is: poll it no more.
+                dead.push(p.fd);
+            } else if p.revents & libc::POLLIN != 0
+                && !suspects
+                    .iter()
+                    .any(|s| s.fd == p.fd && Weak::ptr_eq(&s.set, set))
+            {
+                suspects.push(Suspect {
+                    set: set.clone(),
+                    fd: p.fd,
+                    since_ms: now,
+                    looks: None,
+                });
+            }
+        }
+        if !dead.is_empty() {
+            REGISTRY.with(|e| {
+                for x in e.iter_mut() {
+                    x.fds.retain(|fd| !dead.contains(fd));
+                }
+            });
+        }
+        owners.clear();
+        if suspects.is_empty() {
+            continue;
+        }
+        // Give the owners their chance (and take the records of many overflows at once).
+        std::thread::sleep(std::time::Duration::from_millis(GRACE_MS as u64));
+        let now = now_ms();
+        suspects.retain_mut(|s| {
+            let Some(set) = s.set.upgrade() else {
+                return false;
+            };
+            if set.gone() || !set.record_pending(s.fd) {
+                return false;
+            }
+            match judge(s, set.owner(), set.record_mark(s.fd), now) {
+                Verdict::Wait => return true,
+                Verdict::Handle { quiet } => set.handle(s.fd, quiet),
+            }
+            HANDLED.fetch_add(1, Ordering::Relaxed);
+            false
+        });
+    }
+}
