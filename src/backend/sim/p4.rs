@@ -12,6 +12,7 @@
 //! counters).
 
 use super::model::{span, AttrSpec, Generic, IrqRule, Model, Resource, Route, SimEvent};
+use super::papi;
 
 // Indices of the ESCRs in `ESCRS`.
 const BSU0: u8 = 0;
@@ -423,20 +424,20 @@ pub static PENTIUM4: Model = Model {
         ),
     ],
     generics: &[
-        g("PAPI_br_msp", "branch_retired", 0xa),
-        g("PAPI_br_ins", "branch_retired", 0xf),
-        g("PAPI_br_tkn", "branch_retired", 0xc),
-        g("PAPI_br_ntk", "branch_retired", 0x3),
-        g("PAPI_br_prc", "branch_retired", 0x5),
-        g("PAPI_tot_ins", "instr_retired", 0x3),
-        g("PAPI_tot_cyc", "global_power_events", 0x1),
-        g("PAPI_tlb_dm", "page_walk_type", 0x1),
-        g("PAPI_tlb_im", "page_walk_type", 0x2),
-        g("PAPI_tlb_tm", "page_walk_type", 0x3),
-        g("PAPI_l2_ldm", "BSQ_cache_reference", 0x100),
-        g("PAPI_l2_stm", "BSQ_cache_reference", 0x400),
-        g("PAPI_l2_tcm", "BSQ_cache_reference", 0x500),
-        g("PAPI_l1_icm", "BPU_fetch_request", 0x1),
+        g(papi::BR_MSP, "branch_retired", 0xa),
+        g(papi::BR_INS, "branch_retired", 0xf),
+        g(papi::BR_TKN, "branch_retired", 0xc),
+        g(papi::BR_NTK, "branch_retired", 0x3),
+        g(papi::BR_PRC, "branch_retired", 0x5),
+        g(papi::TOT_INS, "instr_retired", 0x3),
+        g(papi::TOT_CYC, "global_power_events", 0x1),
+        g(papi::TLB_DM, "page_walk_type", 0x1),
+        g(papi::TLB_IM, "page_walk_type", 0x2),
+        g(papi::TLB_TM, "page_walk_type", 0x3),
+        g(papi::L2_LDM, "BSQ_cache_reference", 0x100),
+        g(papi::L2_STM, "BSQ_cache_reference", 0x400),
+        g(papi::L2_TCM, "BSQ_cache_reference", 0x500),
+        g(papi::L1_ICM, "BPU_fetch_request", 0x1),
     ],
     resources: &ESCRS,
     attributes: &[

@@ -28,6 +28,7 @@ use super::model::{
     join, plain_event as ev, plain_generic as g, route as on, span, Generic, IrqRule, Model,
     SimEvent,
 };
+use super::papi;
 
 /// PMC1-PMC4.
 const PMC1_4: u64 = span(0, 3);
@@ -53,8 +54,8 @@ pub(super) const REFERENCE: [SimEvent; 3] = [
 
 /// Generic names both models have.
 const REFERENCE_GENERICS: [Generic; 2] = [
-    g("PAPI_tot_cyc", "cycles"),
-    g("PAPI_tot_ins", "instructions_completed"),
+    g(papi::TOT_CYC, "cycles"),
+    g(papi::TOT_INS, "instructions_completed"),
 ];
 
 /// The 750's own events: cycles on its four counters, then PMC2 and PMC3.
@@ -159,16 +160,16 @@ static PPC750_EVENTS: [SimEvent; 24] = join(&[&REFERENCE, &PPC750_OWN]);
 static PPC750_GENERICS: [Generic; 12] = join(&[
     &REFERENCE_GENERICS,
     &[
-        g("PAPI_l1_icm", "l1_instruction_cache_misses"),
-        g("PAPI_l1_dcm", "l1_data_cache_misses"),
-        g("PAPI_l2_icm", "l2_instruction_misses"),
-        g("PAPI_l2_dcm", "l2_data_misses"),
-        g("PAPI_tlb_im", "itlb_misses"),
-        g("PAPI_tlb_dm", "dtlb_misses"),
-        g("PAPI_br_tkn", "branches_taken"),
-        g("PAPI_br_ntk", "branches_not_taken"),
-        g("PAPI_fp_ins", "fpu_instructions_completed"),
-        g("PAPI_csr_tot", "store_conditionals_completed"),
+        g(papi::L1_ICM, "l1_instruction_cache_misses"),
+        g(papi::L1_DCM, "l1_data_cache_misses"),
+        g(papi::L2_ICM, "l2_instruction_misses"),
+        g(papi::L2_DCM, "l2_data_misses"),
+        g(papi::TLB_IM, "itlb_misses"),
+        g(papi::TLB_DM, "dtlb_misses"),
+        g(papi::BR_TKN, "branches_taken"),
+        g(papi::BR_NTK, "branches_not_taken"),
+        g(papi::FP_INS, "fpu_instructions_completed"),
+        g(papi::CSR_TOT, "store_conditionals_completed"),
     ],
 ]);
 
