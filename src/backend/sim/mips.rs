@@ -21,7 +21,7 @@
 //! once and listed in both tables.
 
 use super::model::{
-    join, plain_event as event, plain_generic as generic, IrqRule, Model, Route, SimEvent,
+    join, plain_event as event, plain_generic as generic, Generic, IrqRule, Model, Route, SimEvent,
 };
 use super::papi;
 
@@ -212,6 +212,53 @@ static R10000_EVENTS: [SimEvent; 30] = join(&[
     ],
 ]);
 
+/// The generic names the R10000 and R12000 give the same graduated-instruction events.
+const GRADUATED_GENERICS: [Generic; 6] = [
+    generic(papi::TOT_INS, "graduated_instructions"),
+    generic(papi::LD_INS, "graduated_loads"),
+    generic(papi::SR_INS, "graduated_stores"),
+    generic(papi::CSR_TOT, "graduated_store_conditionals"),
+    generic(papi::CSR_FAL, "failed_store_conditionals"),
+    generic(papi::FP_INS, "graduated_fp_instructions"),
+];
+
+/// The generic names the R10000 and R12000 give the same miss events.
+const MISS_GENERICS: [Generic; 5] = [
+    generic(papi::BR_MSP, "mispredicted_branches"),
+    generic(papi::L1_ICM, "primary_instruction_cache_misses"),
+    generic(papi::L2_ICM, "secondary_instruction_cache_misses"),
+    generic(papi::L1_DCM, "primary_data_cache_misses"),
+    generic(papi::L2_DCM, "secondary_data_cache_misses"),
+];
+
+/// The generic names the R10000 and R12000 give the same external coherence events.
+const COHERENCE_GENERICS: [Generic; 2] = [
+    generic(papi::CA_ITV, "external_interventions"),
+    generic(papi::CA_INV, "external_invalidations"),
+];
+
+/// The R10000's generic names.
+static R10000_GENERICS: [Generic; 18] = join(&[
+    &[
+        generic(papi::TOT_CYC, "cycles"),
+        generic(papi::TOT_IIS, "issued_instructions"),
+    ],
+    &GRADUATED_GENERICS,
+    &MISS_GENERICS,
+    &[generic(papi::TLB_TL, "tlb_misses")],
+    &COHERENCE_GENERICS,
+    &[
+        generic(
+            papi::CA_CLN,
+            "store_prefetch_exclusive_to_clean_block_in_secondary_cache",
+        ),
+        generic(
+            papi::CA_SHR,
+            "store_prefetch_exclusive_to_shared_block_in_secondary_cache",
+        ),
+    ],
+]);
+
 /// The MIPS R10000: 30 distinct events, cycles and graduated instructions on both counters.
 pub static R10000: Model = Model {
     name: "r10000",
@@ -227,32 +274,7 @@ pub static R10000: Model = Model {
     same_flags: false,
     numbered: true,
     events: &R10000_EVENTS,
-    generics: &[
-        generic(papi::TOT_CYC, "cycles"),
-        generic(papi::TOT_IIS, "issued_instructions"),
-        generic(papi::TOT_INS, "graduated_instructions"),
-        generic(papi::LD_INS, "graduated_loads"),
-        generic(papi::SR_INS, "graduated_stores"),
-        generic(papi::CSR_TOT, "graduated_store_conditionals"),
-        generic(papi::CSR_FAL, "failed_store_conditionals"),
-        generic(papi::FP_INS, "graduated_fp_instructions"),
-        generic(papi::BR_MSP, "mispredicted_branches"),
-        generic(papi::L1_ICM, "primary_instruction_cache_misses"),
-        generic(papi::L2_ICM, "secondary_instruction_cache_misses"),
-        generic(papi::L1_DCM, "primary_data_cache_misses"),
-        generic(papi::L2_DCM, "secondary_data_cache_misses"),
-        generic(papi::TLB_TL, "tlb_misses"),
-        generic(papi::CA_ITV, "external_interventions"),
-        generic(papi::CA_INV, "external_invalidations"),
-        generic(
-            papi::CA_CLN,
-            "store_prefetch_exclusive_to_clean_block_in_secondary_cache",
-        ),
-        generic(
-            papi::CA_SHR,
-            "store_prefetch_exclusive_to_shared_block_in_secondary_cache",
-        ),
-    ],
+    generics: &R10000_GENERICS,
     resources: &[],
     attributes: &[],
 };
@@ -355,6 +377,26 @@ static R12000_EVENTS: [SimEvent; 32] = join(&[
     ],
 ]);
 
+/// The R12000's generic names.
+static R12000_GENERICS: [Generic; 19] = join(&[
+    &[
+        generic(papi::TOT_CYC, "cycles"),
+        generic(papi::TOT_IIS, "decoded_instructions"),
+    ],
+    &GRADUATED_GENERICS,
+    &[generic(papi::BR_CN, "resolved_conditional_branches")],
+    &MISS_GENERICS,
+    &[
+        generic(papi::PRF_DM, "prefetch_primary_data_cache_misses"),
+        generic(papi::TLB_TL, "tlb_misses"),
+    ],
+    &COHERENCE_GENERICS,
+    &[generic(
+        papi::CA_SHR,
+        "store_prefetch_exclusive_to_shared_block_in_secondary_cache",
+    )],
+]);
+
 /// The MIPS R12000: 32 distinct events, one per number; cycles and graduated instructions only
 /// on counter 0.
 pub static R12000: Model = Model {
@@ -371,30 +413,7 @@ pub static R12000: Model = Model {
     same_flags: false,
     numbered: true,
     events: &R12000_EVENTS,
-    generics: &[
-        generic(papi::TOT_CYC, "cycles"),
-        generic(papi::TOT_IIS, "decoded_instructions"),
-        generic(papi::TOT_INS, "graduated_instructions"),
-        generic(papi::LD_INS, "graduated_loads"),
-        generic(papi::SR_INS, "graduated_stores"),
-        generic(papi::CSR_TOT, "graduated_store_conditionals"),
-        generic(papi::CSR_FAL, "failed_store_conditionals"),
-        generic(papi::FP_INS, "graduated_fp_instructions"),
-        generic(papi::BR_CN, "resolved_conditional_branches"),
-        generic(papi::BR_MSP, "mispredicted_branches"),
-        generic(papi::L1_ICM, "primary_instruction_cache_misses"),
-        generic(papi::L2_ICM, "secondary_instruction_cache_misses"),
-        generic(papi::L1_DCM, "primary_data_cache_misses"),
-        generic(papi::L2_DCM, "secondary_data_cache_misses"),
-        generic(papi::PRF_DM, "prefetch_primary_data_cache_misses"),
-        generic(papi::TLB_TL, "tlb_misses"),
-        generic(papi::CA_ITV, "external_interventions"),
-        generic(papi::CA_INV, "external_invalidations"),
-        generic(
-            papi::CA_SHR,
-            "store_prefetch_exclusive_to_shared_block_in_secondary_cache",
-        ),
-    ],
+    generics: &R12000_GENERICS,
     resources: &[],
     attributes: &[],
 };
