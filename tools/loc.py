@@ -10,8 +10,8 @@ not counted, and neither are data tables: an item whose body is mostly literal r
 apart. An impl block is an `impl` item that starts at the beginning of a line and ends at the
 first `}` back at that indentation; its size is its lines of code.
 
-Prints, for each file: code lines, table lines, test lines, and the longest impl block's code
-lines and header; `--over N` keeps the files over N code lines, `--impl-over M` the files
+Prints, for each file: its lines, code lines, table lines, test lines, and the longest impl
+block's code lines, its lines and its header; `--over N` keeps the files over N code lines, `--impl-over M` the files
 with an impl block over M.
 """
 
@@ -104,7 +104,7 @@ def analyse(path):
         if l.strip():
             counts[k] += 1
     # impl blocks at column 0.
-    best = (0, "")
+    best = (0, "", 0)
     for i, l in enumerate(code):
         if kind[i] == "code" and re.match(r"^(unsafe\s+)?impl\b", l):
             j = i
@@ -114,7 +114,8 @@ def analyse(path):
                 j += 1
             n = sum(1 for k in range(i, min(j + 1, len(code))) if code[k].strip() and kind[k] == "code")
             if n > best[0]:
-                best = (n, l.strip().rstrip("{").strip())
+                best = (n, l.strip().rstrip("{").strip(), j - i + 1)
+    counts["lines"] = len(raw) - (1 if raw and raw[-1] == "" else 0)
     return counts, best
 
 
@@ -140,16 +141,16 @@ def main():
             files += [os.path.join(root, n) for n in names if n.endswith(".rs")]
     rows = []
     for f in sorted(files):
-        (c, (impl_n, impl_h)) = analyse(f)
+        (c, (impl_n, impl_h, impl_raw)) = analyse(f)
         if over is not None or impl_over is not None:
             keep = (over is not None and c["code"] > over) or (impl_over is not None and impl_n > impl_over)
             if not keep:
                 continue
-        rows.append((f, c, impl_n, impl_h))
-    print(f"{'file':50} {'code':>6} {'table':>6} {'test':>6} {'impl':>6}  longest impl")
-    for f, c, n, h in rows:
-        print(f"{f:50} {c['code']:6} {c['table']:6} {c['test']:6} {n:6}  {h}")
-    print(f"{'total':50} {sum(r[1]['code'] for r in rows):6}")
+        rows.append((f, c, impl_n, impl_h, impl_raw))
+    print(f"{'file':46} {'lines':>6} {'code':>6} {'table':>6} {'test':>6} {'impl':>6} {'(lines)':>7}  longest impl")
+    for f, c, n, h, r in rows:
+        print(f"{f:46} {c['lines']:6} {c['code']:6} {c['table']:6} {c['test']:6} {n:6} {r:7}  {h}")
+    print(f"{'total':46} {sum(r[1]['lines'] for r in rows):6} {sum(r[1]['code'] for r in rows):6}")
 
 
 if __name__ == "__main__":

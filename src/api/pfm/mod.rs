@@ -42,7 +42,7 @@
 //! # Files
 //! Here the constants, the chips' event menus and the [`Device`]'s state; `table.rs` the
 //! table of descriptors ([`open`], [`close`], [`with_fd`]); [`req`] the ioctl request numbers;
-//! the device's methods by idea: `config.rs` (events, periods, modes, enable and disable),
+//! the device's methods by idea: `config.rs` (events, periods, modes), `enable.rs` (enable and disable),
 //! `counts.rs` (reading and clearing the counts, the IPL histogram), `bind.rs` (the engine
 //! bindings the configuration makes), `profile.rs` (the PC histogram and its overflow path).
 
@@ -61,6 +61,7 @@ use crate::engine::Binding;
 mod bind;
 mod config;
 mod counts;
+mod enable;
 mod profile;
 pub mod req;
 mod table;
