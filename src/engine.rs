@@ -718,6 +718,14 @@ impl BoundSet {
             .unwrap_or(false)
     }
 
+    /// Whether request `i`'s raw count `at` is exactly where its virtual value wraps (an
+    /// overflow with no skid). Must run inside `write`.
+    fn at_the_wrap(&self, i: usize, at: u64) -> bool {
+        let base = self.base[i].load(Ordering::Relaxed);
+        let origin = self.origin[i].load(Ordering::Relaxed);
+        virt::virtual_value(base, at.wrapping_sub(origin)) == 0
+    }
+
     /// Count what a group that ran on after its freeze counted since (up to `raw`) as dropped
     /// at that freeze ([`dropped_at_freezes`]).
     fn drop_since_freeze(&self, raw: &[u64]) {
@@ -1117,7 +1125,7 @@ impl BoundSet {
                     // Nothing counted between the overflow and the stop: the backend may
                     // find its kernel's period already whole at the restart.
                     for i in (0..b.n).filter(|i| mask & (1 << i) != 0) {
-                        if raw[i] == at[i] {
+                        if raw[i] == at[i] && b.at_the_wrap(i, at[i]) {
                             b.group.stopped_at_overflow(i);
                         }
                     }
