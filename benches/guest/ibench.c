@@ -23,6 +23,7 @@
  *            clock, which also runs while the thread waits (in close(), for the kernel).
  *   fixed    a command's whole run (`ibench fixed LABEL COMMAND...`): see fixed.
  *   overflow one overflow handled (`ibench overflow ours|raw|papi`): see overflow.
+ *   overflow-part the system calls our overflow makes beyond PAPI's: see sigemt_parts.
  * usage: ibench [first WHO | fixed LABEL COMMAND... | overflow WHO]; prints "IBENCH <row> <who> <instructions per call>" lines. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -242,6 +243,24 @@ static void papi_drop(int started) {
     if (started) PAPI_stop(es, pv);
     PAPI_cleanup_eventset(es);
     PAPI_destroy_eventset(&es);
+}
+
+/* ---- what our overflow adds to PAPI's, piece by piece (the overflow row's floor): both
+ * take the kernel's signal and re-enable the event the kernel stopped at its overflow
+ * (PERF_EVENT_IOC_REFRESH); libcpc's SIGEMT handler is a signal handler of the program's,
+ * called as the kernel would call it (its disposition read, its mask set: `sigemt`), and the
+ * restart writes the set with every signal blocked (`block`) ---- */
+static struct sigaction emt_old;
+static sigset_t emt_mask;
+static void sigemt_parts(void) {
+    sigaction(SIGEMT, NULL, &emt_old);
+    pthread_sigmask(SIG_SETMASK, &emt_mask, NULL);
+}
+static void block_parts(void) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* ---- libperfex ---- */
@@ -608,6 +627,9 @@ int main(int argc, char **argv) {
     papi_set(2, 0);
     report("interval", "papi", papi_interval);
     papi_drop(0);
+    pthread_sigmask(SIG_SETMASK, NULL, &emt_mask);
+    report("overflow-part", "sigemt", sigemt_parts);
+    report("overflow-part", "block", block_parts);
     fputs(results, stdout);
     printf("IBENCH END\n");
     return 0;
