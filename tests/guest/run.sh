@@ -37,6 +37,8 @@ if [ -x /guest/ibench ]; then
   ./ibench fixed perfex perfex -e 0 -e 16 $w
   ./ibench fixed cputrack cputrack -c cycles,instructions $w
   ./ibench fixed preload env LD_PRELOAD=/usr/lib/libperfex.so.1 PERFCOMPAT_PRELOAD_EVENTS=0,16 $w
+  # The library loaded and not counting: the preload's floor (the loader's work on it).
+  ./ibench fixed load env LD_PRELOAD=/usr/lib/libperfex.so.1 $w
   echo "GUEST END $mode"
   exit 0
 fi
