@@ -171,8 +171,11 @@ pub struct SampleInfo {
 const FROZEN: u64 = 1;
 /// Frozen at an overflow record while the group counts on.
 const RUNS_ON: u64 = 2;
+/// Frozen at an overflow record where the kernel stopped the group, right at the wrap, with
+/// the restart made ready (see `ready_restart_at`).
+const READY: u64 = 4;
 /// One write more (the rest of the word counts writes).
-const EPOCH: u64 = 4;
+const EPOCH: u64 = 8;
 
 /// Each `out[i]` (a raw count) made virtual in place: `base[i]` plus the events since
 /// `origin[i]` ([`virt::virtual_value`]). Both branches of the sample use it.
@@ -213,9 +216,9 @@ pub struct BoundSet {
     // (unless `runs_on`), so restart and resume start from them without stopping and reading
     // again (two system calls fewer on every overflow that the handler restarts).
     frozen_raw: Box<[AtomicU64]>,
-    // FROZEN, RUNS_ON and a count of writes (EPOCH): one word, so that the restart of a set
-    // that counts on can take effect in one compare-and-swap without blocking signals
-    // (`restart_counting_on`). RUNS_ON: frozen at an overflow record while the backend's
+    // FROZEN, RUNS_ON, READY and a count of writes (EPOCH): one word, so that the restart of a
+    // set that counts on, or of one made ready at its freeze, can take effect in one
+    // compare-and-swap without blocking signals (`restart_counting_on`, `restart_ready`). RUNS_ON: frozen at an overflow record while the backend's
     // group counts on ([`KernelStop::Running`]): `frozen_raw` is the count at the overflow,
     // and where counting resumes is read at the restart (or at a stop, see
     // `stop_counting_on`).
@@ -658,13 +661,31 @@ impl BoundSet {
     /// adding nothing more), and counting goes on from `at`. A restart or resume that finds
     /// otherwise sets the origin again. Must run inside `write`.
     fn count_on_from(&self, at: &[u64]) {
+        self.fold_frozen_period(at);
+        self.set_state(RUNS_ON, 0);
+    }
+
+    /// Move the events of the period a freeze just ended into the totals (the frozen set
+    /// reports the same totals: its period then adds nothing more) and count on from raw
+    /// counts `at`: what a restart from the freeze needs, made before it. Must run inside
+    /// `write`.
+    fn fold_frozen_period(&self, at: &[u64]) {
         for i in 0..self.n {
             let events = self.frozen_events[i].swap(0, Ordering::Relaxed);
             let sum = self.sums[i].load(Ordering::Relaxed);
             self.sums[i].store(sum.wrapping_add(events), Ordering::Relaxed);
             self.origin[i].store(at[i], Ordering::Relaxed);
         }
-        self.set_state(RUNS_ON, 0);
+    }
+
+    /// The set was just frozen at raw counts `at`, where the kernel stopped its group right
+    /// at the wrap of its one notifying request with nothing counted since: make ready what
+    /// the restart to the same preset needs ([`BoundSet::restart_ready`], which then only
+    /// writes the state word and fields that the restart with signals blocked writes again
+    /// should it fail, and starts the group). Must run inside `write`.
+    fn ready_restart_at(&self, at: &[u64]) {
+        self.fold_frozen_period(at);
+        self.set_state(READY, 0);
     }
 
     /// Restart a set frozen at an overflow while its group counts on, without blocking
@@ -709,7 +730,7 @@ impl BoundSet {
                 self.state
                     .compare_exchange(
                         st,
-                        (st & !(FROZEN | RUNS_ON)).wrapping_add(EPOCH),
+                        (st & !(FROZEN | RUNS_ON | READY)).wrapping_add(EPOCH),
                         Ordering::Release,
                         Ordering::Relaxed,
                     )
@@ -782,7 +803,7 @@ impl BoundSet {
         self.enabled0.store(times.enabled, Ordering::Relaxed);
         self.running0.store(times.running, Ordering::Relaxed);
         self.overflowed.store(0, Ordering::Relaxed);
-        self.set_state(0, FROZEN);
+        self.set_state(0, FROZEN | READY);
         self.new_generation(false);
         if !running {
             self.group.start();
@@ -815,10 +836,82 @@ impl BoundSet {
         if self.gone() {
             return Err(Error::NotBound);
         }
-        if self.restart_counting_on() {
+        if self.restart_counting_on() || self.restart_ready() {
             return Ok(());
         }
         self.write(|b| b.start_from_presets())
+    }
+
+    /// Restart a set made ready at its freeze ([`BoundSet::ready_restart_at`]) without blocking
+    /// signals (two system calls fewer on the overflow path), when that restart changes
+    /// nothing but the state word and the group's start: its preset unchanged and its kernel
+    /// period whole ([`Group::keeps_stopped_period`]), on the thread that bound the set. The
+    /// group starts after the compare-and-swap: a sample in between reads the stopped group
+    /// at the preset, and a handler that froze the set again before the start (its
+    /// `cpc_disable`) has the group stopped again after it, where it then stands. False when
+    /// it could not (the caller then restarts with signals blocked); a handler that wrote to
+    /// the set meanwhile, on this thread or another, makes it fail. Async-signal-safe.
+    fn restart_ready(&self) -> bool {
+        let st = self.state.load(Ordering::Acquire);
+        if st & (FROZEN | RUNS_ON | READY) != FROZEN | READY
+            || self.owner_key == 0
+            || self.owner_key != crate::sigsafe::thread_key()
+        {
+            return false;
+        }
+        let Some(snapshot) = self.seq.snapshot() else {
+            return false;
+        };
+        let preset = self.preset[0].load(Ordering::Relaxed);
+        if preset != self.base[0].load(Ordering::Relaxed)
+            || !self
+                .group
+                .keeps_stopped_period(0, virt::distance_to_wrap(preset))
+        {
+            return false;
+        }
+        let next = (st & !(FROZEN | READY)).wrapping_add(EPOCH);
+        let done = self
+            .seq
+            .write_unblocked(snapshot, || {
+                // Plain stores that the restart with signals blocked makes again should the
+                // compare-and-swap fail.
+                self.enabled0.store(
+                    self.frozen_enabled.load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
+                self.running0.store(
+                    self.frozen_running.load(Ordering::Relaxed),
+                    Ordering::Relaxed,
+                );
+                self.overflowed.store(0, Ordering::Relaxed);
+                self.new_generation(false);
+                self.state
+                    .compare_exchange(st, next, Ordering::Release, Ordering::Relaxed)
+                    .is_ok()
+            })
+            .unwrap_or(false);
+        if !done {
+            return false;
+        }
+        self.group.start();
+        if self.state.load(Ordering::Acquire) != next {
+            // A handler wrote to the set between the compare-and-swap and the start. If it
+            // froze it, the group it found stopped runs now: stop it where the freeze stands.
+            self.write(|b| {
+                if b.is_frozen() {
+                    b.group.stop();
+                    let mut raw = [0u64; MAX_REQUESTS];
+                    if b.read_raw(&mut raw).is_ok() {
+                        b.drop_since_freeze(&raw);
+                        for (f, r) in b.frozen_raw.iter().zip(raw.iter()) {
+                            f.store(*r, Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+        true
     }
 
     /// Whether the binding's overflow signals are off (see `unsignalled`).
@@ -894,7 +987,7 @@ impl BoundSet {
         self.overflowed.fetch_or(overflowed, Ordering::Relaxed);
         self.frozen_enabled.store(times.enabled, Ordering::Relaxed);
         self.frozen_running.store(times.running, Ordering::Relaxed);
-        self.set_state(FROZEN, 0);
+        self.set_state(FROZEN, READY);
         self.new_generation(true);
     }
 
@@ -998,7 +1091,7 @@ impl BoundSet {
             if reload != 0 {
                 b.overflowed.store(0, Ordering::Relaxed);
             }
-            b.set_state(0, FROZEN);
+            b.set_state(0, FROZEN | READY);
             b.new_generation(true);
             if !running {
                 b.group.start();
@@ -1124,13 +1217,20 @@ impl BoundSet {
                 if mask != 0 {
                     // Nothing counted between the overflow and the stop: the backend may
                     // find its kernel's period already whole at the restart.
+                    let mut whole = 0u64;
                     for i in (0..b.n).filter(|i| mask & (1 << i) != 0) {
                         if raw[i] == at[i] && b.at_the_wrap(i, at[i]) {
                             b.group.stopped_at_overflow(i);
+                            whole |= 1 << i;
                         }
                     }
                     b.add_dropped(&at, &raw);
                     b.freeze_at(&at, &raw, times, mask, Some(when));
+                    // A lone notifying request on its own thread, stopped by the kernel right
+                    // at its wrap: its restart can be made ready now.
+                    if b.n == 1 && whole == 1 && b.target == Target::CurrentThread {
+                        b.ready_restart_at(&raw);
+                    }
                     return mask;
                 }
             }

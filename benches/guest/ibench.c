@@ -248,19 +248,12 @@ static void papi_drop(int started) {
 /* ---- what our overflow adds to PAPI's, piece by piece (the overflow row's floor): both
  * take the kernel's signal and re-enable the event the kernel stopped at its overflow
  * (PERF_EVENT_IOC_REFRESH); libcpc's SIGEMT handler is a signal handler of the program's,
- * called as the kernel would call it (its disposition read, its mask set: `sigemt`), and the
- * restart writes the set with every signal blocked (`block`) ---- */
+ * called as the kernel would call it (its disposition read, its mask set: `sigemt`) ---- */
 static struct sigaction emt_old;
 static sigset_t emt_mask;
 static void sigemt_parts(void) {
     sigaction(SIGEMT, NULL, &emt_old);
     pthread_sigmask(SIG_SETMASK, &emt_mask, NULL);
-}
-static void block_parts(void) {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* ---- libperfex ---- */
@@ -629,7 +622,6 @@ int main(int argc, char **argv) {
     papi_drop(0);
     pthread_sigmask(SIG_SETMASK, NULL, &emt_mask);
     report("overflow-part", "sigemt", sigemt_parts);
-    report("overflow-part", "block", block_parts);
     fputs(results, stdout);
     printf("IBENCH END\n");
     return 0;

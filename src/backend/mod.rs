@@ -222,6 +222,14 @@ pub trait Group: Send + Sync {
         let _ = (index, distance);
         false
     }
+    /// Whether request `index`, stopped since its overflow with nothing counted since
+    /// ([`Group::stopped_at_overflow`]), has its kernel period left at the whole of `distance`:
+    /// then a restart to that distance needs no re-arm, only a [`Group::start`]. Default:
+    /// false.
+    fn keeps_stopped_period(&self, index: usize, distance: Option<u64>) -> bool {
+        let _ = (index, distance);
+        false
+    }
     /// Whether the overflow signal that carried `fd` belongs to this group.
     fn owns_fd(&self, fd: i32) -> bool {
         let _ = fd;

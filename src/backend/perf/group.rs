@@ -159,17 +159,21 @@ impl PerfGroup {
             if todo & (1 << i) == 0 {
                 continue;
             }
+            // Marked before the refresh: a start made with signals unblocked (the engine's
+            // restart of a set stopped at its wrap) can take the request's next overflow, whose
+            // handler clears the mark, as soon as the refresh enables it.
+            self.limit_armed.fetch_or(1 << i, Ordering::Relaxed);
             if self
                 .kernel
                 .ioctl(u.fds[i].as_raw_fd(), b::REFRESH as u64, 1)
                 .is_ok()
             {
-                self.limit_armed.fetch_or(1 << i, Ordering::Relaxed);
                 if i == 0 {
                     return true;
                 }
             } else {
                 // Guarded by the floor only from now on.
+                self.limit_armed.fetch_and(!(1 << i), Ordering::Relaxed);
                 self.limited.fetch_and(!(1 << i), Ordering::Relaxed);
             }
         }
@@ -525,6 +529,13 @@ impl Group for PerfGroup {
             scale: self.scaled.then(|| self.scale[..self.n].into()),
             pages: self.units[0].mmaps.as_ref().map(rdpmc::Pages::host_pages),
         })
+    }
+
+    fn keeps_stopped_period(&self, index: usize, distance: Option<u64>) -> bool {
+        let bit = 1u64 << index;
+        self.untouched.load(Ordering::Relaxed) & bit != 0
+            && (self.reloads_whole | self.reloads_at_wrap) & bit != 0
+            && self.armed[index].load(Ordering::Relaxed) == self.kperiod(index, distance)
     }
 
     fn keeps_period(&self, index: usize, distance: Option<u64>) -> bool {
