@@ -696,28 +696,40 @@ impl BoundSet {
     /// a handler that wrote to the set meanwhile, on this thread or another, makes it fail.
     /// Async-signal-safe.
     fn restart_counting_on(&self) -> bool {
-        let st = self.state.load(Ordering::Acquire);
-        if st & (FROZEN | RUNS_ON) != FROZEN | RUNS_ON
-            || self.n != 1
-            || self.notify != 1
-            || self.owner_key == 0
-            || self.owner_key != crate::sigsafe::thread_key()
-        {
-            return false;
-        }
-        let Some(snapshot) = self.seq.snapshot() else {
+        let Some((st, snapshot, preset)) = self.unblocked_restart_of(RUNS_ON) else {
             return false;
         };
-        let preset = self.preset[0].load(Ordering::Relaxed);
-        if preset != self.base[0].load(Ordering::Relaxed) {
-            return false;
-        }
         let mut raw = [0u64; 1];
         let Ok(Some(times)) =
             self.counted_nothing_since(0, virt::distance_to_wrap(preset), &mut raw)
         else {
             return false;
         };
+        self.commit_unblocked_restart(st, snapshot, times)
+    }
+
+    /// For a restart without blocking signals of a lone notifying request frozen with `kind`
+    /// (RUNS_ON or READY) set, on the thread that bound the set, to the preset it had: the
+    /// state word, the sequence snapshot and the preset. `None` otherwise.
+    #[inline]
+    fn unblocked_restart_of(&self, kind: u64) -> Option<(u64, u64, u64)> {
+        let st = self.state.load(Ordering::Acquire);
+        if st & (FROZEN | RUNS_ON | READY) != FROZEN | kind
+            || self.n != 1
+            || self.notify != 1
+            || self.owner_key == 0
+            || self.owner_key != crate::sigsafe::thread_key()
+        {
+            return None;
+        }
+        let snapshot = self.seq.snapshot()?;
+        let preset = self.preset[0].load(Ordering::Relaxed);
+        (preset == self.base[0].load(Ordering::Relaxed)).then_some((st, snapshot, preset))
+    }
+
+    /// The restart's writes without blocking signals, from state word `st` at `snapshot`,
+    /// counting on from `times`: true when its compare-and-swap of the state word took effect.
+    fn commit_unblocked_restart(&self, st: u64, snapshot: u64, times: Times) -> bool {
         self.seq
             .write_unblocked(snapshot, || {
                 // Plain stores that the restart with signals blocked makes again should the
@@ -771,9 +783,14 @@ impl BoundSet {
     /// came before the restart): stop the group there, so that a set left frozen does not take
     /// a signal every period, and resume from the count at that stop. Must run inside `write`.
     fn stop_counting_on(&self) {
-        if !self.take_runs_on() {
-            return;
+        if self.take_runs_on() {
+            self.stop_where_frozen();
         }
+    }
+
+    /// Stop a frozen set's group that counts on, and count on from where it stopped: what it
+    /// counted since the freeze is dropped at the freeze. Must run inside `write`.
+    fn stop_where_frozen(&self) {
         self.group.stop();
         let mut raw = [0u64; MAX_REQUESTS];
         if self.read_raw(&mut raw).is_ok() {
@@ -852,62 +869,30 @@ impl BoundSet {
     /// it could not (the caller then restarts with signals blocked); a handler that wrote to
     /// the set meanwhile, on this thread or another, makes it fail. Async-signal-safe.
     fn restart_ready(&self) -> bool {
-        let st = self.state.load(Ordering::Acquire);
-        if st & (FROZEN | RUNS_ON | READY) != FROZEN | READY
-            || self.owner_key == 0
-            || self.owner_key != crate::sigsafe::thread_key()
+        let Some((st, snapshot, preset)) = self.unblocked_restart_of(READY) else {
+            return false;
+        };
+        if !self
+            .group
+            .keeps_stopped_period(0, virt::distance_to_wrap(preset))
         {
             return false;
         }
-        let Some(snapshot) = self.seq.snapshot() else {
-            return false;
+        let times = Times {
+            enabled: self.frozen_enabled.load(Ordering::Relaxed),
+            running: self.frozen_running.load(Ordering::Relaxed),
         };
-        let preset = self.preset[0].load(Ordering::Relaxed);
-        if preset != self.base[0].load(Ordering::Relaxed)
-            || !self
-                .group
-                .keeps_stopped_period(0, virt::distance_to_wrap(preset))
-        {
+        if !self.commit_unblocked_restart(st, snapshot, times) {
             return false;
         }
         let next = (st & !(FROZEN | READY)).wrapping_add(EPOCH);
-        let done = self
-            .seq
-            .write_unblocked(snapshot, || {
-                // Plain stores that the restart with signals blocked makes again should the
-                // compare-and-swap fail.
-                self.enabled0.store(
-                    self.frozen_enabled.load(Ordering::Relaxed),
-                    Ordering::Relaxed,
-                );
-                self.running0.store(
-                    self.frozen_running.load(Ordering::Relaxed),
-                    Ordering::Relaxed,
-                );
-                self.overflowed.store(0, Ordering::Relaxed);
-                self.new_generation(false);
-                self.state
-                    .compare_exchange(st, next, Ordering::Release, Ordering::Relaxed)
-                    .is_ok()
-            })
-            .unwrap_or(false);
-        if !done {
-            return false;
-        }
         self.group.start();
         if self.state.load(Ordering::Acquire) != next {
             // A handler wrote to the set between the compare-and-swap and the start. If it
             // froze it, the group it found stopped runs now: stop it where the freeze stands.
             self.write(|b| {
                 if b.is_frozen() {
-                    b.group.stop();
-                    let mut raw = [0u64; MAX_REQUESTS];
-                    if b.read_raw(&mut raw).is_ok() {
-                        b.drop_since_freeze(&raw);
-                        for (f, r) in b.frozen_raw.iter().zip(raw.iter()) {
-                            f.store(*r, Ordering::Relaxed);
-                        }
-                    }
+                    b.stop_where_frozen();
                 }
             });
         }

@@ -107,7 +107,9 @@ int main(int argc, char **argv) {
 
   int n = noverflows;
   uint64_t skid_max = 0, skid_sum = 0, resume_max = 0, off_max = 0;
-  int before_wrap = 0, wrong_period = 0, late = 0;
+  int before_wrap = 0, wrong_period = 0, late = 0, slow_resume = 0;
+  /* Without the restart the counter would go on from past the wrap: PERIOD + more. */
+  uint64_t bound = exact ? 2000 : PERIOD;
   for (int k = 0; k < n && k < MAXREC; k++) {
     if (past[k] >= 1ull << 63)
       before_wrap++; /* frozen before reaching the wrap: not an overflow */
@@ -119,6 +121,8 @@ int main(int argc, char **argv) {
     /* The first handler runs code QEMU translates for the first time, which moves its clock. */
     if (k > 0 && resumed[k] > resume_max)
       resume_max = resumed[k];
+    if (k > 0 && resumed[k] >= bound)
+      slow_resume++;
     /* The plain request counted the same period: PERIOD + the skid (two counters, enabled a
      * few instructions apart). Two wraps in one period would be a lost overflow. */
     uint64_t want = PERIOD + past[k], off = period[k] > want ? period[k] - want : want - period[k];
@@ -155,12 +159,14 @@ int main(int argc, char **argv) {
         before_wrap, (unsigned long long)(n ? skid_sum / n : 0), (unsigned long long)skid_max,
         exact ? " (want 0: the freeze comes from the kernel's overflow record)" : "");
   snprintf(name, sizeof name, "overflow.%s.restart_from_preset", mode);
-  /* Without the restart the counter would go on from past the wrap: PERIOD + more. */
-  uint64_t bound = exact ? 2000 : PERIOD;
-  check(name, n > 1 && resume_max < bound,
-        "a sample right after cpc_set_restart: at most %llu cycles past the preset (bound "
-        "%llu; the first overflow's handler not counted)",
-        (unsigned long long)resume_max, (unsigned long long)bound);
+  /* Without icount the cycle counter follows the host's clock while the guest runs, so a host
+   * that deschedules QEMU for a few milliseconds between a restart and its sample moves that
+   * sample past the bound (seen with the host's two CPUs busy): there at most a tenth of the
+   * samples may be late. A restart that did not happen leaves every sample past it. */
+  check(name, n > 1 && (exact ? resume_max < bound : slow_resume * 10 <= n - 1),
+        "a sample right after cpc_set_restart: at most %llu cycles past the preset, %d of %d "
+        "at or past the bound (%llu; the first overflow's handler not counted)",
+        (unsigned long long)resume_max, slow_resume, n - 1, (unsigned long long)bound);
   cpc_close(cpc);
   return guest_exit();
 }
