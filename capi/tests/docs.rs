@@ -284,7 +284,14 @@ fn plan(page: &str, md: &str) -> Result<Vec<Step>, Vec<String>> {
                 }
                 last_was_run = false;
             }
-            _ => last_was_run = false,
+            "text" | "console" | "" => last_was_run = false,
+            other => {
+                errors.push(format!(
+                    "{here}: a ```{other} block: the manual's code blocks are c, fortran, sh, text \
+                     or console (see CONTRIBUTING.md)"
+                ));
+                last_was_run = false;
+            }
         }
     }
     for (name, line) in sources {
@@ -482,6 +489,9 @@ fn a_broken_example_is_found() {
     assert!(e[0].contains("must say why"), "{e:?}");
     let e = plan("p", "text\n\n```text output\n1\n```\n").unwrap_err();
     assert!(e[0].contains("right after a sh block"), "{e:?}");
+    // A language the check does not know would escape it.
+    let e = plan("p", "```shell\nfalse\n```\n").unwrap_err();
+    assert!(e[0].contains("```shell block"), "{e:?}");
     if !have_tool("cc", "gcc") {
         return;
     }
