@@ -151,7 +151,14 @@ fn links(md: &str) -> Vec<String> {
 /// `path` from the repository's root where it is under it.
 fn shown(path: &Path) -> String {
     let root = repo().canonicalize().unwrap();
-    let p = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    // A missing file: its directory's real path, then its name.
+    let p = path.canonicalize().unwrap_or_else(|_| {
+        let dir = path.parent().and_then(|d| d.canonicalize().ok());
+        match (dir, path.file_name()) {
+            (Some(d), Some(name)) => d.join(name),
+            _ => path.to_path_buf(),
+        }
+    });
     p.strip_prefix(&root).unwrap_or(&p).display().to_string()
 }
 
