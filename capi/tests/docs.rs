@@ -416,13 +416,30 @@ fn every_example_of_the_manual_builds_and_runs() {
     if !have_tool("cc", "gcc") {
         return;
     }
-    let gfortran = have_tool("gfortran", "gfortran");
+    // The tools a page's commands use beyond a C compiler and the installed commands, and the
+    // Debian package of each: a page whose tool is missing is skipped, and says so.
+    let tools = [("gfortran", "gfortran"), ("pkg-config", "pkg-config")];
+    let present: Vec<bool> = tools.iter().map(|(t, p)| have_tool(t, p)).collect();
     let prefix = installed_prefix();
     let mut errors = Vec::new();
     let mut ran = 0;
     for (page, md) in &pages {
-        if blocks(md).iter().any(|b| b.lang == "fortran") && !gfortran {
-            skip(&format!("{page}: its Fortran examples need gfortran"));
+        let scripts: String = blocks(md)
+            .iter()
+            .filter(|b| b.lang == "sh" && !b.info.starts_with("norun"))
+            .map(|b| b.text.as_str())
+            .collect();
+        let missing: Vec<&str> = tools
+            .iter()
+            .zip(&present)
+            .filter(|((tool, _), here)| !**here && scripts.contains(tool))
+            .map(|((tool, _), _)| *tool)
+            .collect();
+        if !missing.is_empty() {
+            skip(&format!(
+                "{page}: its examples need {}",
+                missing.join(" and ")
+            ));
             continue;
         }
         let tag = page.trim_start_matches("docs/").trim_end_matches(".md");
