@@ -24,7 +24,7 @@
  *   fixed    a command's whole run (`ibench fixed LABEL COMMAND...`): see fixed.
  *   overflow one overflow handled (`ibench overflow ours|raw|papi`): see overflow.
  *   overflow-part the system calls our overflow makes beyond PAPI's: see sigemt_parts.
- * usage: ibench [first WHO | fixed LABEL COMMAND... | overflow WHO]; prints "IBENCH <row> <who> <instructions per call>" lines. */
+ * usage: ibench [first WHO | fixed LABEL COMMAND... | overflow WHO [syscalls]]; prints "IBENCH <row> <who> <instructions per call>" lines. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -305,7 +305,25 @@ static void on_papi(int es_, void *addr, long long vec, void *ctx) {
     ovf_count++;
 }
 
-static int overflow(const char *who) {
+/* A counter of the thread's system calls (the raw_syscalls:sys_enter tracepoint, a software
+ * event: it takes no PMU counter), or -1 where the kernel has none. */
+static int syscall_counter(void) {
+    FILE *f = fopen("/sys/kernel/tracing/events/raw_syscalls/sys_enter/id", "r");
+    unsigned long long id;
+    if (!f) return -1;
+    int ok = fscanf(f, "%llu", &id) == 1;
+    fclose(f);
+    if (!ok) return -1;
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_TRACEPOINT;
+    a.config = id;
+    a.disabled = 1;
+    return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+}
+
+static int overflow(const char *who, int count_syscalls) {
     uint64_t bare = UINT64_MAX;
     for (int r = 0; r < 3; r++) {
         uint64_t t0 = now();
@@ -317,6 +335,8 @@ static int overflow(const char *who) {
     memset(&sa, 0, sizeof sa);
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     uint64_t t0 = 0, t = 0;
+    /* Counted in a run of its own: the tracepoint, enabled, adds to every system call. */
+    int sc = count_syscalls ? syscall_counter() : -1;
     if (strcmp(who, "ours") == 0) {
         cpc = cpc_open(CPC_VER_CURRENT);
         if (!cpc) fail("cpc_open", 0);
@@ -327,9 +347,11 @@ static int overflow(const char *who) {
                                 CPC_COUNT_USER | CPC_OVF_NOTIFY_EMT, 0, NULL) < 0)
             fail("cpc_set_add_request", 0);
         if (cpc_bind_curlwp(cpc, set, 0) != 0) fail("cpc_bind_curlwp", 0);
+        if (sc >= 0) ioctl(sc, PERF_EVENT_IOC_ENABLE, 0);
         t0 = now();
         ovf_loop();
         t = now() - t0;
+        if (sc >= 0) ioctl(sc, PERF_EVENT_IOC_DISABLE, 0);
         cpc_unbind(cpc, set);
     } else if (strcmp(who, "raw") == 0) {
         struct perf_event_attr a;
@@ -351,9 +373,11 @@ static int overflow(const char *who) {
         struct f_owner_ex own = {F_OWNER_TID, (pid_t)syscall(SYS_gettid)};
         fcntl(fd, F_SETOWN_EX, &own);
         ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+        if (sc >= 0) ioctl(sc, PERF_EVENT_IOC_ENABLE, 0);
         t0 = now();
         ovf_loop();
         t = now() - t0;
+        if (sc >= 0) ioctl(sc, PERF_EVENT_IOC_DISABLE, 0);
         ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
         close(fd);
     } else if (strcmp(who, "papi") == 0) {
@@ -364,9 +388,11 @@ static int overflow(const char *who) {
         papi_set(1, 0);
         if (PAPI_overflow(es, code, (int)OVF_PERIOD, 0, on_papi) != PAPI_OK) fail("PAPI_overflow", 0);
         PAPI_start(es);
+        if (sc >= 0) ioctl(sc, PERF_EVENT_IOC_ENABLE, 0);
         t0 = now();
         ovf_loop();
         t = now() - t0;
+        if (sc >= 0) ioctl(sc, PERF_EVENT_IOC_DISABLE, 0);
         PAPI_stop(es, pv);
     } else {
         fail(who, 0);
@@ -375,8 +401,15 @@ static int overflow(const char *who) {
     /* At least the loop's own overflows (its handlers' user cycles add a few): fewer means the
      * interrupts came late, and the figure would not be the cost of one. */
     if (n < (long)(2 * OVF_ITER / OVF_PERIOD)) fail("overflows signalled late", n);
-    printf("IBENCH overflow %s %.0f\n", who, (double)(t - bare) / n);
-    printf("IBENCH overflows %s %ld\n", who, n);
+    if (!count_syscalls) {
+        printf("IBENCH overflow %s %.0f\n", who, (double)(t - bare) / n);
+        printf("IBENCH overflows %s %ld\n", who, n);
+    }
+    /* The loop's system calls per overflow: the handlers' and the restarts' (and the clock's
+     * and the enable's own few, spread over the overflows). */
+    uint64_t calls = 0;
+    if (sc >= 0 && read(sc, &calls, sizeof calls) == (ssize_t)sizeof calls)
+        printf("IBENCH overflow-syscalls %s %.1f\n", who, (double)calls / n);
     if (ovf_in_preset)
         printf("IBENCH split overflow: preset %llu restart %llu per overflow (each with a clock read)\n",
                (unsigned long long)(ovf_in_preset / n), (unsigned long long)(ovf_in_restart / n));
@@ -519,7 +552,7 @@ static int profile(int argc, char **argv) {
         first_use(argv[3]);
     } else if (argc > 3 && strcmp(argv[2], "overflow") == 0) {
         ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
-        overflow(argv[3]);
+        overflow(argv[3], 0);
     }
     ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
     load_ksyms();
@@ -578,7 +611,8 @@ static int fixed(char **argv) {
 int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[1], "first") == 0) return first_use(argv[2]);
     if (argc > 3 && strcmp(argv[1], "fixed") == 0) return fixed(argv + 2);
-    if (argc > 2 && strcmp(argv[1], "overflow") == 0) return overflow(argv[2]);
+    if (argc > 2 && strcmp(argv[1], "overflow") == 0)
+        return overflow(argv[2], argc > 3 && strcmp(argv[3], "syscalls") == 0);
     if (argc > 2 && strcmp(argv[1], "profile") == 0) return profile(argc, argv);
     cpc = cpc_open(CPC_VER_CURRENT);
     if (!cpc) fail("cpc_open", 0);

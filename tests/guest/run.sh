@@ -27,6 +27,7 @@ if [ -x /guest/ibench ]; then
   ./ibench 2>&1 | sed '/^IBENCH/!s/^/guest: /'
   for who in ours raw papi; do
     ./ibench overflow $who 2>&1 | sed '/^IBENCH/!s/^/guest: /'
+    ./ibench overflow $who syscalls 2>&1 | sed '/^IBENCH/!s/^/guest: /'
   done
   # The fixed cost of counting a command: benches/c/workload.c bare, under the raw counting
   # command (benches/c/wrap.c, the floor), perfex, cputrack and the preloaded library.
