@@ -599,7 +599,10 @@ static int fixed(char **argv) {
             _exit(127);
         }
         int st;
-        if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        /* A `start-` row runs a command for its start and exit alone (its usage): any exit
+         * status. */
+        int any = strncmp(argv[0], "start-", 6) == 0;
+        if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || (!any && WEXITSTATUS(st) != 0))
             fail(argv[1], pid);
         uint64_t t = now() - t0;
         if (t < best) best = t;

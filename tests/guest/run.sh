@@ -40,6 +40,11 @@ if [ -x /guest/ibench ]; then
   ./ibench fixed preload env LD_PRELOAD=/usr/lib/libperfex.so.1 PERFCOMPAT_PRELOAD_EVENTS=0,16 $w
   # The library loaded and not counting: the preload's floor (the loader's work on it).
   ./ibench fixed load env LD_PRELOAD=/usr/lib/libperfex.so.1 $w
+  # The commands' own start and exit, a floor of their fixed cost: perfex's usage (-h), and
+  # cputrack's usage error (its -h lists the events, which probes the PMU), over true's run.
+  ./ibench fixed true true
+  ./ibench fixed start-perfex perfex -h
+  ./ibench fixed start-cputrack cputrack
   echo "GUEST END $mode"
   exit 0
 fi
