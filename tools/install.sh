@@ -22,14 +22,14 @@
 #                                       interposers (capi/pfcntr/pfcntr.c), over libperfcompat.so.1
 #   lib/libpfcntr.so.1, libpfcntr.so    -> libpfcntr.so.1.0.0 (soname; -lpfcntr)
 #   lib/pkgconfig/libperfex.pc, libcpc.pc, libpctx.pc, libpfcntr.pc
-#   lib/libperfcompat-mpi.so            the PMPI layer (when an mpicc exists; README, "MPI")
+#   lib/libperfcompat-mpi.so            the PMPI layer (when an mpicc exists; docs/mpi.md)
 #   include/libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h,
 #   include/perfcompat/solaris.h (optional Solaris compatibility: _lwp_self, gethrtime, PC/SP),
 #   include/sys/pfcntr.h (Tru64's /dev/pfcntr, pfm(7): served by libpfcntr's open/ioctl/read),
 #   include/perfex.mod (when gfortran exists)
 #   share/perfcompat/fortran/perfex.f90 the module's source, for other gfortran versions
 #   bin/perfex, bin/cpustat, bin/cputrack, share/man/man1/{perfex,cpustat,cputrack}.1, share/man/man3/{libperfex,libcpc,libpctx}.3 and function links,
-#   share/man/man7/pfm.7
+#   share/man/man3/pfcntr.h.3 (<sys/pfcntr.h>), share/man/man7/pfm.7, share/man/man7/perfcompat.7 (the overview)
 #
 # The shared library is linked here from the release staticlib with a version script generated
 # from capi/abi.manifest: rustc gives every cdylib its own anonymous version script, which
@@ -226,10 +226,12 @@ M=$(dest "$mandir")
 install -m 0644 "$repo/man/perfex.1" "$M/man1/perfex.1"
 install -m 0644 "$repo/man/cpustat.1" "$M/man1/cpustat.1"
 install -m 0644 "$repo/man/cputrack.1" "$M/man1/cputrack.1"
-for page in libperfex.3 libcpc.3 libpctx.3; do
+for page in libperfex.3 libcpc.3 libpctx.3 pfcntr.h.3; do
   install -m 0644 "$repo/man/$page" "$M/man3/$page"
 done
-install -m 0644 "$repo/man/pfm.7" "$M/man7/pfm.7"
+for page in pfm.7 perfcompat.7; do
+  install -m 0644 "$repo/man/$page" "$M/man7/$page"
+done
 # One page per library; each function name is a link to its library's page.
 for f in start_counters read_counters print_counters print_costs load_costs; do
   printf '.so man3/libperfex.3\n' >"$M/man3/$f.3"

@@ -1,6 +1,6 @@
 //! `perfex`: run a command and report its event counts and cost estimates, as IRIX perfex(1)
-//! did, on the perfcompat engine. `perfex --help` lists the options; the README and
-//! `perfcompat::commands::perfex` document the decisions.
+//! did, on the perfcompat engine. `perfex --help` lists the options; docs/commands.md,
+//! docs/differences.md and `perfcompat::commands::perfex` document the decisions.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -47,7 +47,7 @@ The exit status is the command's (128 + N when signal N killed it); 2 for a usag
 1 when counting failed or the report could not be written, 126/127 when the command could
 not be run.
 Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (event map), PERFCOMPAT_SYSTEM_COSTS,
-PERFCOMPAT_HOST_COSTS (see the README).";
+PERFCOMPAT_HOST_COSTS (see perfcompat(7)).";
 
 #[derive(Default)]
 struct Args {

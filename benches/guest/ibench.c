@@ -23,7 +23,8 @@
  *            clock, which also runs while the thread waits (in close(), for the kernel).
  *   fixed    a command's whole run (`ibench fixed LABEL COMMAND...`): see fixed.
  *   overflow one overflow handled (`ibench overflow ours|raw|papi`): see overflow.
- * usage: ibench [first WHO | fixed LABEL COMMAND... | overflow WHO]; prints "IBENCH <row> <who> <instructions per call>" lines. */
+ *   overflow-part the system calls our overflow makes beyond PAPI's: see sigemt_parts.
+ * usage: ibench [first WHO | fixed LABEL COMMAND... | overflow WHO [syscalls]]; prints "IBENCH <row> <who> <instructions per call>" lines. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -244,6 +245,17 @@ static void papi_drop(int started) {
     PAPI_destroy_eventset(&es);
 }
 
+/* ---- what our overflow adds to PAPI's, piece by piece (the overflow row's floor): both
+ * take the kernel's signal and re-enable the event the kernel stopped at its overflow
+ * (PERF_EVENT_IOC_REFRESH); libcpc's SIGEMT handler is a signal handler of the program's,
+ * called as the kernel would call it (its disposition read, its mask set: `sigemt`) ---- */
+static struct sigaction emt_old;
+static sigset_t emt_mask;
+static void sigemt_parts(void) {
+    sigaction(SIGEMT, NULL, &emt_old);
+    pthread_sigmask(SIG_SETMASK, &emt_mask, NULL);
+}
+
 /* ---- libperfex ---- */
 static int e0 = 0, e1 = 16;
 static long long c0, c1;
@@ -269,11 +281,17 @@ static void ovf_loop(void) {
 }
 
 /* ours: cpc_bind_curlwp(3CPC)'s way: the preset again and a restart in the SIGEMT handler */
+static uint64_t ovf_in_preset, ovf_in_restart;
 static void on_emt(int sig, siginfo_t *si, void *uc) {
     (void)sig, (void)si, (void)uc;
     ovf_count++;
+    uint64_t t0 = now();
     cpc_request_preset(cpc, 0, UINT64_MAX - OVF_PERIOD + 1);
+    uint64_t t1 = now();
     cpc_set_restart(cpc, set);
+    uint64_t t2 = now();
+    ovf_in_preset += t1 - t0;
+    ovf_in_restart += t2 - t1;
 }
 
 /* raw: the kernel's own period and signal, a handler that only counts (the floor) */
@@ -287,7 +305,25 @@ static void on_papi(int es_, void *addr, long long vec, void *ctx) {
     ovf_count++;
 }
 
-static int overflow(const char *who) {
+/* A counter of the thread's system calls (the raw_syscalls:sys_enter tracepoint, a software
+ * event: it takes no PMU counter), or -1 where the kernel has none. */
+static int syscall_counter(void) {
+    FILE *f = fopen("/sys/kernel/tracing/events/raw_syscalls/sys_enter/id", "r");
+    unsigned long long id;
+    if (!f) return -1;
+    int ok = fscanf(f, "%llu", &id) == 1;
+    fclose(f);
+    if (!ok) return -1;
+    struct perf_event_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_TRACEPOINT;
+    a.config = id;
+    a.disabled = 1;
+    return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
+}
+
+static int overflow(const char *who, int count_syscalls) {
     uint64_t bare = UINT64_MAX;
     for (int r = 0; r < 3; r++) {
         uint64_t t0 = now();
@@ -299,6 +335,8 @@ static int overflow(const char *who) {
     memset(&sa, 0, sizeof sa);
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     uint64_t t0 = 0, t = 0;
+    /* Counted in a run of its own: the tracepoint, enabled, adds to every system call. */
+    int sc = count_syscalls ? syscall_counter() : -1;
     if (strcmp(who, "ours") == 0) {
         cpc = cpc_open(CPC_VER_CURRENT);
         if (!cpc) fail("cpc_open", 0);
@@ -309,9 +347,11 @@ static int overflow(const char *who) {
                                 CPC_COUNT_USER | CPC_OVF_NOTIFY_EMT, 0, NULL) < 0)
             fail("cpc_set_add_request", 0);
         if (cpc_bind_curlwp(cpc, set, 0) != 0) fail("cpc_bind_curlwp", 0);
+        if (sc >= 0) ioctl(sc, PERF_EVENT_IOC_ENABLE, 0);
         t0 = now();
         ovf_loop();
         t = now() - t0;
+        if (sc >= 0) ioctl(sc, PERF_EVENT_IOC_DISABLE, 0);
         cpc_unbind(cpc, set);
     } else if (strcmp(who, "raw") == 0) {
         struct perf_event_attr a;
@@ -333,9 +373,11 @@ static int overflow(const char *who) {
         struct f_owner_ex own = {F_OWNER_TID, (pid_t)syscall(SYS_gettid)};
         fcntl(fd, F_SETOWN_EX, &own);
         ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+        if (sc >= 0) ioctl(sc, PERF_EVENT_IOC_ENABLE, 0);
         t0 = now();
         ovf_loop();
         t = now() - t0;
+        if (sc >= 0) ioctl(sc, PERF_EVENT_IOC_DISABLE, 0);
         ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
         close(fd);
     } else if (strcmp(who, "papi") == 0) {
@@ -346,9 +388,11 @@ static int overflow(const char *who) {
         papi_set(1, 0);
         if (PAPI_overflow(es, code, (int)OVF_PERIOD, 0, on_papi) != PAPI_OK) fail("PAPI_overflow", 0);
         PAPI_start(es);
+        if (sc >= 0) ioctl(sc, PERF_EVENT_IOC_ENABLE, 0);
         t0 = now();
         ovf_loop();
         t = now() - t0;
+        if (sc >= 0) ioctl(sc, PERF_EVENT_IOC_DISABLE, 0);
         PAPI_stop(es, pv);
     } else {
         fail(who, 0);
@@ -357,8 +401,18 @@ static int overflow(const char *who) {
     /* At least the loop's own overflows (its handlers' user cycles add a few): fewer means the
      * interrupts came late, and the figure would not be the cost of one. */
     if (n < (long)(2 * OVF_ITER / OVF_PERIOD)) fail("overflows signalled late", n);
-    printf("IBENCH overflow %s %.0f\n", who, (double)(t - bare) / n);
-    printf("IBENCH overflows %s %ld\n", who, n);
+    if (!count_syscalls) {
+        printf("IBENCH overflow %s %.0f\n", who, (double)(t - bare) / n);
+        printf("IBENCH overflows %s %ld\n", who, n);
+    }
+    /* The loop's system calls per overflow: the handlers' and the restarts' (and the clock's
+     * and the enable's own few, spread over the overflows). */
+    uint64_t calls = 0;
+    if (sc >= 0 && read(sc, &calls, sizeof calls) == (ssize_t)sizeof calls)
+        printf("IBENCH overflow-syscalls %s %.1f\n", who, (double)calls / n);
+    if (ovf_in_preset)
+        printf("IBENCH split overflow: preset %llu restart %llu per overflow (each with a clock read)\n",
+               (unsigned long long)(ovf_in_preset / n), (unsigned long long)(ovf_in_restart / n));
     return 0;
 }
 
@@ -414,40 +468,80 @@ static int first_use(const char *who) {
 }
 
 /* `ibench profile first WHO`, `ibench profile overflow WHO` or `ibench profile sample1`: the
- * first use, the overflow run or 20000 samples of one event under a sampling profiler (every 10000 guest instructions), printing "IPROF <library> <offset>" per sample taken in a library; the
- * runner turns offsets into function names. */
-#define PROF_MAX 8192
-static uintptr_t prof_pc[PROF_MAX];
-static volatile int prof_n;
+ * first use, the overflow run or 20000 samples of one event under a sampling profiler: the
+ * thread's task-clock every 10 us (10000 instructions under icount; an hrtimer, on time in the
+ * guest's virtual clock), its program counters written by the kernel to a ring of sample
+ * records, user and kernel alike. A profiler driven by a signal of its own saw nothing inside
+ * a signal handler (the library's handlers block every signal) nor in the kernel; records are
+ * taken there too. Prints "IPROF <library> <offset>" per sample in a library, and
+ * "IPROF k:<function> 0" per sample in the kernel (named from /proc/kallsyms); the runner turns
+ * offsets into function names. */
+#define PROF_PAGES 512
+static uint64_t prof_period = 10000;
 
-static void on_prof(int sig, siginfo_t *si, void *uc) {
-    (void)sig;
-    (void)si;
-    if (prof_n < PROF_MAX) prof_pc[prof_n++] = ((ucontext_t *)uc)->uc_mcontext.pc;
+struct ksym {
+    uint64_t addr;
+    char name[56];
+};
+static struct ksym *ksyms;
+static size_t nksyms;
+
+static int ksym_cmp(const void *a, const void *b) {
+    uint64_t x = ((const struct ksym *)a)->addr, y = ((const struct ksym *)b)->addr;
+    return x < y ? -1 : x > y;
+}
+
+/* The kernel's text symbols, sorted, for naming kernel samples. */
+static void load_ksyms(void) {
+    FILE *f = fopen("/proc/kallsyms", "r");
+    if (!f) return;
+    size_t cap = 0;
+    char line[256], type, name[200] = {0};
+    unsigned long long addr;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%llx %c %199s", &addr, &type, name) != 3) continue;
+        if (type != 't' && type != 'T') continue;
+        if (nksyms == cap) {
+            cap = cap ? cap * 2 : 65536;
+            ksyms = realloc(ksyms, cap * sizeof *ksyms);
+            if (!ksyms) fail("realloc", 0);
+        }
+        ksyms[nksyms].addr = addr;
+        memcpy(ksyms[nksyms].name, name, sizeof ksyms[nksyms].name - 1);
+        ksyms[nksyms].name[sizeof ksyms[nksyms].name - 1] = 0;
+        nksyms++;
+    }
+    fclose(f);
+    qsort(ksyms, nksyms, sizeof *ksyms, ksym_cmp);
+}
+
+static const char *ksym_name(uint64_t pc) {
+    size_t lo = 0, hi = nksyms;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ksyms[mid].addr <= pc) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo ? ksyms[lo - 1].name : "?";
 }
 
 static int profile(int argc, char **argv) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_prof;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigaction(SIGPROF, &sa, NULL);
-    /* The thread's task-clock, sampled every 10 us (10000 instructions under icount): an
-     * hrtimer, on time in the guest's virtual clock, where an interval timer ticks by jiffies. */
     struct perf_event_attr a;
     memset(&a, 0, sizeof a);
     a.size = sizeof a;
     a.type = PERF_TYPE_SOFTWARE;
     a.config = PERF_COUNT_SW_TASK_CLOCK;
-    a.sample_period = 10000;
-    a.wakeup_events = 1;
+    /* The overflow run samples ten times as often: an overflow is about 25000 instructions. */
+    if (argc > 3 && strcmp(argv[2], "overflow") == 0) prof_period = 1000;
+    a.sample_period = prof_period;
+    a.sample_type = PERF_SAMPLE_IP;
     a.disabled = 1;
     int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
     if (fd < 0) fail("perf_event_open task-clock", 0);
-    fcntl(fd, F_SETFL, O_ASYNC);
-    fcntl(fd, F_SETSIG, SIGPROF);
-    struct f_owner_ex own = {F_OWNER_TID, (pid_t)syscall(SYS_gettid)};
-    fcntl(fd, F_SETOWN_EX, &own);
+    long page = sysconf(_SC_PAGESIZE);
+    size_t len = (size_t)page * (PROF_PAGES + 1);
+    struct perf_event_mmap_page *meta = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (meta == MAP_FAILED) fail("mmap of the sample ring", 0);
     if (strcmp(argv[2], "sample1") == 0) {
         cpc = cpc_open(CPC_VER_CURRENT);
         ours_bind(1);
@@ -458,16 +552,34 @@ static int profile(int argc, char **argv) {
         first_use(argv[3]);
     } else if (argc > 3 && strcmp(argv[2], "overflow") == 0) {
         ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
-        overflow(argv[3]);
+        overflow(argv[3], 0);
     }
     ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
-    for (int i = 0; i < prof_n; i++) {
-        Dl_info d;
-        if (dladdr((void *)prof_pc[i], &d) && d.dli_fname)
-            printf("IPROF %s %lx\n", d.dli_fname, (unsigned long)(prof_pc[i] - (uintptr_t)d.dli_fbase));
-        else
-            printf("IPROF ? %lx\n", (unsigned long)prof_pc[i]);
+    load_ksyms();
+    const unsigned char *data = (const unsigned char *)meta + page;
+    uint64_t size = (uint64_t)page * PROF_PAGES, head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+    if (head > size) printf("IPROF-NOTE the ring wrapped: only the last %llu bytes of samples\n", (unsigned long long)size);
+    uint64_t lost = 0;
+    for (uint64_t at = head > size ? head - size : 0; at < head;) {
+        struct perf_event_header h;
+        for (size_t i = 0; i < sizeof h; i++) ((unsigned char *)&h)[i] = data[(at + i) % size];
+        if (h.size == 0) break;
+        if (h.type == PERF_RECORD_SAMPLE) {
+            uint64_t pc = 0;
+            for (size_t i = 0; i < sizeof pc; i++) ((unsigned char *)&pc)[i] = data[(at + sizeof h + i) % size];
+            Dl_info d;
+            if (pc >= 0xffff000000000000ull)
+                printf("IPROF k:%s 0\n", ksym_name(pc));
+            else if (dladdr((void *)pc, &d) && d.dli_fname)
+                printf("IPROF %s %lx\n", d.dli_fname, (unsigned long)(pc - (uintptr_t)d.dli_fbase));
+            else
+                printf("IPROF ? %lx\n", (unsigned long)pc);
+        } else if (h.type == PERF_RECORD_LOST) {
+            lost++;
+        }
+        at += h.size;
     }
+    if (lost) printf("IPROF-NOTE %llu lost records\n", (unsigned long long)lost);
     return 0;
 }
 
@@ -487,7 +599,10 @@ static int fixed(char **argv) {
             _exit(127);
         }
         int st;
-        if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        /* A `start-` row runs a command for its start and exit alone (its usage): any exit
+         * status. */
+        int any = strncmp(argv[0], "start-", 6) == 0;
+        if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || (!any && WEXITSTATUS(st) != 0))
             fail(argv[1], pid);
         uint64_t t = now() - t0;
         if (t < best) best = t;
@@ -499,7 +614,8 @@ static int fixed(char **argv) {
 int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[1], "first") == 0) return first_use(argv[2]);
     if (argc > 3 && strcmp(argv[1], "fixed") == 0) return fixed(argv + 2);
-    if (argc > 2 && strcmp(argv[1], "overflow") == 0) return overflow(argv[2]);
+    if (argc > 2 && strcmp(argv[1], "overflow") == 0)
+        return overflow(argv[2], argc > 3 && strcmp(argv[3], "syscalls") == 0);
     if (argc > 2 && strcmp(argv[1], "profile") == 0) return profile(argc, argv);
     cpc = cpc_open(CPC_VER_CURRENT);
     if (!cpc) fail("cpc_open", 0);
@@ -541,6 +657,8 @@ int main(int argc, char **argv) {
     papi_set(2, 0);
     report("interval", "papi", papi_interval);
     papi_drop(0);
+    pthread_sigmask(SIG_SETMASK, NULL, &emt_mask);
+    report("overflow-part", "sigemt", sigemt_parts);
     fputs(results, stdout);
     printf("IBENCH END\n");
     return 0;

@@ -301,7 +301,9 @@ fn the_layout_links_and_sonames() {
         "share/man/man3/start_counters.3",
         "share/man/man3/cpc_bind_curlwp.3",
         "share/man/man3/pctx_run.3",
+        "share/man/man3/pfcntr.h.3",
         "share/man/man7/pfm.7",
+        "share/man/man7/perfcompat.7",
         "include/sys/pfcntr.h",
     ] {
         assert!(prefix.join(f).exists(), "{f} is not installed");
@@ -383,8 +385,10 @@ fn destdir_stages_for_the_prefix() {
     assert_eq!(link, Path::new("libperfcompat.so.1.0.0"));
 }
 
-/// The man pages format without a warning, and every environment variable they name exists in
-/// the code; every variable of the README's table is in libperfex(3).
+/// The man pages format without a warning, each page of `man/` is installed, and every
+/// environment variable they name exists in the code; every variable of the manual's
+/// environment table (docs/environment.md, "Environment") is in libperfex(3), and perfcompat(7)
+/// names every variable of docs/environment.md and no other.
 #[test]
 fn man_pages() {
     let pages = [
@@ -394,8 +398,25 @@ fn man_pages() {
         "libperfex.3",
         "libcpc.3",
         "libpctx.3",
+        "pfcntr.h.3",
         "pfm.7",
+        "perfcompat.7",
     ];
+    let mut in_man: Vec<String> = std::fs::read_dir(repo().join("man"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    in_man.sort();
+    let mut listed: Vec<String> = pages.iter().map(|p| p.to_string()).collect();
+    listed.sort();
+    assert_eq!(in_man, listed, "a page of man/ is not checked here");
+    let install = std::fs::read_to_string(repo().join("tools/install.sh")).unwrap();
+    for page in pages {
+        assert!(
+            install.contains(page),
+            "tools/install.sh does not install {page}"
+        );
+    }
     if common::have_tool("groff", "groff-base") {
         for page in pages {
             let out = Command::new("groff")
@@ -440,15 +461,25 @@ fn man_pages() {
         );
     }
     let perfex3 = vars(&std::fs::read_to_string(repo().join("man/libperfex.3")).unwrap());
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let env_table = readme.split("## Environment").nth(1).unwrap_or("");
+    let environment = std::fs::read_to_string(repo().join("docs/environment.md")).unwrap();
+    let env_table = environment.split("\n## Environment\n").nth(1).unwrap_or("");
     let env_table = env_table.split("\n## ").next().unwrap();
+    assert!(
+        env_table.contains("| `PERFCOMPAT_BACKEND` |"),
+        "docs/environment.md has no section \"Environment\" with the table"
+    );
     for v in vars(env_table) {
         assert!(
             perfex3.contains(&v),
-            "README's {v} is not in man/libperfex.3"
+            "docs/environment.md's {v} is not in man/libperfex.3"
         );
     }
+    let overview = vars(&std::fs::read_to_string(repo().join("man/perfcompat.7")).unwrap());
+    assert_eq!(
+        overview,
+        vars(&environment),
+        "man/perfcompat.7 and docs/environment.md name different variables"
+    );
 }
 
 /// The text of every Rust source of the engine and the C ABI.

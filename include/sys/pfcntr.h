@@ -1,7 +1,7 @@
 /*
  * <sys/pfcntr.h>: Tru64 UNIX's on-chip performance counter pseudo-device, pfm(7), on Linux
  * (perfcompat). Open "/dev/pfcntr" with one of PCNTOPENONE, PCNTOPENEACH, PCNTOPENALL ORed into
- * the open flags in a program linked with -lcpc or -lperfex (or with the library preloaded), and
+ * the open flags in a program linked with -lpfcntr (or with libpfcntr.so.1 preloaded), and
  * drive it with the ioctl requests below; read(2) returns the PC profile.
  *
  * pfm(7) names the requests, flags, structures and event selectors but gives none of their
@@ -10,8 +10,8 @@
  * not run on Linux anyway). Names pfm(7) describes but does not spell are ours too: the EV5
  * requests other than PCNT5RESTART and PCNT5GETCNT, PCNTLOGUSER (pfm(7): "clears the
  * PCB_PME_BIT of the current process"), the structure members, and the suffixes of the
- * PF5_MUXn_* event selectors (pfm(7) gives only the prefixes). See the README, "Tru64 pfm",
- * for what Linux can and cannot provide (kernel profiling is not available).
+ * PF5_MUXn_* event selectors (pfm(7) gives only the prefixes). See docs/pfm.md and
+ * pfcntr.h(3) for what Linux can and cannot provide (kernel profiling is not available).
  *
  * The values are checked against the library by capi/tests/pfm.rs.
  */
@@ -127,7 +127,7 @@ struct pfcntrs {
     unsigned long pf_pcc;       /* nanoseconds since the counters were cleared */
 };
 
-/* PCNTGETIPLHIS: 0-5 IPL0-5, 6 unused, 7 idle, 8 user (see the README for Linux's mapping). */
+/* PCNTGETIPLHIS: 0-5 IPL0-5, 6 unused, 7 idle, 8 user (docs/pfm.md gives Linux's mapping). */
 #define PF_NIPL 9
 struct pfipls {
     unsigned long pf_ipl[PF_NIPL];

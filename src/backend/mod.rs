@@ -207,7 +207,8 @@ pub trait Group: Send + Sync {
         None
     }
     /// The group was stopped after request `index`'s overflow with nothing counted since (its
-    /// count at the stop is the one the overflow record holds). A backend whose kernel has then
+    /// count at the stop is the one the overflow record holds), and that record found it
+    /// exactly at the wrap (no skid past it). A backend whose kernel has then
     /// reloaded a whole period may skip re-arming the same distance at the next
     /// [`Group::arm`]; any [`Group::start`] forgets it. Default: nothing.
     fn stopped_at_overflow(&self, index: usize) {
@@ -218,6 +219,14 @@ pub trait Group: Send + Sync {
     /// then a restart to that distance needs neither a stop nor a re-arm
     /// ([`KernelStop::Running`]). Default: false.
     fn keeps_period(&self, index: usize, distance: Option<u64>) -> bool {
+        let _ = (index, distance);
+        false
+    }
+    /// Whether request `index`, stopped since its overflow with nothing counted since
+    /// ([`Group::stopped_at_overflow`]), has its kernel period left at the whole of `distance`:
+    /// then a restart to that distance needs no re-arm, only a [`Group::start`]. Default:
+    /// false.
+    fn keeps_stopped_period(&self, index: usize, distance: Option<u64>) -> bool {
         let _ = (index, distance);
         false
     }

@@ -171,8 +171,11 @@ pub struct SampleInfo {
 const FROZEN: u64 = 1;
 /// Frozen at an overflow record while the group counts on.
 const RUNS_ON: u64 = 2;
+/// Frozen at an overflow record where the kernel stopped the group, right at the wrap, with
+/// the restart made ready (see `ready_restart_at`).
+const READY: u64 = 4;
 /// One write more (the rest of the word counts writes).
-const EPOCH: u64 = 4;
+const EPOCH: u64 = 8;
 
 /// Each `out[i]` (a raw count) made virtual in place: `base[i]` plus the events since
 /// `origin[i]` ([`virt::virtual_value`]). Both branches of the sample use it.
@@ -213,9 +216,9 @@ pub struct BoundSet {
     // (unless `runs_on`), so restart and resume start from them without stopping and reading
     // again (two system calls fewer on every overflow that the handler restarts).
     frozen_raw: Box<[AtomicU64]>,
-    // FROZEN, RUNS_ON and a count of writes (EPOCH): one word, so that the restart of a set
-    // that counts on can take effect in one compare-and-swap without blocking signals
-    // (`restart_counting_on`). RUNS_ON: frozen at an overflow record while the backend's
+    // FROZEN, RUNS_ON, READY and a count of writes (EPOCH): one word, so that the restart of a
+    // set that counts on, or of one made ready at its freeze, can take effect in one
+    // compare-and-swap without blocking signals (`restart_counting_on`, `restart_ready`). RUNS_ON: frozen at an overflow record while the backend's
     // group counts on ([`KernelStop::Running`]): `frozen_raw` is the count at the overflow,
     // and where counting resumes is read at the restart (or at a stop, see
     // `stop_counting_on`).
@@ -658,13 +661,31 @@ impl BoundSet {
     /// adding nothing more), and counting goes on from `at`. A restart or resume that finds
     /// otherwise sets the origin again. Must run inside `write`.
     fn count_on_from(&self, at: &[u64]) {
+        self.fold_frozen_period(at);
+        self.set_state(RUNS_ON, 0);
+    }
+
+    /// Move the events of the period a freeze just ended into the totals (the frozen set
+    /// reports the same totals: its period then adds nothing more) and count on from raw
+    /// counts `at`: what a restart from the freeze needs, made before it. Must run inside
+    /// `write`.
+    fn fold_frozen_period(&self, at: &[u64]) {
         for i in 0..self.n {
             let events = self.frozen_events[i].swap(0, Ordering::Relaxed);
             let sum = self.sums[i].load(Ordering::Relaxed);
             self.sums[i].store(sum.wrapping_add(events), Ordering::Relaxed);
             self.origin[i].store(at[i], Ordering::Relaxed);
         }
-        self.set_state(RUNS_ON, 0);
+    }
+
+    /// The set was just frozen at raw counts `at`, where the kernel stopped its group right
+    /// at the wrap of its one notifying request with nothing counted since: make ready what
+    /// the restart to the same preset needs ([`BoundSet::restart_ready`], which then only
+    /// writes the state word and fields that the restart with signals blocked writes again
+    /// should it fail, and starts the group). Must run inside `write`.
+    fn ready_restart_at(&self, at: &[u64]) {
+        self.fold_frozen_period(at);
+        self.set_state(READY, 0);
     }
 
     /// Restart a set frozen at an overflow while its group counts on, without blocking
@@ -675,28 +696,40 @@ impl BoundSet {
     /// a handler that wrote to the set meanwhile, on this thread or another, makes it fail.
     /// Async-signal-safe.
     fn restart_counting_on(&self) -> bool {
-        let st = self.state.load(Ordering::Acquire);
-        if st & (FROZEN | RUNS_ON) != FROZEN | RUNS_ON
-            || self.n != 1
-            || self.notify != 1
-            || self.owner_key == 0
-            || self.owner_key != crate::base::sigsafe::thread_key()
-        {
-            return false;
-        }
-        let Some(snapshot) = self.seq.snapshot() else {
+        let Some((st, snapshot, preset)) = self.unblocked_restart_of(RUNS_ON) else {
             return false;
         };
-        let preset = self.preset[0].load(Ordering::Relaxed);
-        if preset != self.base[0].load(Ordering::Relaxed) {
-            return false;
-        }
         let mut raw = [0u64; 1];
         let Ok(Some(times)) =
             self.counted_nothing_since(0, virt::distance_to_wrap(preset), &mut raw)
         else {
             return false;
         };
+        self.commit_unblocked_restart(st, snapshot, times)
+    }
+
+    /// For a restart without blocking signals of a lone notifying request frozen with `kind`
+    /// (RUNS_ON or READY) set, on the thread that bound the set, to the preset it had: the
+    /// state word, the sequence snapshot and the preset. `None` otherwise.
+    #[inline]
+    fn unblocked_restart_of(&self, kind: u64) -> Option<(u64, u64, u64)> {
+        let st = self.state.load(Ordering::Acquire);
+        if st & (FROZEN | RUNS_ON | READY) != FROZEN | kind
+            || self.n != 1
+            || self.notify != 1
+            || self.owner_key == 0
+            || self.owner_key != crate::base::sigsafe::thread_key()
+        {
+            return None;
+        }
+        let snapshot = self.seq.snapshot()?;
+        let preset = self.preset[0].load(Ordering::Relaxed);
+        (preset == self.base[0].load(Ordering::Relaxed)).then_some((st, snapshot, preset))
+    }
+
+    /// The restart's writes without blocking signals, from state word `st` at `snapshot`,
+    /// counting on from `times`: true when its compare-and-swap of the state word took effect.
+    fn commit_unblocked_restart(&self, st: u64, snapshot: u64, times: Times) -> bool {
         self.seq
             .write_unblocked(snapshot, || {
                 // Plain stores that the restart with signals blocked makes again should the
@@ -709,13 +742,21 @@ impl BoundSet {
                 self.state
                     .compare_exchange(
                         st,
-                        (st & !(FROZEN | RUNS_ON)).wrapping_add(EPOCH),
+                        (st & !(FROZEN | RUNS_ON | READY)).wrapping_add(EPOCH),
                         Ordering::Release,
                         Ordering::Relaxed,
                     )
                     .is_ok()
             })
             .unwrap_or(false)
+    }
+
+    /// Whether request `i`'s raw count `at` is exactly where its virtual value wraps (an
+    /// overflow with no skid). Must run inside `write`.
+    fn at_the_wrap(&self, i: usize, at: u64) -> bool {
+        let base = self.base[i].load(Ordering::Relaxed);
+        let origin = self.origin[i].load(Ordering::Relaxed);
+        virt::virtual_value(base, at.wrapping_sub(origin)) == 0
     }
 
     /// Count what a group that ran on after its freeze counted since (up to `raw`) as dropped
@@ -742,9 +783,14 @@ impl BoundSet {
     /// came before the restart): stop the group there, so that a set left frozen does not take
     /// a signal every period, and resume from the count at that stop. Must run inside `write`.
     fn stop_counting_on(&self) {
-        if !self.take_runs_on() {
-            return;
+        if self.take_runs_on() {
+            self.stop_where_frozen();
         }
+    }
+
+    /// Stop a frozen set's group that counts on, and count on from where it stopped: what it
+    /// counted since the freeze is dropped at the freeze. Must run inside `write`.
+    fn stop_where_frozen(&self) {
         self.group.stop();
         let mut raw = [0u64; MAX_REQUESTS];
         if self.read_raw(&mut raw).is_ok() {
@@ -774,7 +820,7 @@ impl BoundSet {
         self.enabled0.store(times.enabled, Ordering::Relaxed);
         self.running0.store(times.running, Ordering::Relaxed);
         self.overflowed.store(0, Ordering::Relaxed);
-        self.set_state(0, FROZEN);
+        self.set_state(0, FROZEN | READY);
         self.new_generation(false);
         if !running {
             self.group.start();
@@ -807,10 +853,50 @@ impl BoundSet {
         if self.gone() {
             return Err(Error::NotBound);
         }
-        if self.restart_counting_on() {
+        if self.restart_counting_on() || self.restart_ready() {
             return Ok(());
         }
         self.write(|b| b.start_from_presets())
+    }
+
+    /// Restart a set made ready at its freeze ([`BoundSet::ready_restart_at`]) without blocking
+    /// signals (two system calls fewer on the overflow path), when that restart changes
+    /// nothing but the state word and the group's start: its preset unchanged and its kernel
+    /// period whole ([`Group::keeps_stopped_period`]), on the thread that bound the set. The
+    /// group starts after the compare-and-swap: a sample in between reads the stopped group
+    /// at the preset, and a handler that froze the set again before the start (its
+    /// `cpc_disable`) has the group stopped again after it, where it then stands. False when
+    /// it could not (the caller then restarts with signals blocked); a handler that wrote to
+    /// the set meanwhile, on this thread or another, makes it fail. Async-signal-safe.
+    fn restart_ready(&self) -> bool {
+        let Some((st, snapshot, preset)) = self.unblocked_restart_of(READY) else {
+            return false;
+        };
+        if !self
+            .group
+            .keeps_stopped_period(0, virt::distance_to_wrap(preset))
+        {
+            return false;
+        }
+        let times = Times {
+            enabled: self.frozen_enabled.load(Ordering::Relaxed),
+            running: self.frozen_running.load(Ordering::Relaxed),
+        };
+        if !self.commit_unblocked_restart(st, snapshot, times) {
+            return false;
+        }
+        let next = (st & !(FROZEN | READY)).wrapping_add(EPOCH);
+        self.group.start();
+        if self.state.load(Ordering::Acquire) != next {
+            // A handler wrote to the set between the compare-and-swap and the start. If it
+            // froze it, the group it found stopped runs now: stop it where the freeze stands.
+            self.write(|b| {
+                if b.is_frozen() {
+                    b.stop_where_frozen();
+                }
+            });
+        }
+        true
     }
 
     /// Whether the binding's overflow signals are off (see `unsignalled`).
@@ -886,7 +972,7 @@ impl BoundSet {
         self.overflowed.fetch_or(overflowed, Ordering::Relaxed);
         self.frozen_enabled.store(times.enabled, Ordering::Relaxed);
         self.frozen_running.store(times.running, Ordering::Relaxed);
-        self.set_state(FROZEN, 0);
+        self.set_state(FROZEN, READY);
         self.new_generation(true);
     }
 
@@ -990,7 +1076,7 @@ impl BoundSet {
             if reload != 0 {
                 b.overflowed.store(0, Ordering::Relaxed);
             }
-            b.set_state(0, FROZEN);
+            b.set_state(0, FROZEN | READY);
             b.new_generation(true);
             if !running {
                 b.group.start();
@@ -1116,13 +1202,20 @@ impl BoundSet {
                 if mask != 0 {
                     // Nothing counted between the overflow and the stop: the backend may
                     // find its kernel's period already whole at the restart.
+                    let mut whole = 0u64;
                     for i in (0..b.n).filter(|i| mask & (1 << i) != 0) {
-                        if raw[i] == at[i] {
+                        if raw[i] == at[i] && b.at_the_wrap(i, at[i]) {
                             b.group.stopped_at_overflow(i);
+                            whole |= 1 << i;
                         }
                     }
                     b.add_dropped(&at, &raw);
                     b.freeze_at(&at, &raw, times, mask, Some(when));
+                    // A lone notifying request on its own thread, stopped by the kernel right
+                    // at its wrap: its restart can be made ready now.
+                    if b.n == 1 && whole == 1 && b.target == Target::CurrentThread {
+                        b.ready_restart_at(&raw);
+                    }
                     return mask;
                 }
             }

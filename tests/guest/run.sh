@@ -27,6 +27,7 @@ if [ -x /guest/ibench ]; then
   ./ibench 2>&1 | sed '/^IBENCH/!s/^/guest: /'
   for who in ours raw papi; do
     ./ibench overflow $who 2>&1 | sed '/^IBENCH/!s/^/guest: /'
+    ./ibench overflow $who syscalls 2>&1 | sed '/^IBENCH/!s/^/guest: /'
   done
   # The fixed cost of counting a command: benches/c/workload.c bare, under the raw counting
   # command (benches/c/wrap.c, the floor), perfex, cputrack and the preloaded library.
@@ -37,6 +38,13 @@ if [ -x /guest/ibench ]; then
   ./ibench fixed perfex perfex -e 0 -e 16 $w
   ./ibench fixed cputrack cputrack -c cycles,instructions $w
   ./ibench fixed preload env LD_PRELOAD=/usr/lib/libperfex.so.1 PERFCOMPAT_PRELOAD_EVENTS=0,16 $w
+  # The library loaded and not counting: the preload's floor (the loader's work on it).
+  ./ibench fixed load env LD_PRELOAD=/usr/lib/libperfex.so.1 $w
+  # The commands' own start and exit, a floor of their fixed cost: perfex's usage (-h), and
+  # cputrack's usage error (its -h lists the events, which probes the PMU), over true's run.
+  ./ibench fixed true true
+  ./ibench fixed start-perfex perfex -h
+  ./ibench fixed start-cputrack cputrack
   echo "GUEST END $mode"
   exit 0
 fi
@@ -95,6 +103,8 @@ t multiplex icount ./multiplex
 t userread icount ./userread
 t overflow icount ./overflow exact
 t overflow plain ./overflow plain
+t overflow icount ./overflow exact lone
+t overflow plain ./overflow plain lone
 x examples.cpc_example1 icount env EVENT0=instructions EVENT1=cycles ./examples/cpc_example1
 x examples.cpc_example2 icount ./examples/cpc_example2
 x examples.cpc_events icount ./examples/cpc_events

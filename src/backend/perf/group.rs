@@ -54,6 +54,18 @@ pub struct PerfGroup {
     // something counts: the host kernel's counting software events (page faults, context
     // switches, migrations; not the clocks, whose timers keep running), in a one-unit group.
     pub(super) reloads_whole: u64,
+    // Notifying hardware requests (the host's kernel, one unit): at an overflow the kernel
+    // reloads the period from where the counter wrapped, so when the overflow came exactly at
+    // the wrap (no skid: `Group::stopped_at_overflow` is told only then) and nothing counted
+    // after it, the period left is whole, as for `reloads_whole`.
+    pub(super) reloads_at_wrap: u64,
+    // A lone notifying leader counting a hardware event in user mode only, on one thread, with
+    // its overflow ring and the storm guard's limit of one (`limited`): at its overflow the
+    // kernel disables it (from an interrupt work item run before the thread is back in user
+    // mode, where alone it counts), so its count at the record is its count at the stop. The
+    // engine freezes it at the record with no `PERF_EVENT_IOC_DISABLE` and no read
+    // ([`KernelStop::AtRecord`]): two system calls fewer per overflow (issue 32).
+    pub(super) stops_at_record: bool,
     // Requests stopped right at their overflow since the last start ([`Group::stopped_at_overflow`]).
     pub(super) untouched: AtomicU64,
     // The kernel stops the group at the leader's overflow itself: the leader notifies and
@@ -147,17 +159,21 @@ impl PerfGroup {
             if todo & (1 << i) == 0 {
                 continue;
             }
+            // Marked before the refresh: a start made with signals unblocked (the engine's
+            // restart of a set stopped at its wrap) can take the request's next overflow, whose
+            // handler clears the mark, as soon as the refresh enables it.
+            self.limit_armed.fetch_or(1 << i, Ordering::Relaxed);
             if self
                 .kernel
                 .ioctl(u.fds[i].as_raw_fd(), b::REFRESH as u64, 1)
                 .is_ok()
             {
-                self.limit_armed.fetch_or(1 << i, Ordering::Relaxed);
                 if i == 0 {
                     return true;
                 }
             } else {
                 // Guarded by the floor only from now on.
+                self.limit_armed.fetch_and(!(1 << i), Ordering::Relaxed);
                 self.limited.fetch_and(!(1 << i), Ordering::Relaxed);
             }
         }
@@ -484,7 +500,7 @@ impl Group for PerfGroup {
         // there), so re-arming the same period would change nothing: save the system call.
         let bit = 1u64 << index;
         if self.untouched.fetch_and(!bit, Ordering::Relaxed) & bit != 0
-            && self.reloads_whole & bit != 0
+            && (self.reloads_whole | self.reloads_at_wrap) & bit != 0
             && self.armed[index].load(Ordering::Relaxed) == d
         {
             return;
@@ -513,6 +529,13 @@ impl Group for PerfGroup {
             scale: self.scaled.then(|| self.scale[..self.n].into()),
             pages: self.units[0].mmaps.as_ref().map(rdpmc::Pages::host_pages),
         })
+    }
+
+    fn keeps_stopped_period(&self, index: usize, distance: Option<u64>) -> bool {
+        let bit = 1u64 << index;
+        self.untouched.load(Ordering::Relaxed) & bit != 0
+            && (self.reloads_whole | self.reloads_at_wrap) & bit != 0
+            && self.armed[index].load(Ordering::Relaxed) == self.kperiod(index, distance)
     }
 
     fn keeps_period(&self, index: usize, distance: Option<u64>) -> bool {
@@ -550,7 +573,14 @@ impl Group for PerfGroup {
                     if let Some(i) = u.fds.iter().position(|f| f.as_raw_fd() == fd) {
                         if limited & (1 << i) != 0 {
                             self.limit_armed.fetch_and(!(1 << i), Ordering::Relaxed);
-                            return KernelStop::No;
+                            // See `stops_at_record`: a record in the ring is this overflow's
+                            // (a start discards them).
+                            return match u.leader_ring() {
+                                Some(r) if self.stops_at_record && r.pending() => {
+                                    KernelStop::AtRecord
+                                }
+                                _ => KernelStop::No,
+                            };
                         }
                     }
                 }

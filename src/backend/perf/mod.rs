@@ -746,12 +746,39 @@ impl Backend for PerfBackend {
         } else {
             notify
         };
+        // See `PerfGroup::reloads_at_wrap`: the host's hardware events, one unit.
+        let hardware = |ev: &&PerfEvent| {
+            matches!(
+                ev.code.type_,
+                b::PERF_TYPE_HARDWARE | b::PERF_TYPE_HW_CACHE | b::PERF_TYPE_RAW
+            )
+        };
+        let reloads_at_wrap = if self.host && units.len() == 1 {
+            resolved
+                .iter()
+                .enumerate()
+                .filter(|(i, ev)| hardware(ev) && scale[*i] == 1.0)
+                .fold(0u64, |m, (i, _)| m | 1 << i)
+                & notify
+        } else {
+            0
+        };
+        // See `PerfGroup::stops_at_record`.
+        let stops_at_record = reqs.len() == 1
+            && limited & 1 != 0
+            && reloads_at_wrap & 1 != 0
+            && !reqs[0].flags.system
+            && !reqs[0].flags.hypervisor
+            && units[0].leader_ring().is_some()
+            && matches!(target, Target::CurrentThread | Target::Thread(_));
         Ok(Box::new(PerfGroup {
             kernel: self.kernel,
             inline_read,
             pollable: self.host,
             armed,
             reloads_whole,
+            reloads_at_wrap,
+            stops_at_record,
             untouched: AtomicU64::new(0),
             self_stop: AtomicBool::new(self_stop),
             runs_on,
