@@ -1,0 +1,249 @@
+//! Binding a set: checking its requests against the backend, placing them on counters,
+//! programming the group, and the [`Binding`] handle that unbinds on drop.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use super::thread::{on_overflow_fd, on_overflow_unknown, register, unregister};
+use super::{BoundSet, NEXT_ID};
+use crate::backend::{self, Backend};
+use crate::base::error::{Error, Result};
+use crate::base::sched::{self, Candidate};
+use crate::base::set::{CounterSet, Request, Target};
+use crate::base::sigsafe::SeqCount;
+use crate::base::sys::gettid;
+
+/// fork()s this process has gone through (incremented in the child by a pthread_atfork
+/// handler, registered at the first bind).
+pub(super) static FORKS: AtomicU32 = AtomicU32::new(0);
+
+extern "C" fn after_fork_in_child() {
+    FORKS.fetch_add(1, Ordering::Relaxed);
+}
+
+fn watch_forks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a handler that only increments an atomic.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    });
+}
+
+fn zeroed(n: usize) -> Box<[AtomicU64]> {
+    (0..n).map(|_| AtomicU64::new(0)).collect()
+}
+
+/// Check a set against a backend and find where its requests go, without binding.
+pub fn plan(backend: &dyn Backend, set: &CounterSet) -> Result<Vec<crate::base::sched::Slot>> {
+    if set.is_empty() {
+        return Err(Error::EmptySet);
+    }
+    let info = backend.shape();
+    // Two requests pinned to one counter conflict whatever their events are, and whether or
+    // not this host can count them (Solaris rejects duplicate picnums before configuring).
+    let reqs = set.requests();
+    for (j, b) in reqs.iter().enumerate() {
+        if let Some((i, a)) = reqs[..j]
+            .iter()
+            .enumerate()
+            .find(|(_, a)| a.counter.is_some() && a.counter == b.counter)
+        {
+            return Err(Error::Conflict(crate::base::error::Conflict {
+                requests: vec![(i, a.event.clone()), (j, b.event.clone())],
+                reason: crate::base::error::ConflictReason::SameCounter {
+                    counters: vec![b.counter.unwrap_or(0)],
+                },
+            }));
+        }
+    }
+    let mut cands: Vec<Candidate> = Vec::with_capacity(set.len());
+    for r in set.requests() {
+        if let Some(c) = r.counter {
+            if c as usize >= info.counters {
+                return Err(Error::InvalidPicnum {
+                    picnum: c,
+                    npic: info.counters as u32,
+                });
+            }
+        }
+        if r.flags.notify_overflow && !info.overflow_interrupt {
+            return Err(Error::OverflowUnsupported {
+                backend: info.kind.to_string(),
+            });
+        }
+        cands.push(backend.candidate(r)?);
+    }
+    backend.check_set(set.requests())?;
+    let names = resource_namer(backend);
+    sched::schedule(&cands, info.counters, &*names)
+}
+
+/// Check one request on its own, before it joins a set: what libcpc's `cpc_set_add_request`
+/// checks, in its order. The event must be countable on at least one counter
+/// ([`Error::UnknownEvent`] or [`Error::EventUnavailable`]); every attribute name must be one
+/// of the backend's ([`Error::InvalidAttribute`]); a pinned counter must exist
+/// ([`Error::InvalidPicnum`]) and be able to count the event ([`Error::PicNotCapable`]).
+/// Attribute *values*, flags and the set as a whole are checked at bind ([`plan`]).
+pub fn check_request(backend: &dyn Backend, request: &Request) -> Result<()> {
+    let info = backend.shape();
+    let mut bare = request.clone();
+    bare.attrs.clear();
+    bare.counter = None;
+    backend.candidate(&bare)?;
+    if let Some(a) = request
+        .attrs
+        .iter()
+        .find(|a| !info.attributes.contains(&a.name))
+    {
+        return Err(Error::InvalidAttribute {
+            name: a.name.clone(),
+            backend: info.kind.to_string(),
+        });
+    }
+    if let Some(c) = request.counter {
+        let npic = info.counters as u32;
+        if c >= npic {
+            return Err(Error::InvalidPicnum { picnum: c, npic });
+        }
+        bare.counter = Some(c);
+        if backend.candidate(&bare).is_err() {
+            return Err(Error::PicNotCapable {
+                event: request.event.clone(),
+                picnum: c,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn resource_namer(backend: &dyn Backend) -> Box<dyn Fn(u16) -> String + '_> {
+    Box::new(move |r| backend.resource_name(r))
+}
+
+/// Bind `set` to `target` on the process's backend ([`backend::global`]).
+pub fn bind(set: &CounterSet, target: Target) -> Result<Binding> {
+    bind_with(backend::global()?, set, target)
+}
+
+/// Bind `set` to `target` on a given backend.
+pub fn bind_with(
+    backend: &'static dyn Backend,
+    set: &CounterSet,
+    target: Target,
+) -> Result<Binding> {
+    bind_tagged(backend, set, target, 0)
+}
+
+/// [`bind_with`], with the binding's [`BoundSet::user_data`] set to `user_data` before counting
+/// starts: an overflow that comes while the bind is still returning (a short distance on a
+/// clock event) already carries it to the overflow hook. Setting it afterwards with
+/// [`BoundSet::set_user_data`] would leave such an overflow untagged.
+pub fn bind_tagged(
+    backend: &'static dyn Backend,
+    set: &CounterSet,
+    target: Target,
+    user_data: usize,
+) -> Result<Binding> {
+    let slots = plan(backend, set)?;
+    watch_forks();
+    let reqs = set.requests();
+    let n = reqs.len();
+    let notify = reqs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.flags.notify_overflow)
+        .fold(0u64, |m, (i, _)| m | 1 << i);
+    if notify != 0 {
+        crate::base::signal::install_overflow_handler(crate::base::signal::Dispatch {
+            on_fd: on_overflow_fd,
+            on_unknown: on_overflow_unknown,
+        })?;
+    }
+    let group = backend.open(reqs, &slots, target)?;
+    let direct = group.direct_read();
+    let b = Arc::new(BoundSet {
+        id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        n,
+        names: reqs.iter().map(|r| r.event.clone()).collect(),
+        target,
+        owner: gettid(),
+        kind: backend.shape().kind,
+        group,
+        direct,
+        notify,
+        seq: SeqCount::new(),
+        preset: reqs.iter().map(|r| AtomicU64::new(r.preset)).collect(),
+        base: zeroed(n),
+        origin: zeroed(n),
+        frozen_vals: zeroed(n),
+        frozen_raw: zeroed(n),
+        frozen_enabled: AtomicU64::new(0),
+        frozen_running: AtomicU64::new(0),
+        frozen_events: zeroed(n),
+        sums: zeroed(n),
+        state: AtomicU64::new(0),
+        owner_key: crate::base::sigsafe::thread_key(),
+        frozen_at: AtomicU64::new(0),
+        overflowed: AtomicU64::new(0),
+        enabled0: AtomicU64::new(0),
+        running0: AtomicU64::new(0),
+        gen: AtomicU64::new(0),
+        detached: AtomicBool::new(false),
+        quiet: AtomicBool::new(false),
+        user_data: AtomicUsize::new(user_data),
+        fork_gen: FORKS.load(Ordering::Relaxed),
+    });
+    let thread_bound = matches!(target, Target::CurrentThread | Target::CurrentThreadInherit);
+    // The thread table serves `with_current` and the perf overflow signal's dispatch: a
+    // binding that is neither thread-bound nor notifying needs no slot (perfex -mp holds many).
+    if thread_bound || notify != 0 {
+        register(&b, thread_bound)?;
+    }
+    let binding = Binding { inner: b };
+    // Before counting starts: the first one starts the watcher thread, whose creation costs
+    // this thread page faults.
+    if notify != 0 && thread_bound && !binding.kind.is_emulated() {
+        crate::base::watch::register(binding.inner.clone());
+    }
+    binding.write(|b| b.start_from_presets())?;
+    if let Target::Thread(tid) = target {
+        crate::base::held::bound(tid, binding.inner.clone());
+    }
+    // Backends that detect overflows themselves (the emulated PMUs) keep a weak handle.
+    let weak: std::sync::Weak<BoundSet> = Arc::downgrade(&binding.inner);
+    backend.attach(weak);
+    Ok(binding)
+}
+
+/// A bound set, owned by the caller. Dropping it unbinds.
+pub struct Binding {
+    inner: Arc<BoundSet>,
+}
+
+impl std::ops::Deref for Binding {
+    type Target = BoundSet;
+    fn deref(&self) -> &BoundSet {
+        &self.inner
+    }
+}
+
+impl std::fmt::Debug for Binding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Binding")
+            .field("id", &self.id)
+            .field("events", &self.names)
+            .field("target", &self.target)
+            .finish()
+    }
+}
+
+impl Drop for Binding {
+    fn drop(&mut self) {
+        self.inner.detach();
+        if gettid() == self.inner.owner {
+            unregister(&self.inner);
+        }
+        // Otherwise the owner thread sweeps its detached entries at its next bind, unbind or
+        // exit; until then the stopped counters stay open.
+    }
+}

@@ -1,0 +1,366 @@
+//! Overflow and freeze: the process's overflow hooks, a notifying request's wrap handled
+//! (the set frozen at the kernel's record, the hooks run, the next period armed), and the
+//! engine's side of held threads and of the backends' signal.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::{BoundSet, OverflowEvent, OverflowHook, FROZEN, READY};
+use crate::backend::{self, Group, KernelStop, Times};
+use crate::base::error::{Error, Result};
+use crate::base::set::{Target, MAX_REQUESTS};
+use crate::base::sys::now_ns;
+use crate::base::virt;
+
+static HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// Install (or with `None` remove) the per-process overflow hook.
+pub fn set_overflow_hook(hook: Option<OverflowHook>) {
+    HOOK.store(hook.map_or(0, |h| h as usize), Ordering::Release);
+}
+
+/// Hooks added beside the one [`set_overflow_hook`] installs: one per ABI layer that needs its
+/// own (the pfm device, `crate::api::pfm`), each recognising its bindings by their user data.
+static EXTRA_HOOKS: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+
+/// Add a hook that runs after the per-process one on every overflow notification (idempotent:
+/// adding a hook twice keeps one). Hooks cannot be removed; each must ignore the bindings that
+/// are not its own ([`OverflowEvent::user_data`]) and be async-signal-safe.
+pub fn add_overflow_hook(hook: OverflowHook) -> Result<()> {
+    let h = hook as usize;
+    for slot in &EXTRA_HOOKS {
+        match slot.compare_exchange(0, h, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Ok(()),
+            Err(old) if old == h => return Ok(()),
+            Err(_) => {}
+        }
+    }
+    Err(Error::InvalidArgument(
+        "no room for another overflow hook".into(),
+    ))
+}
+
+fn run_hook(ev: &OverflowEvent) {
+    let h = HOOK.load(Ordering::Acquire);
+    if h != 0 {
+        // SAFETY: only ever stored from an `OverflowHook`.
+        let f: OverflowHook = unsafe { std::mem::transmute::<usize, OverflowHook>(h) };
+        f(ev);
+    }
+    for slot in &EXTRA_HOOKS {
+        let h = slot.load(Ordering::Acquire);
+        if h != 0 {
+            // SAFETY: only ever stored from an `OverflowHook`.
+            let f: OverflowHook = unsafe { std::mem::transmute::<usize, OverflowHook>(h) };
+            f(ev);
+        }
+    }
+}
+
+thread_local! {
+    /// Per request index: events that happened between an overflow and the stop that froze
+    /// the set at the overflow's record, summed over the freezes handled on this thread. They
+    /// are counted nowhere by design; this is for tests that account for every event.
+    pub(super) static DROPPED: [Cell<u64>; MAX_REQUESTS] = const { [const { Cell::new(0) }; MAX_REQUESTS] };
+}
+
+/// Events of request `index` dropped at the freezes handled on the calling thread so far:
+/// those that came between an overflow (the kernel's record of it) and the handler's stop of
+/// the group (see the README, "The freeze is taken at the overflow instant"). A test that
+/// counts every event independently adds them to what the set reported. Async-signal-safe.
+pub fn dropped_at_freezes(index: usize) -> u64 {
+    DROPPED
+        .try_with(|d| d.get(index).map_or(0, Cell::get))
+        .unwrap_or(0)
+}
+
+impl crate::base::held::Stoppable for BoundSet {
+    fn stop_counting(&self) -> bool {
+        self.stop().is_ok()
+    }
+    fn resume_counting(&self) -> bool {
+        self.resume().is_ok()
+    }
+}
+
+impl backend::Bound for BoundSet {
+    fn group(&self) -> &dyn Group {
+        BoundSet::group(self)
+    }
+    fn interrupt(&self, pc: usize) {
+        BoundSet::interrupt(self, -1, false, pc);
+    }
+}
+
+impl BoundSet {
+    /// Move the events of the period a freeze just ended into the totals (the frozen set
+    /// reports the same totals: its period then adds nothing more) and count on from raw
+    /// counts `at`: what a restart from the freeze needs, made before it. Must run inside
+    /// `write`.
+    pub(super) fn fold_frozen_period(&self, at: &[u64]) {
+        for i in 0..self.n {
+            let events = self.frozen_events[i].swap(0, Ordering::Relaxed);
+            let sum = self.sums[i].load(Ordering::Relaxed);
+            self.sums[i].store(sum.wrapping_add(events), Ordering::Relaxed);
+            self.origin[i].store(at[i], Ordering::Relaxed);
+        }
+    }
+
+    /// The set was just frozen at raw counts `at`, where the kernel stopped its group right
+    /// at the wrap of its one notifying request with nothing counted since: make ready what
+    /// the restart to the same preset needs ([`BoundSet::restart_ready`], which then only
+    /// writes the state word and fields that the restart with signals blocked writes again
+    /// should it fail, and starts the group). Must run inside `write`.
+    fn ready_restart_at(&self, at: &[u64]) {
+        self.fold_frozen_period(at);
+        self.set_state(READY, 0);
+    }
+
+    /// Whether request `i`'s raw count `at` is exactly where its virtual value wraps (an
+    /// overflow with no skid). Must run inside `write`.
+    fn at_the_wrap(&self, i: usize, at: u64) -> bool {
+        let base = self.base[i].load(Ordering::Relaxed);
+        let origin = self.origin[i].load(Ordering::Relaxed);
+        virt::virtual_value(base, at.wrapping_sub(origin)) == 0
+    }
+
+    /// Freeze the values as they are now (`out`, if given, receives them).
+    pub(super) fn freeze(&self, overflowed: u64) -> Result<()> {
+        self.group.stop();
+        let mut raw = [0u64; MAX_REQUESTS];
+        let times = self.read_raw(&mut raw)?;
+        self.freeze_at(&raw, &raw, times, overflowed, None);
+        Ok(())
+    }
+
+    /// Freeze: the values are those of raw counts `at` (at the overflow instant, or as read
+    /// after the stop), counting resumes from raw counts `raw` read after the group was
+    /// stopped (so what was counted between `at` and the stop counts nowhere), and `when` is
+    /// the time of `at` if the backend knows it.
+    fn freeze_at(&self, at: &[u64], raw: &[u64], times: Times, overflowed: u64, when: Option<u64>) {
+        for i in 0..self.n {
+            self.frozen_raw[i].store(raw[i], Ordering::Relaxed);
+            self.frozen_events[i].store(
+                at[i].wrapping_sub(self.origin[i].load(Ordering::Relaxed)),
+                Ordering::Relaxed,
+            );
+            let base = self.base[i].load(Ordering::Relaxed);
+            let origin = self.origin[i].load(Ordering::Relaxed);
+            self.frozen_vals[i].store(
+                virt::virtual_value(base, at[i].wrapping_sub(origin)),
+                Ordering::Relaxed,
+            );
+        }
+        let when = when.unwrap_or_else(|| now_ns() as u64);
+        self.frozen_at.store(when, Ordering::Relaxed);
+        self.overflowed.fetch_or(overflowed, Ordering::Relaxed);
+        self.frozen_enabled.store(times.enabled, Ordering::Relaxed);
+        self.frozen_running.store(times.running, Ordering::Relaxed);
+        self.set_state(FROZEN, READY);
+        self.new_generation(true);
+    }
+
+    /// Run the process's overflow hooks for this binding's overflowed requests, as if their
+    /// overflow had just been signalled at program counter `pc`: what a thread that inherits a
+    /// libcpc set is told after [`BoundSet::freeze_as_overflowed`]. Async-signal-safe.
+    pub fn notify_overflowed(&self, pc: usize) {
+        run_hook(&OverflowEvent {
+            binding: self.id,
+            user_data: self.user_data(),
+            overflowed: self.overflowed(),
+            pc,
+            tid: self.owner,
+        });
+    }
+
+    /// Freeze a freshly bound set as if every notifying request had just overflowed: those
+    /// read `u64::MAX` and are reported overflowed, the others read their presets. What a
+    /// thread inheriting a libcpc set with `CPC_OVF_NOTIFY_EMT` requests sees before its
+    /// handler presets and restarts it ([`BoundSet::restart`] counts from the presets). Fails
+    /// if the set is already frozen.
+    pub fn freeze_as_overflowed(&self) -> Result<()> {
+        if self.gone() {
+            return Err(Error::NotBound);
+        }
+        self.write(|b| {
+            if b.is_frozen() {
+                return Err(Error::WrongState("the counters are already stopped"));
+            }
+            b.freeze(b.notify)?;
+            for i in 0..b.n {
+                let v = if b.notify & (1 << i) != 0 {
+                    u64::MAX
+                } else {
+                    b.preset[i].load(Ordering::Relaxed)
+                };
+                b.frozen_vals[i].store(v, Ordering::Relaxed);
+            }
+            Ok(())
+        })
+    }
+
+    /// The notifying requests that wrapped at raw counts `raw` (bit mask), and for the others
+    /// the events left to their wrap.
+    pub(super) fn wrapped(
+        &self,
+        raw: &[u64],
+        mut rearm: Option<&mut [Option<u64>; MAX_REQUESTS]>,
+    ) -> u64 {
+        let mut mask = 0u64;
+        for i in 0..self.n {
+            let mut left = None;
+            if self.notify & (1 << i) != 0 {
+                let base = self.base[i].load(Ordering::Relaxed);
+                let events = raw[i].wrapping_sub(self.origin[i].load(Ordering::Relaxed));
+                match virt::distance_to_wrap(base) {
+                    Some(d) if events >= d => mask |= 1 << i,
+                    Some(d) => left = Some(d - events),
+                    None => {}
+                }
+            }
+            if let Some(r) = rearm.as_deref_mut() {
+                r[i] = left;
+            }
+        }
+        mask
+    }
+
+    /// Overflow interrupt from the backend, for the signal that carried `fd` (-1 when the
+    /// backend detected it itself; `hup`, the signal's code says the kernel stopped the event
+    /// there): find the requests that wrapped, freeze, notify. Async-signal-safe.
+    pub(crate) fn interrupt(&self, fd: i32, hup: bool, pc: usize) {
+        if self.notify == 0 || self.gone() {
+            return;
+        }
+        let fired = self.write(|b| {
+            // First: the backend learns from the signal how the kernel left the group, even
+            // when the set is frozen already.
+            let kstop = if fd >= 0 {
+                b.group.overflow_signalled(fd, hup)
+            } else {
+                KernelStop::No
+            };
+            if b.is_frozen() {
+                // The group counts on after the freeze and overflowed again: stop it now.
+                if fd >= 0 {
+                    b.stop_counting_on();
+                }
+                return 0;
+            }
+            // A signal whose overflow record is gone reports an overflow already handled (two
+            // overflows before the first signal was taken; the restart dropped the second's
+            // record). Stopping and restarting the group for it would not be free: on a group
+            // counting another running thread, the kernel's disable can fall between two
+            // members' increments for one event and lose it in one of them.
+            // A signal that finds no record, though, can also be a real overflow whose record
+            // the kernel could not write (a full ring while signals were blocked): then a
+            // request has wrapped, and the freeze falls back to the read after the stop.
+            if kstop == KernelStop::No
+                && fd >= 0
+                && b.group.overflow_record_pending(fd) == Some(false)
+            {
+                let mut raw = [0u64; MAX_REQUESTS];
+                match b.read_raw(&mut raw) {
+                    Ok(_) if b.wrapped(&raw, None) != 0 => {}
+                    _ => return 0,
+                }
+            }
+            // The values freeze at the overflow instant when the backend recorded it (the
+            // perf backend's overflow record), else at the read after the stop. Counting
+            // resumes after a restart from that read, or from the record itself where the
+            // kernel stopped the group right there ([`KernelStop::AtRecord`]: no stop, no read).
+            let mut at = [0u64; MAX_REQUESTS];
+            // A group that counts on is frozen at its record when the record shows the wrap;
+            // otherwise it is handled as one the kernel did not stop.
+            let mut kstop = kstop;
+            if kstop == KernelStop::Running {
+                if let Some((when, times)) = b.group.overflow_snapshot(fd, &mut at) {
+                    let mask = b.wrapped(&at, None);
+                    if mask != 0 {
+                        b.freeze_at(&at, &at, times, mask, Some(when));
+                        b.count_on_from(&at);
+                        return mask;
+                    }
+                }
+                kstop = KernelStop::No;
+            }
+            // Declared here, not above: the lone leader's path returns before, and zeroing
+            // buffers it does not use cost it time on every overflow.
+            let mut raw = [0u64; MAX_REQUESTS];
+            let (times, when) = match kstop {
+                KernelStop::AtRecord => match b.group.overflow_snapshot(fd, &mut at) {
+                    Some((when, times)) => {
+                        raw = at;
+                        (times, Some(when))
+                    }
+                    None => match b.read_raw(&mut raw) {
+                        Ok(times) => (times, None),
+                        Err(_) => return 0,
+                    },
+                },
+                _ => {
+                    // Stop first, unless the kernel did.
+                    if kstop == KernelStop::No {
+                        b.group.stop();
+                    }
+                    let Ok(times) = b.read_raw(&mut raw) else {
+                        b.group.start();
+                        return 0;
+                    };
+                    let when = if fd >= 0 {
+                        b.group.overflow_snapshot(fd, &mut at).map(|(w, _)| w)
+                    } else {
+                        None
+                    };
+                    (times, when)
+                }
+            };
+            if let Some(when) = when {
+                let mask = b.wrapped(&at, None);
+                if mask != 0 {
+                    // Nothing counted between the overflow and the stop: the backend may
+                    // find its kernel's period already whole at the restart.
+                    let mut whole = 0u64;
+                    for i in (0..b.n).filter(|i| mask & (1 << i) != 0) {
+                        if raw[i] == at[i] && b.at_the_wrap(i, at[i]) {
+                            b.group.stopped_at_overflow(i);
+                            whole |= 1 << i;
+                        }
+                    }
+                    b.add_dropped(&at, &raw);
+                    b.freeze_at(&at, &raw, times, mask, Some(when));
+                    // A lone notifying request on its own thread, stopped by the kernel right
+                    // at its wrap: its restart can be made ready now.
+                    if b.n == 1 && whole == 1 && b.target == Target::CurrentThread {
+                        b.ready_restart_at(&raw);
+                    }
+                    return mask;
+                }
+            }
+            let mut rearm = [None::<u64>; MAX_REQUESTS];
+            let mask = b.wrapped(&raw, Some(&mut rearm));
+            if mask == 0 {
+                // The backend could not be armed that far (perf periods stop at 2^63):
+                // arm again for the rest of the distance.
+                for (i, r) in rearm.iter().enumerate().take(b.n) {
+                    if r.is_some() {
+                        b.group.arm(i, *r);
+                    }
+                }
+                b.group.start();
+                return 0;
+            }
+            b.freeze_at(&raw, &raw, times, mask, None);
+            mask
+        });
+        if fired != 0 {
+            run_hook(&OverflowEvent {
+                binding: self.id,
+                user_data: self.user_data(),
+                overflowed: fired,
+                pc,
+                tid: self.owner,
+            });
+        }
+    }
+}

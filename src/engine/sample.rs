@@ -1,0 +1,214 @@
+//! Sampling a bound set: the counts read from the backend (or the frozen values) turned into
+//! 64-bit virtual values, with the time enabled and running and the generation rule.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{BoundSet, SampleInfo, FROZEN};
+use crate::backend::Times;
+use crate::base::error::{Error, Result};
+use crate::base::set::{Target, MAX_REQUESTS};
+use crate::base::sys::now_ns;
+use crate::base::virt;
+
+/// Each `out[i]` (a raw count) made virtual in place: `base[i]` plus the events since
+/// `origin[i]` ([`virt::virtual_value`]). Both branches of the sample use it.
+#[inline(always)]
+fn virtualize(out: &mut [u64], base: &[AtomicU64], origin: &[AtomicU64]) {
+    let n = out.len();
+    let (base, origin) = (&base[..n], &origin[..n]);
+    virt::each_index(n, |i| {
+        let events = out[i].wrapping_sub(origin[i].load(Ordering::Relaxed));
+        out[i] = virt::virtual_value(base[i].load(Ordering::Relaxed), events);
+    });
+}
+
+/// The error of a failed counter read (`errno`).
+#[cold]
+fn read_error(errno: i32) -> Error {
+    if errno == libc::ESRCH {
+        Error::NoSuchProcess(0)
+    } else {
+        Error::Os {
+            op: "reading the counters",
+            errno,
+        }
+    }
+}
+
+impl BoundSet {
+    /// Read the group's raw counts into `raw`. Inlined down to the perf backend's system call
+    /// ([`DirectRead`] says why).
+    #[inline(always)]
+    pub(super) fn read_raw(&self, raw: &mut [u64]) -> Result<Times> {
+        let r = if let Some(d) = &self.direct {
+            d.read(&mut raw[..self.n])
+        } else {
+            self.group.read(&mut raw[..self.n])
+        };
+        r.map_err(read_error)
+    }
+
+    /// Write each request's 64-bit virtual value into `out[..len()]`.
+    ///
+    /// Async-signal-safe. On a frozen set this returns the values at the freeze without
+    /// reading the hardware.
+    #[inline]
+    pub fn sample(&self, out: &mut [u64]) -> Result<SampleInfo> {
+        self.sample_into::<true>(out, None)
+    }
+
+    /// [`BoundSet::sample`] without the time of the sample: [`SampleInfo::hrtime`] is 0 (on a
+    /// frozen set, the time of the freeze), one clock read fewer, for callers that do not report
+    /// it (libperfex). Async-signal-safe.
+    #[inline]
+    pub fn sample_untimed(&self, out: &mut [u64]) -> Result<SampleInfo> {
+        self.sample_into::<false>(out, None)
+    }
+
+    /// [`BoundSet::sample`], and in `totals[..len()]` the events each request has counted
+    /// since the bind, across every restart, resume and overflow: perfctr's per-counter `sum`,
+    /// which an i-mode counter keeps while its value goes back to its restart value
+    /// ([`BoundSet::iresume`]). Events between an overflow and the stop of the set that
+    /// followed it are in neither (the set was frozen at the overflow).
+    ///
+    /// Async-signal-safe.
+    pub fn sample_totals(&self, out: &mut [u64], totals: &mut [u64]) -> Result<SampleInfo> {
+        if totals.len() < self.n {
+            return Err(Error::BufferTooSmall {
+                len: totals.len(),
+                need: self.n,
+            });
+        }
+        self.sample_into::<true>(out, Some(totals))
+    }
+
+    // Inlined into its callers (the C exports), so that the counter read's system call is made
+    // in their frame: see `DirectRead`.
+    #[inline(always)]
+    fn sample_into<const TIMED: bool>(
+        &self,
+        out: &mut [u64],
+        mut totals: Option<&mut [u64]>,
+    ) -> Result<SampleInfo> {
+        if out.len() < self.n {
+            return Err(Error::BufferTooSmall {
+                len: out.len(),
+                need: self.n,
+            });
+        }
+        if self.gone() {
+            return Err(Error::NotBound);
+        }
+        if self.notify != 0 && !self.is_frozen() {
+            self.take_unsignalled();
+        }
+        loop {
+            let s1 = self.seq.begin();
+            let frozen = self.state.load(Ordering::Acquire) & FROZEN != 0;
+            let times;
+            if frozen {
+                for (i, o) in out.iter_mut().enumerate().take(self.n) {
+                    *o = self.frozen_vals[i].load(Ordering::Relaxed);
+                }
+                // The times of the freeze, as the values.
+                times = Times {
+                    enabled: self.frozen_enabled.load(Ordering::Relaxed),
+                    running: self.frozen_running.load(Ordering::Relaxed),
+                };
+                if let Some(t) = totals.as_deref_mut() {
+                    for (i, t) in t.iter_mut().enumerate().take(self.n) {
+                        *t = self.sums[i]
+                            .load(Ordering::Relaxed)
+                            .wrapping_add(self.frozen_events[i].load(Ordering::Relaxed));
+                    }
+                }
+            } else if let (Some(d), None) = (&self.direct, &totals) {
+                // The inline read straight into `out`, made virtual in place: the counts are
+                // not copied through a buffer of their own.
+                let n = self.n;
+                let out = &mut out[..n];
+                times = d.read(out).map_err(read_error)?;
+                virtualize(out, &self.base, &self.origin);
+            } else {
+                // Most sets are small: zeroing a 64-value buffer on every sample showed in
+                // profiles.
+                let mut small = [0u64; 8];
+                let mut large;
+                let raw: &mut [u64] = if self.n <= small.len() {
+                    &mut small
+                } else {
+                    large = [0u64; MAX_REQUESTS];
+                    &mut large
+                };
+                times = self.read_raw(raw)?;
+                // The raw counts are kept for the totals below.
+                let n = self.n;
+                out[..n].copy_from_slice(&raw[..n]);
+                virtualize(&mut out[..n], &self.base, &self.origin);
+                if let Some(t) = totals.as_deref_mut() {
+                    for (i, t) in t.iter_mut().enumerate().take(self.n) {
+                        let origin = self.origin[i].load(Ordering::Relaxed);
+                        *t = self.sums[i]
+                            .load(Ordering::Relaxed)
+                            .wrapping_add(raw[i].wrapping_sub(origin));
+                    }
+                }
+            }
+            let hrtime = if frozen {
+                self.frozen_at.load(Ordering::Relaxed) as i64
+            } else if TIMED {
+                now_ns()
+            } else {
+                0
+            };
+            let enabled = times
+                .enabled
+                .wrapping_sub(self.enabled0.load(Ordering::Relaxed));
+            let running = times
+                .running
+                .wrapping_sub(self.running0.load(Ordering::Relaxed));
+            let overflowed = self.overflowed.load(Ordering::Relaxed);
+            let mut word = self.gen.load(Ordering::Acquire);
+            if !self.seq.valid(s1) {
+                continue;
+            }
+            let complete = frozen || running >= enabled;
+            if !complete && word & 1 == 0 {
+                word = self.mark_incomplete(word);
+            }
+            return Ok(SampleInfo {
+                generation: (word >> 1) as u32,
+                hrtime,
+                frozen,
+                complete: complete && word & 1 == 0,
+                overflowed,
+                running_ns: running,
+                enabled_ns: enabled,
+            });
+        }
+    }
+
+    /// The raw counts and times to count on from: those recorded at the freeze when frozen
+    /// (the group has been stopped since), else stop the group and read them.
+    pub(super) fn stopped_raw(&self, raw: &mut [u64; MAX_REQUESTS]) -> Result<Times> {
+        // A set counting other threads is read again, stopped as it is: when the overflow
+        // handler stopped it, another CPU could be inside the kernel counting one event for
+        // the group, and a software event's count still takes that increment after it is
+        // disabled. Then the read kept at the freeze is one short, and the next overflow
+        // would come one event early against it. On the binding's own thread nothing can be
+        // in flight while its handler runs.
+        if self.is_frozen() && self.target == Target::CurrentThread {
+            for (r, f) in raw.iter_mut().zip(self.frozen_raw.iter()) {
+                *r = f.load(Ordering::Relaxed);
+            }
+            return Ok(Times {
+                enabled: self.frozen_enabled.load(Ordering::Relaxed),
+                running: self.frozen_running.load(Ordering::Relaxed),
+            });
+        }
+        if !self.is_frozen() {
+            self.group.stop();
+        }
+        self.read_raw(raw)
+    }
+}

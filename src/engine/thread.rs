@@ -1,0 +1,260 @@
+//! Each thread's table of bindings: the bindings a thread made (the overflow signal's
+//! handler finds its binding there by descriptor), its current one, and each library's own
+//! binding on the thread ([`Owner`]: libcpc's "the LWP's bound set").
+
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{compiler_fence, Ordering};
+use std::sync::Arc;
+
+use super::BoundSet;
+use crate::base::error::{Error, Result};
+use crate::base::set::MAX_REQUESTS;
+use crate::base::sigsafe::Blocked;
+
+/// Bindings per thread the engine can track.
+pub const MAX_THREAD_BINDINGS: usize = 64;
+
+/// A library that keeps one binding per thread, recorded in the engine's thread table under
+/// its tag ([`set_owned`]). (libperfex's per-thread counters are still `crate::api::perfex`'s own
+/// thread-local state: issue 15 would move them here too.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// libcpc: the set `cpc_bind_curlwp` bound on the thread, or the thread's inherited copy.
+    Libcpc = 0,
+}
+
+/// One owner's binding on a thread: the library's key for it (libcpc: its set) and the
+/// binding's id; key 0: none.
+struct Owned {
+    key: Cell<usize>,
+    id: Cell<u64>,
+}
+
+impl Owned {
+    const fn none() -> Owned {
+        Owned {
+            key: Cell::new(0),
+            id: Cell::new(0),
+        }
+    }
+}
+
+struct ThreadTable {
+    slots: UnsafeCell<[*const BoundSet; MAX_THREAD_BINDINGS]>,
+    current: Cell<*const BoundSet>,
+    /// Each owner's binding, by [`Owner`].
+    owned: [Owned; 1],
+}
+
+impl Drop for ThreadTable {
+    fn drop(&mut self) {
+        let slots = self.slots.get_mut();
+        for s in slots.iter_mut() {
+            if !s.is_null() {
+                // SAFETY: every non-null slot holds one strong count from Arc::into_raw.
+                unsafe { drop(Arc::from_raw(*s)) };
+                *s = std::ptr::null();
+            }
+        }
+    }
+}
+
+thread_local! {
+    static THREAD: ThreadTable = const {
+        ThreadTable {
+            slots: UnsafeCell::new([std::ptr::null(); MAX_THREAD_BINDINGS]),
+            current: Cell::new(std::ptr::null()),
+            owned: [Owned::none()],
+        }
+    };
+}
+
+/// Add a binding to this thread's table. Sweeps detached entries first.
+pub(super) fn register(b: &Arc<BoundSet>, make_current: bool) -> Result<()> {
+    let _blocked = Blocked::all();
+    THREAD.with(|t| {
+        // SAFETY: only this thread touches its table, and only with signals blocked, so no
+        // handler observes the change half-made.
+        let slots = unsafe { &mut *t.slots.get() };
+        for s in slots.iter_mut() {
+            // SAFETY: non-null slots are live Arcs.
+            if !s.is_null() && unsafe { (**s).detached.load(Ordering::Acquire) } {
+                if t.current.get() == *s {
+                    t.current.set(std::ptr::null());
+                }
+                // SAFETY: releases this slot's strong count.
+                unsafe { drop(Arc::from_raw(*s)) };
+                *s = std::ptr::null();
+            }
+        }
+        let free = slots.iter_mut().find(|s| s.is_null()).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "a thread can hold at most {MAX_THREAD_BINDINGS} bindings"
+            ))
+        })?;
+        *free = Arc::into_raw(b.clone());
+        if make_current {
+            t.current.set(*free);
+        }
+        Ok(())
+    })
+}
+
+pub(super) fn unregister(b: &Arc<BoundSet>) {
+    let _blocked = Blocked::all();
+    let _ = THREAD.try_with(|t| {
+        // SAFETY: as in `register`.
+        let slots = unsafe { &mut *t.slots.get() };
+        let p = Arc::as_ptr(b);
+        for s in slots.iter_mut() {
+            if *s == p {
+                if t.current.get() == p {
+                    t.current.set(std::ptr::null());
+                }
+                // SAFETY: releases this slot's strong count.
+                unsafe { drop(Arc::from_raw(*s)) };
+                *s = std::ptr::null();
+            }
+        }
+    });
+}
+
+/// Run `f` on the calling thread's current binding (its most recent binding to itself). `None`
+/// when there is none. (libcpc finds its set by id instead: [`with_thread_binding`].)
+/// Async-signal-safe.
+pub fn with_current<R>(f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
+    THREAD
+        .try_with(|t| {
+            let p = t.current.get();
+            if p.is_null() {
+                return None;
+            }
+            // SAFETY: the table holds a strong count for as long as `current` points here, and
+            // only this thread changes it (never while a handler of this thread runs).
+            let b = unsafe { &*p };
+            if b.gone() {
+                None
+            } else {
+                Some(f(b))
+            }
+        })
+        .ok()
+        .flatten()
+}
+
+/// Run `f` on the calling thread's binding `id` ([`BoundSet::id`]), if the thread holds it and
+/// it is still bound. Unlike [`with_current`], this finds a binding whatever the thread bound
+/// after it: libcpc's "the calling LWP's bound set" is the set `cpc_bind_curlwp` bound, even
+/// when libperfex's `start_counters` bound counters on the same thread since.
+/// Async-signal-safe.
+pub fn with_thread_binding<R>(id: u64, f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
+    THREAD.try_with(|t| find(t, id, f)).ok().flatten()
+}
+
+/// `f` on binding `id` of table `t`, if it holds it and it is still bound.
+#[inline]
+fn find<R>(t: &ThreadTable, id: u64, f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
+    // SAFETY: as in `with_current`: the table holds a strong count for each non-null slot, and
+    // only this thread changes it, with signals blocked.
+    let slots = unsafe { &*t.slots.get() };
+    slots
+        .iter()
+        .filter(|s| !s.is_null())
+        // SAFETY: non-null slots are live.
+        .map(|&s| unsafe { &*s })
+        .find(|b| b.id == id && !b.gone())
+        .map(f)
+}
+
+/// Record binding `id` of the calling thread as `owner`'s binding on it, under the library's
+/// `key` (libcpc: its set); key 0 (and id 0): none. A signal handler of this thread sees none or
+/// a consistent pair.
+pub fn set_owned(owner: Owner, key: usize, id: u64) {
+    let _ = THREAD.try_with(|t| {
+        let o = &t.owned[owner as usize];
+        o.key.set(0);
+        compiler_fence(Ordering::SeqCst);
+        o.id.set(id);
+        compiler_fence(Ordering::SeqCst);
+        o.key.set(key);
+    });
+}
+
+/// The key of `owner`'s binding on the calling thread (0: none). Async-signal-safe.
+pub fn owned_key(owner: Owner) -> usize {
+    THREAD
+        .try_with(|t| t.owned[owner as usize].key.get())
+        .unwrap_or(0)
+}
+
+/// Run `f` on `owner`'s binding on the calling thread (only if it is under `key`, when given),
+/// if it has one and it is still bound. Async-signal-safe and allocation-free.
+#[inline]
+pub fn with_owned<R>(
+    owner: Owner,
+    key: Option<usize>,
+    f: impl FnOnce(&BoundSet) -> R,
+) -> Option<R> {
+    THREAD
+        .try_with(|t| {
+            let o = &t.owned[owner as usize];
+            let k = o.key.get();
+            if k == 0 || key.is_some_and(|key| key != k) {
+                return None;
+            }
+            find(t, o.id.get(), f)
+        })
+        .ok()
+        .flatten()
+}
+
+/// The perf backend's overflow signal arrived carrying `fd`: find the calling thread's binding
+/// that owns it and process the overflow. Async-signal-safe.
+pub(crate) fn on_overflow_fd(fd: i32, hup: bool, pc: usize) {
+    let _ = THREAD.try_with(|t| {
+        // SAFETY: see `with_current`; the table is not being changed (signals are blocked while
+        // it is).
+        let slots = unsafe { &*t.slots.get() };
+        for &s in slots.iter() {
+            if s.is_null() {
+                continue;
+            }
+            // SAFETY: non-null slots are live.
+            let b = unsafe { &*s };
+            if b.group.owns_fd(fd) {
+                b.interrupt(fd, hup, pc);
+                return;
+            }
+        }
+    });
+}
+
+/// An overflow signal that says nothing of its counter arrived: the kernel's plain `SIGIO`,
+/// sent instead of the overflow signal when the user's queue of real-time signals is full
+/// (`RLIMIT_SIGPENDING`, shared by all of the user's processes). Every perf binding of the
+/// calling thread with a notifying request that has wrapped is frozen, at a read after the
+/// stop (there is no record to take). Async-signal-safe.
+pub(crate) fn on_overflow_unknown(pc: usize) {
+    let _ = THREAD.try_with(|t| {
+        // SAFETY: as in `on_overflow_fd`.
+        let slots = unsafe { &*t.slots.get() };
+        for &s in slots.iter().filter(|s| !s.is_null()) {
+            // SAFETY: non-null slots are live.
+            let b = unsafe { &*s };
+            if b.notify == 0 || b.kind.is_emulated() || b.gone() {
+                continue;
+            }
+            if b.is_frozen() {
+                // Possibly the next overflow of a group that counts on after its freeze.
+                if b.runs_on() {
+                    b.write(|b| b.stop_counting_on());
+                }
+                continue;
+            }
+            let mut raw = [0u64; MAX_REQUESTS];
+            if b.read_raw(&mut raw).is_ok() && b.wrapped(&raw, None) != 0 {
+                b.interrupt(-1, false, pc);
+            }
+        }
+    });
+}
