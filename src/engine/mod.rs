@@ -29,6 +29,8 @@
 //! table of that thread's bindings (the overflow signal handler searches it; [`with_current`]
 //! finds its most recent thread binding, [`with_thread_binding`] one by id: libcpc's "the
 //! calling LWP's bound set" is the binding `cpc_bind_curlwp` made, whatever came after it).
+//! Each library keeps its per-thread state in that table as its [`Owner`]'s entry: libcpc
+//! its bound set's key and binding, libperfex its counters ([`with_owned_state`]).
 //!
 //! # Files
 //! Here the types ([`BoundSet`], [`SampleInfo`], [`OverflowEvent`]) and the generations;
@@ -61,7 +63,8 @@ mod watched;
 pub use bind::{bind, bind_tagged, bind_with, check_request, plan, Binding};
 pub use overflow::{add_overflow_hook, dropped_at_freezes, set_overflow_hook};
 pub use thread::{
-    owned_key, set_owned, with_current, with_owned, with_thread_binding, Owner, MAX_THREAD_BINDINGS,
+    owned_key, set_owned, with_current, with_owned, with_owned_state, with_thread_binding,
+    OwnedState, Owner, MAX_THREAD_BINDINGS,
 };
 
 /// What an overflow hook is told.

@@ -1,8 +1,8 @@
 //! Each thread's table of bindings: the bindings a thread made (the overflow signal's
-//! handler finds its binding there by descriptor), its current one, and each library's own
-//! binding on the thread ([`Owner`]: libcpc's "the LWP's bound set").
+//! handler finds its binding there by descriptor), its current one, and each library's entry
+//! ([`Owner`]): libcpc's "the LWP's bound set", libperfex's start/read counters.
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::{Cell, RefCell, UnsafeCell};
 use std::sync::atomic::{compiler_fence, Ordering};
 use std::sync::Arc;
 
@@ -14,20 +14,40 @@ use crate::base::sigsafe::Blocked;
 /// Bindings per thread the engine can track.
 pub const MAX_THREAD_BINDINGS: usize = 64;
 
-/// A library that keeps one binding per thread, recorded in the engine's thread table under
-/// its tag ([`set_owned`]). (libperfex's per-thread counters are still `crate::api::perfex`'s own
-/// thread-local state: issue 15 would move them here too.)
+/// A library that keeps state of its own on each thread, in the engine's thread table: libcpc
+/// one binding, recorded under its key ([`set_owned`]); libperfex its counters, a value of its
+/// own type ([`with_owned_state`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Owner {
     /// libcpc: the set `cpc_bind_curlwp` bound on the thread, or the thread's inherited copy.
     Libcpc = 0,
+    /// libperfex: the thread's start/read counters (`crate::api::perfex`).
+    Libperfex = 1,
 }
 
-/// One owner's binding on a thread: the library's key for it (libcpc: its set) and the
-/// binding's id; key 0: none.
+/// The owners.
+const OWNERS: usize = 2;
+
+/// A library's state on a thread, kept in the thread's table ([`with_owned_state`]).
+///
+/// # Safety
+/// An implementing type is the only one of its [`Owner`](OwnedState::OWNER): the table keeps
+/// the state untyped and gives it back as this type.
+pub unsafe trait OwnedState: Sized + 'static {
+    /// The owner whose entry holds it.
+    const OWNER: Owner;
+}
+
+/// One owner's entry on a thread: its binding, under the library's key for it (libcpc: its
+/// set) and the binding's id (key 0: none); and its own state, if it keeps one.
 struct Owned {
     key: Cell<usize>,
     id: Cell<u64>,
+    /// A `Box<RefCell<Option<T>>>` of the owner's [`OwnedState`] type `T`, made at its first
+    /// use ([`with_owned_state`]), or null.
+    state: Cell<*mut ()>,
+    /// How to free `state`.
+    drop_state: Cell<Option<unsafe fn(*mut ())>>,
 }
 
 impl Owned {
@@ -35,6 +55,8 @@ impl Owned {
         Owned {
             key: Cell::new(0),
             id: Cell::new(0),
+            state: Cell::new(std::ptr::null_mut()),
+            drop_state: Cell::new(None),
         }
     }
 }
@@ -42,8 +64,8 @@ impl Owned {
 struct ThreadTable {
     slots: UnsafeCell<[*const BoundSet; MAX_THREAD_BINDINGS]>,
     current: Cell<*const BoundSet>,
-    /// Each owner's binding, by [`Owner`].
-    owned: [Owned; 1],
+    /// Each owner's entry, by [`Owner`].
+    owned: [Owned; OWNERS],
 }
 
 impl Drop for ThreadTable {
@@ -56,6 +78,14 @@ impl Drop for ThreadTable {
                 *s = std::ptr::null();
             }
         }
+        // The owners' own state last: what it holds (libperfex's binding) is unbound here.
+        for o in &self.owned {
+            let p = o.state.replace(std::ptr::null_mut());
+            if let (false, Some(free)) = (p.is_null(), o.drop_state.get()) {
+                // SAFETY: `p` was made by `with_owned_state` for the type `free` frees.
+                unsafe { free(p) };
+            }
+        }
     }
 }
 
@@ -64,7 +94,7 @@ thread_local! {
         ThreadTable {
             slots: UnsafeCell::new([std::ptr::null(); MAX_THREAD_BINDINGS]),
             current: Cell::new(std::ptr::null()),
-            owned: [Owned::none()],
+            owned: [Owned::none(), Owned::none()],
         }
     };
 }
@@ -206,6 +236,41 @@ pub fn with_owned<R>(
         })
         .ok()
         .flatten()
+}
+
+/// `f` on the calling thread's state of `T`'s owner (empty until `f` fills it), in the
+/// caller's frame: libperfex's start and read are inlined down to their counter read. Its
+/// first use on a thread allocates the state; the thread's table frees it when the thread
+/// exits. Not for signal handlers.
+#[inline(always)]
+pub fn with_owned_state<T: OwnedState, R>(f: impl FnOnce(&RefCell<Option<T>>) -> R) -> R {
+    let mut p = THREAD.with(|t| t.owned[T::OWNER as usize].state.get());
+    if p.is_null() {
+        p = new_state::<T>();
+    }
+    // SAFETY: made by `new_state::<T>` (`T` is the only type of its owner), freed only with
+    // the thread's table, and used only on this thread.
+    f(unsafe { &*(p as *const RefCell<Option<T>>) })
+}
+
+/// The calling thread's empty state of `T`'s owner, put in its table.
+#[inline(never)]
+fn new_state<T: OwnedState>() -> *mut () {
+    /// Free a state made here.
+    ///
+    /// # Safety
+    /// `p` is a state `new_state::<U>` made, not freed yet.
+    unsafe fn free<U>(p: *mut ()) {
+        // SAFETY: the caller's promise.
+        drop(unsafe { Box::from_raw(p as *mut RefCell<Option<U>>) });
+    }
+    let p = Box::into_raw(Box::new(RefCell::new(None::<T>))) as *mut ();
+    THREAD.with(|t| {
+        let o = &t.owned[T::OWNER as usize];
+        o.state.set(p);
+        o.drop_state.set(Some(free::<T>));
+    });
+    p
 }
 
 /// The perf backend's overflow signal arrived carrying `fd`: find the calling thread's binding

@@ -11,9 +11,11 @@
 //!   and [`read`] reports its count in both places, with the usual generation rules.
 //! - `T5_EVENT0`/`T5_EVENT1` (or `T5EVENT0`/`T5EVENT1`) override the events; a value that is not
 //!   an integer in 0..31 is reported once on stderr and ignored.
-//! - State is per thread. The counter group stays open between pairs: [`start`] takes one
-//!   sample as the origin and [`read`] one sample for the counts, so each costs one counter read.
-//!   "Stopping" after the read is logical: the next start takes a new origin.
+//! - State is per thread, the thread's entry in the engine's thread table
+//!   ([`Owner::Libperfex`], as libcpc's bound set is [`Owner::Libcpc`]'s). The counter group
+//!   stays open between pairs: [`start`] takes one sample as the origin and [`read`] one sample
+//!   for the counts, so each costs one counter read. "Stopping" after the read is logical: the
+//!   next start takes a new origin.
 //! - Generations: [`start`] returns a fresh one; [`read`] returns the same unless the kernel did
 //!   not run the group for the whole interval (multiplexing), in which case it returns a fresh
 //!   one, so the program's comparison fails as the man page intends.
@@ -26,7 +28,7 @@ use std::sync::{Once, OnceLock};
 
 use crate::api::costs;
 use crate::base::error::{Error, Result};
-use crate::engine::next_generation;
+use crate::engine::{self, next_generation, OwnedState, Owner};
 use crate::{backend, bind, Binding, CounterSet, Request, RequestFlags, Target};
 
 /// How a thread's counters came to be running.
@@ -153,19 +155,17 @@ impl ThreadCounters {
     }
 }
 
-thread_local! {
-    static STATE: RefCell<Option<ThreadCounters>> = const { RefCell::new(None) };
+// SAFETY: the only state of `Owner::Libperfex`.
+unsafe impl OwnedState for ThreadCounters {
+    const OWNER: Owner = Owner::Libperfex;
 }
 
-/// `f` on this thread's state: `STATE.with(f)`, with `f` called in the caller's frame. The
-/// standard library's `with` was left out of line with the counter read inside it, one more
-/// return after the read's system call (see [`start`]).
+/// `f` on this thread's counters: its entry in the engine's thread table, with `f` called in
+/// the caller's frame (the counter read inside it is inlined into the C export: one return
+/// less after the read's system call, see [`start`]).
 #[inline(always)]
 fn with_state<R>(f: impl FnOnce(&RefCell<Option<ThreadCounters>>) -> R) -> R {
-    let p: *const RefCell<Option<ThreadCounters>> = STATE.with(|st| st as *const _);
-    // SAFETY: this thread's own thread-local, alive until the thread exits, used only on this
-    // thread during this call (as inside `with`).
-    f(unsafe { &*p })
+    engine::with_owned_state(f)
 }
 
 /// The counts [`read`] returns.
@@ -454,7 +454,7 @@ pub fn thread_started() {
 
 /// Bind `h` to the calling thread, unless it already has counters.
 fn pre_start(h: &Handoff) -> Result<()> {
-    STATE.with(|st| {
+    with_state(|st| {
         let mut st = st.borrow_mut();
         if st.is_none() {
             *st = Some(ThreadCounters::bind(
@@ -470,7 +470,7 @@ fn pre_start(h: &Handoff) -> Result<()> {
 /// The calling thread's generation number: that of its last start or read, or a fresh one if
 /// it never started counters.
 pub fn generation() -> u32 {
-    STATE.with(|st| {
+    with_state(|st| {
         st.borrow()
             .as_ref()
             .map_or_else(next_generation, |t| t.generation)
