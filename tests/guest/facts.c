@@ -1,4 +1,4 @@
-/* What src/backend/perf/model.rs asserts about the kernel, checked against the real
+/* What src/backend/perf/model/ asserts about the kernel, checked against the real
  * armv8_pmuv3 driver with raw perf_event_open (no perfcompat code): the model's arm64
  * configuration (tests/perf_pmu_counters.rs: 6 counters + a cycle counter, 32 bits,
  * GroupCheck::EnabledOnly) must say what this program sees. */
