@@ -33,20 +33,26 @@ fn cputrack_command(args: &[&str]) -> Command {
 /// tests/c/cputrack_pages.c, built once.
 fn pages() -> &'static str {
     static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cputrack_pages");
-        let st = Command::new("cc")
-            .args(["-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-o"])
-            .arg(&out)
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/c/cputrack_pages.c"
-            ))
-            .status()
-            .expect("a C compiler (cc) is installed");
-        assert!(st.success(), "compiling cputrack_pages.c failed");
-        out.to_string_lossy().into_owned()
-    })
+    BIN.get_or_init(|| build("cputrack_pages"))
+}
+
+/// tests/c/cputrack_seccomp.c (a program with a seccomp filter of its own), built once.
+fn seccomp_prog() -> &'static str {
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| build("cputrack_seccomp"))
+}
+
+/// Compile tests/c/`name`.c into the target's temporary directory.
+fn build(name: &str) -> String {
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let st = Command::new("cc")
+        .args(["-std=c99", "-O1", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&out)
+        .arg(format!("{}/tests/c/{name}.c", env!("CARGO_MANIFEST_DIR")))
+        .status()
+        .expect("a C compiler (cc) is installed");
+    assert!(st.success(), "compiling {name}.c failed");
+    out.to_string_lossy().into_owned()
 }
 
 /// A line: time, pid (with -f), lwp, event, values, note.
@@ -476,6 +482,137 @@ fn a_process_traced_already_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("tracing process {pid}")), "{err}");
     assert!(st.success(), "the first cputrack ends cleanly on SIGINT");
+}
+
+// ---- a program with a seccomp filter of its own (issue 44 item 5) ---------------------------
+
+/// `prog args` alone, then under `cputrack -T 0 -c page-faults -o <file>`: each one's status
+/// and standard output, and cputrack's one `exit` line's count.
+fn alone_and_tracked(prog: &str, args: &[&str]) -> [(Option<i32>, String); 2] {
+    let alone = Command::new(prog).guarded().args(args).output().unwrap();
+    // One directory per mode: the tests run in parallel in this process.
+    let dir = common::TempDir::new(&format!("cputrack-seccomp-{}", args[0]));
+    let file = dir.0.join("out.txt");
+    let mut a = vec![
+        "-T",
+        "0",
+        "-c",
+        "page-faults",
+        "-o",
+        file.to_str().unwrap(),
+        prog,
+    ];
+    a.extend_from_slice(args);
+    let tracked = cputrack(&a);
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let out = |o: &Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    [
+        (alone.status.code(), out(&alone)),
+        (tracked.status.code(), format!("{}{text}", out(&tracked))),
+    ]
+}
+
+/// The count of cputrack's `exit` line in `text` (the program's own lines come first).
+fn exit_count(text: &str) -> u64 {
+    let l = lines(
+        &text
+            .lines()
+            .filter(|l| l.starts_with(' ') && l.contains(" exit "))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        false,
+    );
+    assert_eq!(l.len(), 1, "one exit line: {text}");
+    l[0].values[0]
+}
+
+/// `seccomp_prog args` alone and under cputrack: both exit 0 and print the same lines; its
+/// output alone and cputrack's `exit` count.
+fn same_as_alone(args: &[&str]) -> (String, u64) {
+    let [alone, tracked] = alone_and_tracked(seccomp_prog(), args);
+    assert_eq!(alone.0, Some(0), "alone: {}", alone.1);
+    assert_eq!(tracked.0, Some(0), "under cputrack: {}", tracked.1);
+    assert!(
+        tracked.1.starts_with(&alone.1),
+        "the same lines as alone ({}): {}",
+        alone.1,
+        tracked.1
+    );
+    (alone.1, exit_count(&tracked.1))
+}
+
+/// A program whose own filter returns `SECCOMP_RET_TRACE` with data 1 and 2 (getppid,
+/// getpgrp) sees both fail with `ENOSYS` under cputrack as alone, and all its page faults are
+/// counted. Before: the calls succeeded under cputrack (libpctx took the stops for its own
+/// cpc_disable/cpc_enable) and counting stopped at getppid (54 faults of 3000).
+#[test]
+fn a_programs_own_seccomp_trace_stops_fail_with_enosys_as_without_cputrack() {
+    let (alone, n) = same_as_alone(&["trace", "3000"]);
+    let enosys = alone
+        .lines()
+        .filter(|l| l.ends_with(" -1 Function not implemented"));
+    assert_eq!(enosys.count(), 4, "{alone}");
+    assert!((3000..3300).contains(&n), "3000 pages touched, {n} counted");
+}
+
+/// A program whose own filter traces every `prctl` (data 7), libcpc's private one included:
+/// its cpc_disable/cpc_enable are still heard (the 2000 pages between them are not counted),
+/// and the calls fail with `ENOSYS` as they do alone under that filter. Before: not heard
+/// (2558 counted) and `EINVAL`.
+#[test]
+fn cpc_disable_is_heard_through_a_programs_filter_that_traces_prctl() {
+    let (alone, n) = same_as_alone(&["prctl", "2000", "500"]);
+    let enosys = "disable -1 Function not implemented\nenable -1 Function not implemented\n";
+    assert_eq!(alone, enosys);
+    assert!((500..1000).contains(&n), "500 pages counted of 2500, {n}");
+}
+
+/// The `status` line of `name` in `text`.
+fn status_field<'a>(text: &'a str, name: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("no {name} line: {text}"))
+        .trim()
+}
+
+/// What a program sees of cputrack, as docs/commands.md says: `TracerPid` is cputrack's pid
+/// (its parent's), `Seccomp` 2 with one filter more than alone, `no_new_privs` set unless the
+/// caller has CAP_SYS_ADMIN, and its own `PTRACE_TRACEME` fails with EPERM.
+#[test]
+fn a_tracked_program_sees_its_tracer_and_the_filter() {
+    let own = std::fs::read_to_string("/proc/self/status").unwrap();
+    let filters: u32 = status_field(&own, "Seccomp_filters").parse().unwrap();
+    let cap_sys_admin = u64::from_str_radix(status_field(&own, "CapEff"), 16).unwrap() & 1 << 21;
+    let [alone, tracked] = alone_and_tracked(seccomp_prog(), &["status"]);
+    assert_eq!(alone.0, Some(0), "alone: {}", alone.1);
+    assert_eq!(status_field(&alone.1, "TracerPid"), "0", "{}", alone.1);
+    assert_eq!(
+        status_field(&alone.1, "Seccomp"),
+        status_field(&own, "Seccomp")
+    );
+    assert_eq!(status_field(&alone.1, "PTRACE_TRACEME"), "0", "{}", alone.1);
+    assert_eq!(tracked.0, Some(0), "under cputrack: {}", tracked.1);
+    let t = &tracked.1;
+    let tracer = status_field(t, "TracerPid");
+    assert_eq!(
+        tracer,
+        status_field(t, "PPid"),
+        "cputrack, its parent, traces it: {t}"
+    );
+    assert_ne!(tracer, std::process::id().to_string(), "{t}");
+    assert_eq!(status_field(t, "Seccomp"), "2", "{t}");
+    assert_eq!(
+        status_field(t, "Seccomp_filters"),
+        (filters + 1).to_string(),
+        "{t}"
+    );
+    let nnp = if cap_sys_admin != 0 {
+        status_field(&own, "NoNewPrivs")
+    } else {
+        "1"
+    };
+    assert_eq!(status_field(t, "NoNewPrivs"), nnp, "{t}");
+    assert_eq!(status_field(t, "PTRACE_TRACEME"), "-1 EPERM", "{t}");
 }
 
 // ---- write errors and SIGPIPE ---------------------------------------------------------------

@@ -89,20 +89,10 @@ impl Pctx {
                 Self::cont(tid, 0);
             }
             EVENT_SECCOMP => {
-                // The thread's cpc_disable or cpc_enable (see `hear`), before its call runs.
-                let mut msg: libc::c_ulong = 0;
-                // SAFETY: GETEVENTMSG writes one unsigned long.
-                unsafe {
-                    libc::ptrace(libc::PTRACE_GETEVENTMSG, tid, 0usize, &mut msg);
-                }
-                match msg {
-                    hear::DATA_DISABLE => {
-                        crate::base::held::hold_thread(tid, false);
-                    }
-                    hear::DATA_ENABLE => {
-                        crate::base::held::hold_thread(tid, true);
-                    }
-                    _ => {}
+                // Before the call runs: the thread's cpc_disable or cpc_enable, or a call the
+                // program's own filter traces, failed as with no tracer (see `hear`).
+                if let Some(counting) = hear::stopped(tid) {
+                    crate::base::held::hold_thread(tid, counting);
                 }
                 Self::cont(tid, 0);
             }

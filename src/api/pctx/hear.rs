@@ -6,7 +6,7 @@
 //! - The command a libpctx controller starts ([`super::Pctx::create_for_cpc`]) gets, between
 //!   its fork and its exec, a seccomp filter that passes every system call through except one
 //!   `prctl(2)` option no kernel has ([`DISABLE`], [`ENABLE`]): for those it asks the tracer
-//!   (`SECCOMP_RET_TRACE`, the event's data saying which).
+//!   (`SECCOMP_RET_TRACE`).
 //! - libcpc's `cpc_disable`/`cpc_enable` on a thread without a set of its own make that
 //!   `prctl` ([`tell_controller`]). Traced by a controller, the thread stops in
 //!   `PTRACE_EVENT_SECCOMP` before the call runs, the controller stops or resumes the counters
@@ -19,17 +19,28 @@
 //!   this changes nothing for the processes the controller follows; a child it does not follow
 //!   (libpctx without a fork callback) keeps the bit and cannot gain privileges through
 //!   set-user-ID programs either.
-//! - A process taken with `pctx_capture` (`cputrack -o pid`) has no filter (none can be added
+//! - A process taken with `pctx_capture` (`cputrack -p pid`) has no filter (none can be added
 //!   to a running process): its `cpc_disable` does not reach the controller.
+//! - The program may install seccomp filters of its own (issue 44 item 5). The controller asks
+//!   for every seccomp stop (`PTRACE_O_TRACESECCOMP`), so it also gets the stops of the
+//!   program's `SECCOMP_RET_TRACE`: it takes a stop only for the private `prctl` itself, read
+//!   from the thread (`PTRACE_GET_SYSCALL_INFO`, the registers before Linux 5.3), and makes
+//!   any other traced call fail with `ENOSYS` without running, as with no tracer (seccomp(2)),
+//!   whatever data the program's filter returns ([`stopped`]). A program's filter that answers
+//!   our `prctl` with a stronger action than `SECCOMP_RET_TRACE` (`SECCOMP_RET_ERRNO`,
+//!   `_TRAP`, `_KILL_*`, `_USER_NOTIF`) wins over ours (the kernel takes the most restrictive
+//!   action of all filters): that `cpc_disable` is not heard, and the thread is counted
+//!   throughout, as for a captured process.
 
 /// The `prctl(2)` option of `cpc_disable` ("PCTD"): no kernel defines it.
 pub const DISABLE: u32 = 0x5043_5444;
 /// The `prctl(2)` option of `cpc_enable` ("PCTE").
 pub const ENABLE: u32 = 0x5043_5445;
 
-/// The seccomp event data of [`DISABLE`] and [`ENABLE`].
-pub(super) const DATA_DISABLE: libc::c_ulong = 1;
-pub(super) const DATA_ENABLE: libc::c_ulong = 2;
+/// The seccomp event data of [`DISABLE`] and [`ENABLE`]: the controller decides by the call
+/// itself, the data only tells whether our filter made the stop (see [`stopped`]).
+const DATA_DISABLE: u32 = 1;
+const DATA_ENABLE: u32 = 2;
 
 #[cfg(target_arch = "x86_64")]
 const AUDIT_ARCH: u32 = 0xC000_003E;
@@ -65,9 +76,172 @@ const FILTER: [libc::sock_filter; 12] = [
     op(JEQ_K, 2, 0, DISABLE),   // to index 10
     op(JEQ_K, 2, 0, ENABLE),    // to index 11
     op(RET_K, 0, 0, RET_ALLOW), // 9
-    op(RET_K, 0, 0, RET_TRACE | DATA_DISABLE as u32),
-    op(RET_K, 0, 0, RET_TRACE | DATA_ENABLE as u32),
+    op(RET_K, 0, 0, RET_TRACE | DATA_DISABLE),
+    op(RET_K, 0, 0, RET_TRACE | DATA_ENABLE),
 ];
+
+// ptrace(2)'s PTRACE_GET_SYSCALL_INFO (Linux 5.3) and its answer at a seccomp stop
+// (struct ptrace_syscall_info with its seccomp member).
+const PTRACE_GET_SYSCALL_INFO: libc::c_uint = 0x420e;
+const INFO_SECCOMP: u8 = 3;
+
+#[repr(C)]
+struct SyscallInfo {
+    op: u8,
+    _pad: u8,
+    _flags: u16,
+    arch: u32,
+    _ip: u64,
+    _sp: u64,
+    nr: u64,
+    args: [u64; 6],
+    _ret_data: u32,
+    _pad2: u32,
+}
+
+/// Thread `tid` is stopped in `PTRACE_EVENT_SECCOMP`, before its call runs: what it asks.
+/// `Some(false)` for `cpc_disable`'s private `prctl` ([`DISABLE`]), `Some(true)` for
+/// `cpc_enable`'s ([`ENABLE`]): the caller stops or resumes the thread's counters. `None` for
+/// any other call: a trace stop that a filter of the program's own asked for
+/// (`SECCOMP_RET_TRACE`), not ours to take, so the call fails with `ENOSYS` as it does with no
+/// tracer ([`refuse`]). The call itself decides, read from the thread (its number, its
+/// architecture, its first argument), never the event's data: a program's filter may return
+/// any data for any call. Where a program's filter traces our `prctl` too, the kernel reports
+/// the program's data (the newest filter's, among equal actions): the call is heard, and fails
+/// with `ENOSYS` as it would with the program's filter and no tracer. The caller resumes the
+/// thread.
+pub(super) fn stopped(tid: i32) -> Option<bool> {
+    let mut data: libc::c_ulong = 0;
+    // SAFETY: GETEVENTMSG writes one unsigned long.
+    unsafe { libc::ptrace(libc::PTRACE_GETEVENTMSG, tid, 0usize, &mut data) };
+    let asked = call(tid).and_then(|(nr, arg0)| {
+        if nr != libc::SYS_prctl as u64 {
+            return None;
+        }
+        match arg0 {
+            a if a == u64::from(DISABLE) => Some(false),
+            a if a == u64::from(ENABLE) => Some(true),
+            _ => None,
+        }
+    });
+    let ours = match asked {
+        Some(false) => data == libc::c_ulong::from(DATA_DISABLE),
+        Some(true) => data == libc::c_ulong::from(DATA_ENABLE),
+        None => false,
+    };
+    if !ours {
+        refuse(tid);
+    }
+    asked
+}
+
+/// The system call number and first argument of thread `tid` in a seccomp stop, `None` if it
+/// is not a call of the native architecture (a 32-bit call of an x86-64 process) or cannot be
+/// read.
+fn call(tid: i32) -> Option<(u64, u64)> {
+    // SAFETY: plain data.
+    let mut info: SyscallInfo = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes at most `size_of::<SyscallInfo>()` bytes into `info`.
+    let n = unsafe {
+        libc::ptrace(
+            PTRACE_GET_SYSCALL_INFO,
+            tid,
+            std::mem::size_of::<SyscallInfo>(),
+            &mut info as *mut SyscallInfo,
+        )
+    };
+    if n > 0 {
+        return (info.op == INFO_SECCOMP && info.arch == AUDIT_ARCH)
+            .then_some((info.nr, info.args[0]));
+    }
+    // EIO: a kernel before 5.3; read the registers.
+    (super::errno() == libc::EIO)
+        .then(|| regs::call(tid))
+        .flatten()
+}
+
+/// Make thread `tid`, stopped in `PTRACE_EVENT_SECCOMP` by a filter of the program's own, go on
+/// as it would with no tracer: seccomp(2) says a `SECCOMP_RET_TRACE` with no tracer fails the
+/// call with `ENOSYS` without running it. The call is skipped (its number set to -1) and its
+/// result set to `-ENOSYS`; the caller then resumes the thread. Where the registers cannot be
+/// written (another architecture, the thread gone) the call runs.
+fn refuse(tid: i32) {
+    regs::skip(tid, -libc::c_long::from(libc::ENOSYS));
+}
+
+#[cfg(target_arch = "x86_64")]
+mod regs {
+    // struct user_regs_struct: rax, rdi and orig_rax are its 11th, 15th and 16th words.
+    const RAX: usize = 10 * 8;
+    const RDI: usize = 14 * 8;
+    const ORIG_RAX: usize = 15 * 8;
+
+    fn peek(tid: i32, off: usize) -> Option<u64> {
+        // SAFETY: PEEKUSER reads one word of the tracee's user area at a valid offset.
+        unsafe {
+            *libc::__errno_location() = 0;
+            let v = libc::ptrace(libc::PTRACE_PEEKUSER, tid, off, 0usize);
+            (v != -1 || super::super::errno() == 0).then_some(v as u64)
+        }
+    }
+
+    pub(super) fn call(tid: i32) -> Option<(u64, u64)> {
+        Some((peek(tid, ORIG_RAX)?, peek(tid, RDI)?))
+    }
+
+    pub(super) fn skip(tid: i32, ret: libc::c_long) {
+        // SAFETY: POKEUSER writes one word of the tracee's user area at a valid offset.
+        unsafe {
+            libc::ptrace(libc::PTRACE_POKEUSER, tid, ORIG_RAX, -1 as libc::c_long);
+            libc::ptrace(libc::PTRACE_POKEUSER, tid, RAX, ret);
+        }
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+mod regs {
+    const NT_PRSTATUS: usize = 1;
+    const NT_ARM_SYSTEM_CALL: usize = 0x404;
+
+    /// struct user_pt_regs: x0-x30, sp, pc, pstate.
+    type Regs = [u64; 34];
+
+    fn regset<T>(req: libc::c_uint, tid: i32, set: usize, v: &mut T) -> bool {
+        let mut iov = libc::iovec {
+            iov_base: (v as *mut T).cast(),
+            iov_len: std::mem::size_of::<T>(),
+        };
+        // SAFETY: GETREGSET writes, SETREGSET reads, at most iov_len bytes of `v`.
+        unsafe { libc::ptrace(req, tid, set, &mut iov as *mut libc::iovec) == 0 }
+    }
+
+    pub(super) fn call(tid: i32) -> Option<(u64, u64)> {
+        let (mut nr, mut regs): (i32, Regs) = (-1, [0; 34]);
+        (regset(libc::PTRACE_GETREGSET, tid, NT_ARM_SYSTEM_CALL, &mut nr)
+            && regset(libc::PTRACE_GETREGSET, tid, NT_PRSTATUS, &mut regs))
+        .then_some((nr as i64 as u64, regs[0]))
+    }
+
+    pub(super) fn skip(tid: i32, ret: libc::c_long) {
+        // x0 holds the result once the call is skipped: arm64 does not set it.
+        let mut regs: Regs = [0; 34];
+        if regset(libc::PTRACE_GETREGSET, tid, NT_PRSTATUS, &mut regs) {
+            regs[0] = ret as u64;
+            regset(libc::PTRACE_SETREGSET, tid, NT_PRSTATUS, &mut regs);
+        }
+        let mut nr: i32 = -1;
+        regset(libc::PTRACE_SETREGSET, tid, NT_ARM_SYSTEM_CALL, &mut nr);
+    }
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+mod regs {
+    pub(super) fn call(_tid: i32) -> Option<(u64, u64)> {
+        None
+    }
+
+    pub(super) fn skip(_tid: i32, _ret: libc::c_long) {}
+}
 
 /// (In the controller's child, between fork and exec: async-signal-safe.) Install the filter;
 /// without `CAP_SYS_ADMIN`, set `no_new_privs` first. Nothing is done where seccomp is not

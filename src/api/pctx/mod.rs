@@ -27,6 +27,9 @@
 //!   [`Observer::fini_lwp`] runs while its counters still hold everything it did.
 //! - Signals the tracees receive are passed on unchanged; group stops (`SIGSTOP`, `SIGTSTP`)
 //!   are honoured with `PTRACE_LISTEN`, so job control works.
+//! - A call that a seccomp filter of the program's own answers with `SECCOMP_RET_TRACE` fails
+//!   with `ENOSYS` without running, as with no tracer; only libcpc's private `prctl` is taken
+//!   (see `hear.rs`, issue 44 item 5).
 //! - [`Pctx::run`] returns when the first process (the command, or the captured process)
 //!   has exited, or after the requested number of ticks. Processes it created that are still
 //!   running are released: their threads get `fini_lwp` and are detached.

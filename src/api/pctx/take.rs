@@ -8,7 +8,8 @@ use std::ffi::OsString;
 
 use super::child::{executable, is_zombie};
 use super::{
-    errno, ptrace, wait_blocking, Child, Observer, Pctx, Signals, Task, EVENT_STOP, OPTIONS,
+    errno, ptrace, wait_blocking, Child, Observer, Pctx, Signals, Task, EVENT_SECCOMP, EVENT_STOP,
+    OPTIONS,
 };
 use crate::base::error::{Error, Result};
 
@@ -198,7 +199,12 @@ impl Pctx {
                     let _ = ptrace(libc::PTRACE_DETACH, tid, sig as libc::c_ulong);
                     break;
                 }
-                Self::cont(tid, 0); // another event stop first: let it reach the interrupt
+                // Another event stop first: let it reach the interrupt (a call the program's
+                // own seccomp filter traces failing as with no tracer).
+                if st >> 16 == EVENT_SECCOMP {
+                    let _ = super::hear::stopped(tid); // released: its counting is over
+                }
+                Self::cont(tid, 0);
             }
         }
     }
