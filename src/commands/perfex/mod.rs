@@ -474,6 +474,7 @@ mod tests {
             raw: 1000,
             enabled_ns: 50,
             running_ns: 25,
+            lost: false,
         }];
         let value = count.carry(&carried);
         let mut next = SelfCount::start(&opts).unwrap();
@@ -493,9 +494,20 @@ mod tests {
             "1;1:2;c",
             "1;1:2:3,4:5:6;c",
             "1;1:2:3;%zz",
+            // Issue 44 item 8: values that would wrap or mislead.
+            "1;18446744073709551615:2:1;c",
+            "1;1:18446744073709551615:1;c",
+            "1;1:1:2;c",
+            "-9223372036854775808;1:2:1;c",
+            "9223372036854775807;1:2:1;c",
         ] {
             assert!(next.adopt(bad).is_err(), "{bad:?}");
         }
+        let long = format!("1;1:2:1;{}", "a".repeat(3 * CARRIED_COMMAND_MAX + 4));
+        assert!(next.adopt(&long).is_err());
+        // An escape sequence in a carried command is shown escaped.
+        next.adopt("1;1:2:1;a%1B[31m").unwrap();
+        assert_eq!(next.command, "a\\x1B[31m");
         // A command longer than the carried limit is cut, at a character boundary.
         let long = Options {
             command: vec!["\u{e9}".repeat(CARRIED_COMMAND_MAX).into()],
