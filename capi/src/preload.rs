@@ -2,8 +2,10 @@
 //! counters of the `perfex` command that runs the program (`PERFCOMPAT_PERFEX_EVENTS`, see
 //! [`perfcompat::api::perfex::adopt_handoff`]). The rules (the variables, what an `exec` does
 //! with the counts, the report's descriptor) are the engine's
-//! ([`perfcompat::api::preload`]); the report's text is the `perfex` report's
-//! ([`perfcompat::commands::perfex::SelfCount`]); this module holds the process's state.
+//! ([`perfcompat::api::preload`]); what a value of the variable counts
+//! ([`perfcompat::commands::perfex::preload_options`]) and the report's text (the `perfex`
+//! report's, [`perfcompat::commands::perfex::SelfCount`]) are the commands layer's; this
+//! module holds the process's state and the C entry points.
 //!
 //! The library carries an ELF constructor. When the variable is set in the environment of a
 //! program that loads the library, the constructor starts counting on the main thread with
@@ -84,11 +86,11 @@ use std::fmt::{self, Write as _};
 use std::os::unix::ffi::OsStringExt as _;
 use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 
-use perfcompat::api::perfex::{self, parse_event};
+use perfcompat::api::perfex;
 use perfcompat::api::preload::exec::{decide, Decision, Lookup};
 use perfcompat::api::preload::output::Output;
 use perfcompat::api::preload::{self as rules, CARRY_VAR, EVENTS_VAR, OUTPUT_VAR, OWNER_VAR};
-use perfcompat::commands::perfex::{Options, Reading, SelfCount, Status, MAX_READINGS};
+use perfcompat::commands::perfex::{preload_options, Reading, SelfCount, Status, MAX_READINGS};
 
 use crate::ffi_boundary;
 
@@ -238,36 +240,13 @@ unsafe fn args(argc: c_int, argv: *const *const c_char) -> Vec<OsString> {
         .collect()
 }
 
-/// The options a `PERFCOMPAT_PRELOAD_EVENTS` value stands for: `all`, R10000 event numbers
-/// (a value of numbers and commas only), or an event specification.
-fn options(value: &str, command: Vec<OsString>) -> perfcompat::Result<Options> {
-    let mut opts = Options {
-        command,
-        ..Options::default()
-    };
-    let value = value.trim();
-    if value == "all" {
-        opts.all = true;
-        return Ok(opts);
-    }
-    let numeric = |c: char| c.is_ascii_digit() || matches!(c, ',' | '-' | '+' | ' ');
-    if !value.chars().all(numeric) {
-        opts.spec = Some(value.to_string());
-        return Ok(opts);
-    }
-    for item in value.split(',') {
-        opts.events.push(parse_event(item)?);
-    }
-    Ok(opts)
-}
-
 fn start(
     value: &str,
     command: Vec<OsString>,
     pid: i32,
     carried: Option<OsString>,
 ) -> perfcompat::Result<()> {
-    let mut count = SelfCount::start(&options(value, command)?)?;
+    let mut count = SelfCount::start(&preload_options(value, command)?)?;
     if let Some(c) = carried {
         adopt(&mut count, &c, pid);
     }
@@ -628,32 +607,5 @@ impl fmt::Write for Out {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         self.bytes(s.as_bytes());
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::options;
-
-    #[test]
-    fn values() {
-        let o = options(" 0, 25", Vec::new()).unwrap();
-        assert_eq!((o.events, o.all, o.spec), (vec![0, 25], false, None));
-        assert!(options("all", Vec::new()).unwrap().all);
-        // Numbers only: R10000 events, refused as before when they are not.
-        for bad in ["32", "0,,1", "-1", "40"] {
-            assert!(options(bad, Vec::new()).is_err(), "{bad}");
-        }
-        // Anything else is an event specification, checked when counting starts.
-        for spec in [
-            "page-faults,task-clock",
-            "pic0=page-faults",
-            "cycles",
-            "0,3,x",
-        ] {
-            let o = options(spec, Vec::new()).unwrap();
-            assert_eq!(o.spec.as_deref(), Some(spec));
-            assert!(o.events.is_empty() && !o.all);
-        }
     }
 }

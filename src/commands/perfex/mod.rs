@@ -46,7 +46,7 @@ mod selfcount;
 use counting::{bind_counters, read_counts, totals, PerThread};
 
 pub(crate) use report::{json_num, json_str};
-pub use selfcount::{Reading, SelfCount, MAX_READINGS};
+pub use selfcount::{preload_options, Reading, SelfCount, MAX_READINGS};
 
 /// What to count and how.
 #[derive(Debug, Clone, Default)]
@@ -517,6 +517,29 @@ mod tests {
         let mut next = SelfCount::start(&long).unwrap();
         next.adopt(&count.carry(&carried)).unwrap();
         assert!(next.command.ends_with("...") && next.command.len() < count.command.len());
+    }
+
+    /// What a `PERFCOMPAT_PRELOAD_EVENTS` value stands for.
+    #[test]
+    fn preload_values() {
+        let o = preload_options(" 0, 25", Vec::new()).unwrap();
+        assert_eq!((o.events, o.all, o.spec), (vec![0, 25], false, None));
+        assert!(preload_options("all", Vec::new()).unwrap().all);
+        // Numbers only: R10000 events, refused as before when they are not.
+        for bad in ["32", "0,,1", "-1", "40"] {
+            assert!(preload_options(bad, Vec::new()).is_err(), "{bad}");
+        }
+        // Anything else is an event specification, checked when counting starts.
+        for spec in [
+            "page-faults,task-clock",
+            "pic0=page-faults",
+            "cycles",
+            "0,3,x",
+        ] {
+            let o = preload_options(spec, Vec::new()).unwrap();
+            assert_eq!(o.spec.as_deref(), Some(spec));
+            assert!(o.events.is_empty() && !o.all);
+        }
     }
 
     #[test]

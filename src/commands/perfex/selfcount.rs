@@ -2,6 +2,7 @@
 //! `LD_PRELOAD`ed library report at exit, with a signal-safe path ([`SelfCount::readings`],
 //! [`SelfCount::write_report`]) and the counts carried over an `exec`.
 
+use std::ffi::OsString;
 use std::fmt::{self, Write as _};
 
 use super::counting::{bind_counters, read_counts, scaled, Counting};
@@ -72,6 +73,31 @@ pub(super) const CARRIED_COMMAND_MAX: usize = 1024;
 /// signed 64-bit counters reach (`i64::MAX`). Two of them add up without wrapping, so a
 /// carried count plus the new image's never wraps (issue 44 item 8).
 pub(super) const CARRIED_VALUE_MAX: u64 = i64::MAX as u64;
+
+/// The options a `PERFCOMPAT_PRELOAD_EVENTS` value stands for, counting the program
+/// `command`: `all` (as `perfex -a`), R10000 event numbers (a value of numbers and commas
+/// only, each checked as `perfex -e` checks it), or else an event specification as `cputrack
+/// -c` takes it (checked when counting starts).
+pub fn preload_options(value: &str, command: Vec<OsString>) -> Result<Options> {
+    let mut opts = Options {
+        command,
+        ..Options::default()
+    };
+    let value = value.trim();
+    if value == "all" {
+        opts.all = true;
+        return Ok(opts);
+    }
+    let numeric = |c: char| c.is_ascii_digit() || matches!(c, ',' | '-' | '+' | ' ');
+    if !value.chars().all(numeric) {
+        opts.spec = Some(value.to_string());
+        return Ok(opts);
+    }
+    for item in value.split(',') {
+        opts.events.push(crate::api::perfex::parse_event(item)?);
+    }
+    Ok(opts)
+}
 
 /// The calling process's CPU time and that of its waited-for children: user and system
 /// seconds (async-signal-safe).
