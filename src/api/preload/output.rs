@@ -3,7 +3,7 @@
 //! handlers that run before the report (GNU coreutils' `close_stdout`). A program may also
 //! close the copy (`close_range(3, ~0U, 0)`, a loop closing 3..1023) and then open a pipe or a
 //! file that gets its number: before, the report was written into that file (or blocked on
-//! that pipe). Now the copy is used only while it is still the file it was ([`Identity`]:
+//! that pipe). Now the copy is used only while it is still the file it was (its identity:
 //! device, inode, type, special device, access mode; and close-on-exec), else standard error
 //! itself while that is still the original file; else the report has nowhere to go that is
 //! the library's, and is not written (`PERFCOMPAT_PRELOAD_OUTPUT` names a file the report

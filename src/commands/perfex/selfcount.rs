@@ -300,7 +300,7 @@ impl SelfCount {
     /// its counts are added to this one's, its start time and command are the report's. The
     /// value must come from the same events (as many counts as this counting reads), and is
     /// checked as the library's other variables are (issue 44 item 8): each count and time at
-    /// most [`CARRIED_VALUE_MAX`] (so that adding never wraps), a running time within its
+    /// most 2^63-1 (so that adding never wraps), a running time within its
     /// enabled time, a start time of the monotonic clock not after this image's start, a
     /// command no longer than a carried one is cut to; its control characters are shown
     /// escaped. Nothing is taken unless all of it is good.
