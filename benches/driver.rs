@@ -427,8 +427,10 @@ fn disturbance_runs(
     c.args(["-T", "0.1", "-o", "/dev/null", "-c", "task-clock"])
         .arg(workload);
     runs.push(("cputrack", c));
-    // The library preloaded into the workload, as README's preload section has it:
-    // PERFCOMPAT_PRELOAD_EVENTS counts the program from its start and reports at exit.
+    // The library preloaded into the workload: PERFCOMPAT_PRELOAD_EVENTS counts the program
+    // from its start and reports at exit. The engine library alone (the workload returns from
+    // main, where it reports); README's libperfcompat-preload.so.1 adds the _exit and exec
+    // functions over it, which this workload never calls.
     let mut c = Command::new(workload);
     c.envs(env.iter().map(|(k, v)| (k, v)))
         .env("LD_PRELOAD", lib.join("libperfcompat_capi.so"))

@@ -1,13 +1,11 @@
 //! Compiles the C shim of the libcpc/libpctx layer: the things Rust cannot write on stable,
 //! calling a `va_list`-taking error handler and reading the variadic arguments of
-//! `pctx_set_events` and of `execl`, `execle` and `execlp` (the preload's report).
+//! `pctx_set_events`.
 
 fn main() {
     println!("cargo:rerun-if-changed=src/cpc/varargs.c");
-    println!("cargo:rerun-if-changed=src/exec_variadic.c");
     cc::Build::new()
         .file("src/cpc/varargs.c")
-        .file("src/exec_variadic.c")
         .warnings(true)
         .extra_warnings(true)
         .flag_if_supported("-Werror")

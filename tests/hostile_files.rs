@@ -7,13 +7,13 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use perfcompat::base::costfile::CostOverlay;
 use perfcompat::base::eventmap::EventMap;
 
 mod common;
-use common::{Guarded, TempDir};
+use common::TempDir;
 
 fn fifo(dir: &TempDir) -> PathBuf {
     let p = dir.0.join("fifo");
@@ -66,25 +66,14 @@ fn every_file_reader_refuses_a_fifo_without_blocking() {
 
 /// Run perfex with `args` and `env`; it must finish within 20 s.
 fn perfex(args: &[&str], env: &[(&str, &Path)]) -> std::process::Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_perfex"))
-        .args(args)
-        .envs(env.iter().map(|(k, v)| (k, v.as_os_str())))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .guarded()
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("perfex {args:?} with {env:?}: still running after 20 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
+    common::output_within(
+        Command::new(env!("CARGO_BIN_EXE_perfex"))
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v.as_os_str())))
+            .stdin(Stdio::null()),
+        Duration::from_secs(20),
+    )
+    .unwrap_or_else(|| panic!("perfex {args:?} with {env:?}: still running after 20 s"))
 }
 
 #[test]

@@ -21,6 +21,11 @@
 #   lib/libpfcntr.so.1.0.0              Tru64's /dev/pfcntr (pfm(7)): the open/ioctl/read/close
 #                                       interposers (capi/pfcntr/pfcntr.c), over libperfcompat.so.1
 #   lib/libpfcntr.so.1, libpfcntr.so    -> libpfcntr.so.1.0.0 (soname; -lpfcntr)
+#   lib/libperfcompat-preload.so.1.0.0  what LD_PRELOAD names with PERFCOMPAT_PRELOAD_EVENTS: the
+#                                       _exit/_Exit/exec functions (capi/preload/preload.c), over
+#                                       libperfcompat.so.1, so that the report comes however the
+#                                       program ends
+#   lib/libperfcompat-preload.so.1      -> libperfcompat-preload.so.1.0.0 (soname)
 #   lib/pkgconfig/libperfex.pc, libcpc.pc, libpctx.pc, libpfcntr.pc
 #   lib/libperfcompat-mpi.so            the PMPI layer (when an mpicc exists; docs/mpi.md)
 #   include/libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h,
@@ -34,10 +39,10 @@
 # The shared library is linked here from the release staticlib with a version script generated
 # from capi/abi.manifest: rustc gives every cdylib its own anonymous version script, which
 # overrides (rust-lld) or conflicts with (GNU ld) any other, so a cdylib cannot carry versions.
-# libpfcntr is C, linked here against that library with the anonymous version script
-# capi/pfcntr/pfcntr.map (its interposers carry no version) and the run path $ORIGIN (it finds
-# libperfcompat.so.1 next to itself, preloaded too); a --target install links it with the
-# cross compiler.
+# libpfcntr and libperfcompat-preload are C, linked here against that library with the
+# anonymous version scripts capi/pfcntr/pfcntr.map and capi/preload/preload.map (their
+# definitions carry no version) and the run path $ORIGIN (each finds libperfcompat.so.1 next to
+# itself, preloaded too); a --target install links them with the cross compiler.
 # Environment: CC (default cc), CARGO (default cargo), CARGO_TARGET_DIR, MPICC (default mpicc).
 set -euo pipefail
 
@@ -97,21 +102,7 @@ echo "install.sh: building (release)" >&2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# capi/abi.manifest -> a version script and the symbols to pull from the archive. The symbols
-# of its "version libc" node take the target C library's own version of each name.
-libc_so=$("$cc" -print-file-name=libc.so.6)
-awk -v libc_so="$libc_so" -v libc_versions="$(readelf --dyn-syms -W "$libc_so" | awk '$8 ~ /@@/ { print $8 }')" '
-  BEGIN {
-    n_lv = split(libc_versions, lv, "\n")
-    for (i = 1; i <= n_lv; i++) { split(lv[i], nv, "@@"); libc_ver[nv[1]] = nv[2] }
-  }
-  /^[ \t]*(#|$)/ { print; next }
-  $1 == "version" { node = $2; if (node != "libc") print; next }
-  node == "libc" {
-    if (!($1 in libc_ver)) { print "abi.manifest: the C library " libc_so " has no " $1 > "/dev/stderr"; exit 1 }
-    print "version " libc_ver[$1]; print $1; next
-  }
-  { print }' "$repo/capi/abi.manifest" >"$work/abi.manifest"
+# capi/abi.manifest -> a version script and the symbols to pull from the archive.
 awk '
   /^[ \t]*(#|$)/ { next }
   $1 == "version" { node = $2; if (!(node in n)) { order[nodes++] = node; n[node] = 0; parent[node] = $3 }; next }
@@ -130,7 +121,7 @@ awk '
       }
       printf "}%s;\n", parent[v] == "" ? "" : " " parent[v]
     }
-  }' "$work/abi.manifest" >"$work/perfcompat.map"
+  }' "$repo/capi/abi.manifest" >"$work/perfcompat.map"
 undefs=$(awk '/^[ \t]*(#|$)/ || $1 == "version" { next } { printf " -Wl,--undefined=%s", $1 }' \
   "$repo/capi/abi.manifest")
 
@@ -149,6 +140,14 @@ ln -sfn "$real" "$work/libperfcompat.so"
   -Wl,--no-undefined -Wl,-z,relro,-z,now -Wl,-z,noexecstack -Wl,-rpath,'$ORIGIN' \
   -L"$work" -lperfcompat -ldl
 
+preload=libperfcompat-preload.so.1.0.0
+echo "install.sh: linking $preload" >&2
+# shellcheck disable=SC2016 # $ORIGIN is for the dynamic loader
+"$cc" -std=c99 -O2 -fPIC -shared -o "$work/$preload" "$repo/capi/preload/preload.c" \
+  -Wl,-soname,libperfcompat-preload.so.1 -Wl,--version-script="$repo/capi/preload/preload.map" \
+  -Wl,--no-undefined -Wl,-z,relro,-z,now -Wl,-z,noexecstack -Wl,-rpath,'$ORIGIN' \
+  -L"$work" -lperfcompat -ldl
+
 dest() { printf '%s%s' "$destdir" "$1"; }
 L=$(dest "$libdir")
 mkdir -p "$L/pkgconfig" "$(dest "$includedir")" "$(dest "$bindir")" \
@@ -164,6 +163,8 @@ install -m 0755 "$work/$pfcntr" "$L/$pfcntr"
 for link in libpfcntr.so.1 libpfcntr.so; do
   ln -sfn "$pfcntr" "$L/$link"
 done
+install -m 0755 "$work/$preload" "$L/$preload"
+ln -sfn "$preload" "$L/libperfcompat-preload.so.1"
 for a in libperfex.a libcpc.a libpctx.a; do
   install -m 0644 "$rel/libperfcompat_capi.a" "$L/$a"
 done

@@ -12,7 +12,6 @@ use std::ffi::{c_int, CStr};
 
 pub mod cpc;
 pub(crate) mod edge;
-pub mod interpose;
 pub mod mpi;
 pub mod pctx;
 pub mod perfex;

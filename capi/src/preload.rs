@@ -1,14 +1,32 @@
 //! Counting a program from the outside: `PERFCOMPAT_PRELOAD_EVENTS`; and adopting the
 //! counters of the `perfex` command that runs the program (`PERFCOMPAT_PERFEX_EVENTS`, see
-//! [`perfcompat::api::perfex::adopt_handoff`]).
+//! [`perfcompat::api::perfex::adopt_handoff`]). The rules (the variables, what an `exec` does
+//! with the counts, the report's descriptor) are the engine's
+//! ([`perfcompat::api::preload`]); what a value of the variable counts
+//! ([`perfcompat::commands::perfex::preload_options`]) and the report's text (the `perfex`
+//! report's, [`perfcompat::commands::perfex::SelfCount`]) are the commands layer's; this
+//! module holds the process's state and the C entry points.
 //!
 //! The library carries an ELF constructor. When the variable is set in the environment of a
-//! program that loads the library (`LD_PRELOAD=<prefix>/lib/libperfex.so.1 prog`, or a program
-//! linked with `-lperfex`/`-lcpc`), the constructor starts counting on the main thread with
+//! program that loads the library, the constructor starts counting on the main thread with
 //! inheritance (every thread and child process created later is counted too, as by the
 //! `perfex` command), and the process prints the perfex report
 //! ([`perfcompat::commands::perfex::SelfCount::write_report`], the text of `perfex`'s) to
-//! stderr, or to the file named by `PERFCOMPAT_PRELOAD_OUTPUT`, once, however it ends.
+//! stderr, or to the file named by `PERFCOMPAT_PRELOAD_OUTPUT`, once.
+//!
+//! The library is reached two ways (issue 44 item 6):
+//! - `LD_PRELOAD=<prefix>/lib/libperfcompat-preload.so.1` (capi/preload/preload.c): a small
+//!   C library that needs this one and defines the C library functions through which a
+//!   process ends without its exit handlers or replaces its image (`_exit`, `_Exit`, the
+//!   `exec` functions); each calls this library's private entry points
+//!   [`perfcompat_preload_end`] and [`perfcompat_preload_exec`], then the C library's own. The
+//!   report comes however the process ends.
+//! - `LD_PRELOAD=<prefix>/lib/libperfex.so.1` (this library alone), or a program linked with
+//!   `-lperfex`/`-lcpc`: the constructor counts and the report comes at `exit`, a return from
+//!   `main`, the last thread's `pthread_exit` and a fatal signal, but not at `_exit`/`_Exit`
+//!   (no report) nor across an `exec` (the new image, preloaded too, reports its own counts
+//!   from its start). This library defines no C library function but libcpc's
+//!   `pthread_create`, so a program linked with it keeps the C library's `_exit` and `exec`.
 //!
 //! # What is counted
 //! - The value is a comma-separated list of R10000 event numbers (`0,25`; mapped as for
@@ -29,8 +47,8 @@
 //! that it may be written in a signal handler.
 //! - `exit` and a return from `main` (glibc's `on_exit`, which gives the status); the last
 //!   thread's `pthread_exit` (glibc calls `exit(0)` then).
-//! - `_exit` and `_Exit` (dash ends that way; no exit handler runs): the library defines both
-//!   and writes the report before it calls the C library's (`capi/src/interpose.rs`).
+//! - `_exit` and `_Exit` (dash ends that way; no exit handler runs): libperfcompat-preload
+//!   defines both and calls [`perfcompat_preload_end`] before it calls the C library's.
 //!   `exit` itself ends with the C library's internal `_exit`, which is not ours, and an exit
 //!   handler that calls `_exit` claims the report before ours runs.
 //! - A signal whose default action ends the process, left at `SIG_DFL` when counting starts
@@ -39,21 +57,28 @@
 //!   `The command was killed by signal N.`, as `perfex` does for a killed command, then the
 //!   signal's default action ends the process (the same wait status, core dump included).
 //!   SIGKILL cannot be caught: no report.
-//! - `exec` (`execve`, `execv`, `execvp`, `execvpe`, `execl`, `execle`, `execlp`, interposed):
-//!   the counts carry over into the new image, which prints the one report, with the command
-//!   line the process started with, from its start: the counts so far go in
-//!   `PERFCOMPAT_PRELOAD_CARRY` in the new image's environment (the counters end with the
-//!   exec: their descriptors close), and the new image's constructor adds them to its own.
-//!   What the dynamic loader does in the new image before the constructor is not counted (tens
-//!   of page faults). When the new environment has no `LD_PRELOAD` or another
-//!   `PERFCOMPAT_PRELOAD_EVENTS`, or the file is setuid or setgid (the new image would ignore
-//!   the variables), the old image writes its report before the exec instead. A failed exec
-//!   that carried goes on counting. Carrying allocates (the new environment): the counting
-//!   process's own exec from a signal handler is the one path here that is not
+//! - `exec` (`execve`, `execv`, `execvp`, `execvpe`, `execl`, `execle`, `execlp`, defined by
+//!   libperfcompat-preload): the counts carry over into the new image, which prints the one
+//!   report, with the command line the process started with, from its start: the counts so far
+//!   go in `PERFCOMPAT_PRELOAD_CARRY` in the new image's environment (the counters end with the
+//!   exec: their descriptors close), and the new image's constructor checks them and adds them
+//!   to its own. What the dynamic loader does in the new image before the constructor is not
+//!   counted (tens of page faults). When the new image would not take them over
+//!   ([`perfcompat::api::preload::exec::decide`]: no `LD_PRELOAD` or other events in its
+//!   environment, or the file the exec runs, found through `PATH` for `execvp`, is privileged)
+//!   or a counter cannot be read, the old image writes its report before the exec instead. A
+//!   failed exec that carried goes on counting. Carrying allocates (the new environment): the
+//!   counting process's own exec from a signal handler is the one path here that is not
 //!   async-signal-safe (a forked or `vfork`ed child's exec does nothing of ours).
 //! - A forked child (another process id) stays silent however it ends: its counts are in its
 //!   parent's report once the parent has waited for it (the counters are inherited), as in the
 //!   `perfex` command's report. It never reads the parent's counters.
+//!
+//! # Descriptors
+//! The report is written to the library's copy of standard error only while that is still the
+//! file it was ([`perfcompat::api::preload::output`]): a program that closed it and opened
+//! another file with the same number does not get the report in its file. A counter whose
+//! descriptor the program took away is named in the report as lost, with the engine's reason.
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString, OsString};
@@ -61,22 +86,13 @@ use std::fmt::{self, Write as _};
 use std::os::unix::ffi::OsStringExt as _;
 use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 
-use perfcompat::api::perfex::{self, parse_event};
-use perfcompat::commands::perfex::{Options, Reading, SelfCount, Status, MAX_READINGS};
+use perfcompat::api::perfex;
+use perfcompat::api::preload::exec::{decide, Decision, Lookup};
+use perfcompat::api::preload::output::Output;
+use perfcompat::api::preload::{self as rules, CARRY_VAR, EVENTS_VAR, OUTPUT_VAR, OWNER_VAR};
+use perfcompat::commands::perfex::{preload_options, Reading, SelfCount, Status, MAX_READINGS};
 
 use crate::ffi_boundary;
-
-/// [`perfex::HANDOFF_VAR`], as a C string.
-const HANDOFF_VAR: &CStr = c"PERFCOMPAT_PERFEX_EVENTS";
-/// The variable that turns counting on.
-const EVENTS_VAR: &CStr = c"PERFCOMPAT_PRELOAD_EVENTS";
-/// The variable naming the process that counts (its children do not).
-const OWNER_VAR: &CStr = c"PERFCOMPAT_PRELOAD_PID";
-/// The variable naming the report file (default: stderr).
-const OUTPUT_VAR: &str = "PERFCOMPAT_PRELOAD_OUTPUT";
-/// The variable that carries the counts over an `exec` of the counting process:
-/// `<pid>;<SelfCount::carry>`, set by the library in the new image's environment only.
-const CARRY_VAR: &str = "PERFCOMPAT_PRELOAD_CARRY";
 
 /// No counting in this process.
 const IDLE: u8 = 0;
@@ -96,10 +112,10 @@ pub(crate) struct Session {
     events: String,
     /// `PERFCOMPAT_PRELOAD_OUTPUT` as it was at the start.
     output: Option<CString>,
-    /// A copy of standard error taken when counting starts: programs close their standard
-    /// error in exit handlers that run before the report (GNU coreutils' `close_stdout`
-    /// does). -1: none, standard error itself is used.
-    stderr: c_int,
+    /// Standard error and the library's copy of it, taken when counting starts: programs
+    /// close their standard error in exit handlers that run before the report (GNU
+    /// coreutils' `close_stdout` does).
+    stderr: Output,
 }
 
 /// The session: written once by the constructor before [`STATE`] turns [`COUNTING`], then
@@ -151,9 +167,9 @@ extern "C" fn ctor(argc: c_int, argv: *const *const c_char, envp: *const *const 
 
 /// The value of the environment variable `name`, unless unset or blank (copied before anything
 /// else touches the environment).
-fn env_value(name: &CStr) -> Option<String> {
+fn env_value(name: &str) -> Option<String> {
     // Ignored in a privileged process (`perfcompat::base::sys::env_os`).
-    let value = perfcompat::base::sys::env_os(name.to_str().ok()?)?;
+    let value = perfcompat::base::sys::env_os(name)?;
     let value = value.to_string_lossy();
     (!value.trim().is_empty()).then(|| value.into_owned())
 }
@@ -162,7 +178,7 @@ fn env_value(name: &CStr) -> Option<String> {
 /// the main thread from now on, and on every thread from its start
 /// ([`perfex::adopt_handoff`]; new threads through the `pthread_create` interposer).
 fn handoff() {
-    let Some(value) = env_value(HANDOFF_VAR) else {
+    let Some(value) = env_value(perfex::HANDOFF_VAR) else {
         return;
     };
     ffi_boundary("the perfex hand-over constructor", || {
@@ -189,16 +205,13 @@ fn preload(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char)
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
     let pid_text = CString::new(pid.to_string()).unwrap_or_default();
-    let owner = OWNER_VAR
-        .to_str()
-        .ok()
-        .and_then(perfcompat::base::sys::env_os);
+    let owner = perfcompat::base::sys::env_os(OWNER_VAR);
     if owner.is_some_and(|o| o.as_encoded_bytes() != pid_text.as_bytes()) {
         return; // a child of the counting process: counted there
     }
     // SAFETY: NUL-terminated strings; the loader runs constructors before the program's
     // threads exist.
-    unsafe { libc::setenv(OWNER_VAR.as_ptr(), pid_text.as_ptr(), 1) };
+    unsafe { libc::setenv(c"PERFCOMPAT_PRELOAD_PID".as_ptr(), pid_text.as_ptr(), 1) };
     // SAFETY: the loader passes the program's argument vector (argc entries).
     let command = unsafe { args(argc, argv) };
     ffi_boundary("the PERFCOMPAT_PRELOAD_EVENTS constructor", || {
@@ -227,49 +240,24 @@ unsafe fn args(argc: c_int, argv: *const *const c_char) -> Vec<OsString> {
         .collect()
 }
 
-/// The options a `PERFCOMPAT_PRELOAD_EVENTS` value stands for: `all`, R10000 event numbers
-/// (a value of numbers and commas only), or an event specification.
-fn options(value: &str, command: Vec<OsString>) -> perfcompat::Result<Options> {
-    let mut opts = Options {
-        command,
-        ..Options::default()
-    };
-    let value = value.trim();
-    if value == "all" {
-        opts.all = true;
-        return Ok(opts);
-    }
-    let numeric = |c: char| c.is_ascii_digit() || matches!(c, ',' | '-' | '+' | ' ');
-    if !value.chars().all(numeric) {
-        opts.spec = Some(value.to_string());
-        return Ok(opts);
-    }
-    for item in value.split(',') {
-        opts.events.push(parse_event(item)?);
-    }
-    Ok(opts)
-}
-
 fn start(
     value: &str,
     command: Vec<OsString>,
     pid: i32,
     carried: Option<OsString>,
 ) -> perfcompat::Result<()> {
-    let mut count = SelfCount::start(&options(value, command)?)?;
+    let mut count = SelfCount::start(&preload_options(value, command)?)?;
     if let Some(c) = carried {
-        adopt(&mut count, &c.to_string_lossy(), pid);
+        adopt(&mut count, &c, pid);
     }
     let output = perfcompat::base::sys::env_os(OUTPUT_VAR)
         .filter(|p| !p.is_empty())
         .and_then(|p| CString::new(p.into_vec()).ok());
-    // SAFETY: fcntl on the standard error descriptor; a failure leaves -1 (stderr is used).
-    let stderr = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3) };
     let session = Session {
         count,
         events: value.to_string(),
         output,
-        stderr,
+        stderr: Output::keep_stderr(),
     };
     // SAFETY: STATE is IDLE: no one else reads the slot before the store below.
     unsafe { *SESSION.0.get() = Some(session) };
@@ -285,18 +273,15 @@ fn start(
     Ok(())
 }
 
-/// Take over the counts an `exec` of this process carried (`<pid>;<carry>`); a value for
-/// another process (left by hand in the environment) is ignored, a bad one said.
-fn adopt(count: &mut SelfCount, carried: &str, pid: i32) {
-    let Some((owner, rest)) = carried.split_once(';') else {
-        return;
-    };
-    if owner.parse() != Ok(pid) {
-        return;
-    }
-    if let Err(e) = count.adopt(rest) {
+/// Take over the counts an `exec` of this process carried (`<pid>;<carry>`, checked by
+/// [`rules::carried_for`] and [`SelfCount::adopt`]); a value for another process (left by hand
+/// in the environment) is ignored, a bad one refused with one line that says why.
+fn adopt(count: &mut SelfCount, carried: &OsString, pid: i32) {
+    let taken = rules::carried_for(carried.as_encoded_bytes(), pid)
+        .and_then(|rest| rest.map_or(Ok(()), |r| count.adopt(r).map_err(|e| e.to_string())));
+    if let Err(e) = taken {
         perfcompat::stderr_line!(
-            "perfcompat: {CARRY_VAR}: {e}; counting from this image of the program on"
+            "perfcompat: {CARRY_VAR}: {e}; refused, counting from this image of the program on"
         );
     }
 }
@@ -331,11 +316,62 @@ pub(crate) fn end(status: Status) {
     }
 }
 
+/// libperfcompat-preload's `_exit` and `_Exit` (capi/preload/preload.c): the process ends with
+/// `status` without its exit handlers; the report first, if this process counts. A private
+/// entry point (version `PERFCOMPAT_PRIVATE_1`): no program calls it. Async-signal-safe.
+#[no_mangle]
+pub extern "C" fn perfcompat_preload_end(status: c_int) {
+    ffi_boundary("_exit", || end(Status::Exited(status)));
+}
+
+/// The C library's `execve` or `execvpe`, which libperfcompat-preload passes to
+/// [`perfcompat_preload_exec`].
+pub type ExecFn =
+    unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+
+/// libperfcompat-preload's `exec` functions (capi/preload/preload.c): `real(file, argv, envp)`
+/// (the C library's `execve` when `search` is 0, its `execvpe` otherwise), in the counting
+/// process with the counts carried into the new image or reported first (see the module's
+/// documentation); when the exec fails (it returned), counting goes on, `errno` kept. A
+/// private entry point (version `PERFCOMPAT_PRIVATE_1`): no program calls it.
+///
+/// # Safety
+/// As `execve(2)`/`execvpe(3)`; `real` is a function of that signature.
+#[no_mangle]
+pub unsafe extern "C" fn perfcompat_preload_exec(
+    file: *const c_char,
+    search: c_int,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    real: ExecFn,
+) -> c_int {
+    let lookup = if search != 0 {
+        Lookup::Search
+    } else {
+        Lookup::Path
+    };
+    ffi_boundary("exec", || {
+        // SAFETY: the caller's arguments.
+        unsafe { exec(file, lookup, envp, |env| real(file, argv, env)) }
+    })
+}
+
 impl Session {
     /// Read the counts and write the report. Async-signal-safe: the counts and the text are
     /// on the stack, written with `write(2)`.
     fn report(&self, status: Status) {
-        let mut out = Out::new(self.stderr);
+        let mut readings = [Reading::default(); MAX_READINGS];
+        let read = self.count.readings(&mut readings);
+        self.write_report(&readings, read, status);
+    }
+
+    /// Write the report of the counts `read` (how many of `readings` were read).
+    fn write_report(&self, readings: &[Reading], read: perfcompat::Result<usize>, status: Status) {
+        // Nowhere that is still the library's: nothing is written (a program that closed
+        // both its standard error and the library's copy; PERFCOMPAT_PRELOAD_OUTPUT is the
+        // way to a report for those).
+        let mut out = Out::new(self.stderr.fd().unwrap_or(-1));
+        let stderr = out.fd;
         if let Some(path) = &self.output {
             // SAFETY: a NUL-terminated path.
             let fd = unsafe {
@@ -356,47 +392,55 @@ impl Session {
                 out.flush();
             }
         }
-        let mut readings = [Reading::default(); MAX_READINGS];
-        let _ = match self.count.readings(&mut readings) {
+        let _ = match read {
             Ok(n) => self.count.write_report(&mut out, &readings[..n], status),
-            Err(e) => writeln!(
-                out,
-                "perfcompat: PERFCOMPAT_PRELOAD_EVENTS: cannot read the counts: {e}"
-            ),
+            Err(e) => writeln!(out, "perfcompat: {EVENTS_VAR}: cannot read the counts: {e}"),
         };
         out.flush();
-        if out.fd != self.stderr && out.fd != 2 {
+        if out.fd != stderr && out.fd >= 0 {
             // SAFETY: the report file opened above.
             unsafe { libc::close(out.fd) };
         }
     }
 
-    /// What an `exec` of this process with the environment `envp` does with the counts: `Some`
-    /// (the `PERFCOMPAT_PRELOAD_CARRY=...` entry for it) to carry them into the new image,
-    /// `None` when the report was written now instead, because the new image would not take
-    /// them over.
+    /// What an `exec` of this process of `file` (named as `lookup` says) with the environment
+    /// `envp` does with the counts: `Some` (the `PERFCOMPAT_PRELOAD_CARRY=...` entry for it)
+    /// to carry them into the new image, `None` when the report was written now instead,
+    /// because the new image would not take them over or a counter could not be read.
     ///
     /// # Safety
-    /// `path` is NULL or a C string; `envp` is NULL or a NULL-terminated array of C strings.
+    /// `file` is NULL or a C string; `envp` is NULL or a NULL-terminated array of C strings.
     unsafe fn before_exec(
         &self,
-        path: *const c_char,
+        file: *const c_char,
+        lookup: Lookup,
         envp: *const *const c_char,
     ) -> Option<CString> {
         // SAFETY: the caller's promise.
-        let same_events = unsafe { env_entry(envp, EVENTS_VAR.to_bytes()) }
-            .is_some_and(|v| v.trim_ascii() == self.events.trim().as_bytes());
-        // SAFETY: as above.
-        let preloaded = unsafe { env_entry(envp, b"LD_PRELOAD") }.is_some_and(|v| !v.is_empty());
-        // SAFETY: as above.
-        if !same_events || !preloaded || unsafe { privileged(path) } {
-            self.report(Status::Exited(0));
-            return None;
-        }
+        let entries = unsafe { entries(envp) };
+        let name = if file.is_null() {
+            &b""[..]
+        } else {
+            // SAFETY: as above.
+            unsafe { CStr::from_ptr(file) }.to_bytes()
+        };
+        // The C library searches the calling process's PATH (not the new environment's).
+        let path_var = std::env::var_os("PATH");
+        let decision = decide(
+            name,
+            lookup,
+            path_var.as_ref().map(|p| p.as_encoded_bytes()),
+            entries.iter().copied(),
+            &self.events,
+        );
         let mut readings = [Reading::default(); MAX_READINGS];
-        let Ok(n) = self.count.readings(&mut readings) else {
-            self.report(Status::Exited(0));
-            return None;
+        let read = self.count.readings(&mut readings);
+        let n = match read {
+            Ok(n) if decision == Decision::Carry && readings[..n].iter().all(|r| !r.lost) => n,
+            _ => {
+                self.write_report(&readings, read, Status::Exited(0));
+                return None;
+            }
         };
         let value = self.count.carry(&readings[..n]);
         CString::new(format!(
@@ -407,44 +451,24 @@ impl Session {
     }
 }
 
-/// The value of `name` in the environment array `envp`.
+/// The entries of the environment array `envp` (`NAME=value`).
 ///
 /// # Safety
 /// `envp` is NULL or a NULL-terminated array of C strings that outlive the result.
-pub(crate) unsafe fn env_entry<'a>(envp: *const *const c_char, name: &[u8]) -> Option<&'a [u8]> {
-    if envp.is_null() {
-        return None;
-    }
+unsafe fn entries<'a>(envp: *const *const c_char) -> Vec<&'a [u8]> {
+    let mut out = Vec::new();
     let mut p = envp;
     // SAFETY: the caller's promise: entries up to the NULL one.
-    while let Some(e) = unsafe { p.as_ref() }.filter(|e| !e.is_null()) {
+    while let Some(e) = (!p.is_null())
+        .then(|| unsafe { *p })
+        .filter(|e| !e.is_null())
+    {
         // SAFETY: a C string.
-        let entry = unsafe { CStr::from_ptr(*e) }.to_bytes();
-        if let Some(v) = entry
-            .strip_prefix(name)
-            .and_then(|rest| rest.strip_prefix(b"="))
-        {
-            return Some(v);
-        }
+        out.push(unsafe { CStr::from_ptr(e) }.to_bytes());
         // SAFETY: still within the array.
         p = unsafe { p.add(1) };
     }
-    None
-}
-
-/// Whether the file `path` is setuid or setgid: its image ignores the environment variables
-/// (glibc's `AT_SECURE`, and the library's), so counts carried to it would be lost.
-///
-/// # Safety
-/// `path` is NULL or a C string.
-unsafe fn privileged(path: *const c_char) -> bool {
-    if path.is_null() {
-        return false;
-    }
-    // SAFETY: plain data, filled by the kernel.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a C string and a valid stat buffer.
-    unsafe { libc::stat(path, &mut st) == 0 && st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0 }
+    out
 }
 
 /// `envp` without any `PERFCOMPAT_PRELOAD_CARRY` entry and with `carry` added, NULL-terminated.
@@ -477,9 +501,10 @@ unsafe fn with_carry(envp: *const *const c_char, carry: &CString) -> Vec<*const 
 /// module's documentation); when the exec fails (it returned), counting goes on.
 ///
 /// # Safety
-/// `path` is NULL or a C string; `envp` is NULL or a NULL-terminated array of C strings.
-pub(crate) unsafe fn exec(
-    path: *const c_char,
+/// `file` is NULL or a C string; `envp` is NULL or a NULL-terminated array of C strings.
+unsafe fn exec(
+    file: *const c_char,
+    lookup: Lookup,
     envp: *const *const c_char,
     run: impl FnOnce(*const *const c_char) -> c_int,
 ) -> c_int {
@@ -487,7 +512,7 @@ pub(crate) unsafe fn exec(
         return run(envp);
     };
     // SAFETY: the caller's promise.
-    let Some(carry) = (unsafe { session.before_exec(path, envp) }) else {
+    let Some(carry) = (unsafe { session.before_exec(file, lookup, envp) }) else {
         return run(envp); // reported: the session stays claimed
     };
     // SAFETY: as above.
@@ -529,10 +554,10 @@ struct Out {
 }
 
 impl Out {
-    /// Standard error's copy `stderr`, or standard error itself when there is none.
-    fn new(stderr: c_int) -> Out {
+    /// Writing to `fd` (-1: nowhere, the text is dropped).
+    fn new(fd: c_int) -> Out {
         Out {
-            fd: if stderr >= 0 { stderr } else { 2 },
+            fd,
             buf: [0; 2048],
             len: 0,
         }
@@ -551,6 +576,10 @@ impl Out {
     }
 
     fn flush(&mut self) {
+        if self.fd < 0 {
+            self.len = 0;
+            return;
+        }
         let mut done = 0;
         while done < self.len {
             // SAFETY: the initialised part of the buffer.
@@ -578,49 +607,5 @@ impl fmt::Write for Out {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         self.bytes(s.as_bytes());
         Ok(())
-    }
-}
-
-/// The arguments of an `exec` as the C library takes them, for the interposers: `environ`.
-pub(crate) fn environ() -> *const *const c_char {
-    extern "C" {
-        static environ: *const *const c_char;
-    }
-    // SAFETY: the C library's variable, read once.
-    unsafe { environ }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{options, HANDOFF_VAR};
-
-    #[test]
-    fn the_handoff_variable_is_the_engines() {
-        assert_eq!(
-            HANDOFF_VAR.to_str().unwrap(),
-            perfcompat::api::perfex::HANDOFF_VAR
-        );
-    }
-
-    #[test]
-    fn values() {
-        let o = options(" 0, 25", Vec::new()).unwrap();
-        assert_eq!((o.events, o.all, o.spec), (vec![0, 25], false, None));
-        assert!(options("all", Vec::new()).unwrap().all);
-        // Numbers only: R10000 events, refused as before when they are not.
-        for bad in ["32", "0,,1", "-1", "40"] {
-            assert!(options(bad, Vec::new()).is_err(), "{bad}");
-        }
-        // Anything else is an event specification, checked when counting starts.
-        for spec in [
-            "page-faults,task-clock",
-            "pic0=page-faults",
-            "cycles",
-            "0,3,x",
-        ] {
-            let o = options(spec, Vec::new()).unwrap();
-            assert_eq!(o.spec.as_deref(), Some(spec));
-            assert!(o.events.is_empty() && !o.all);
-        }
     }
 }

@@ -66,7 +66,7 @@ fn path() -> String {
 
 /// Run `argv` under the preloaded installed library counting `events`.
 fn preloaded(argv: &[&str], events: &str, dir: &Path) -> Output {
-    let lib = installed_prefix().join("lib/libperfex.so.1");
+    let lib = installed_prefix().join("lib/libperfcompat-preload.so.1");
     let map = event_map();
     let path = path();
     let env = [

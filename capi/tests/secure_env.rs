@@ -22,15 +22,6 @@ use std::process::Command;
 
 use common::{compile, lib_dir, repo, skip};
 
-/// A directory every user can enter, removed when dropped.
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn write(path: &Path, text: &str, mode: u32) {
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -38,23 +29,10 @@ fn write(path: &Path, text: &str, mode: u32) {
 
 #[test]
 fn a_setuid_program_ignores_the_librarys_environment_and_shows_no_file() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || Command::new("setpriv").arg("--version").output().is_err()
-    {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI runs as root with setpriv (util-linux): this test must run there"
-        );
-        skip("not root, or no setpriv: the setuid program is not tried");
+    if !common::can_run_as_nobody("the setuid program") {
         return;
     }
-    let dir = Dir(PathBuf::from(format!(
-        "/tmp/perfcompat-secure-{}",
-        std::process::id()
-    )));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir(&dir.0).unwrap();
-    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = common::PublicDir::new("secure");
     let d = &dir.0;
     std::fs::copy(
         lib_dir().join("libperfcompat_capi.so"),

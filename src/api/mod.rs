@@ -11,11 +11,14 @@
 //! - [`costs`]: libperfex's cost tables, time estimates and statistics (`print_costs`,
 //!   `perfex -y`);
 //! - [`threads`]: what a new thread does before its start routine (libperfex's hand-over and
-//!   libcpc inheritance).
+//!   libcpc inheritance);
+//! - [`preload`]: counting a program from the outside (`PERFCOMPAT_PRELOAD_EVENTS`): the
+//!   variables, what an `exec` does with the counts, the report's descriptor.
 
 pub mod costs;
 pub mod cpc;
 pub mod pctx;
 pub mod perfex;
 pub mod pfm;
+pub mod preload;
 pub mod threads;

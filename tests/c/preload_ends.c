@@ -14,7 +14,10 @@
  *                                   environment; execlp: through PATH)
  *   exec_fail                       an execv that fails, then <pages> more, then return
  *   exec_unpreloaded                execve itself as "preload_ends return PAGES" with an
- *                                   environment without LD_PRELOAD */
+ *                                   environment without LD_PRELOAD
+ *   execvp_suid, execlp_suid, execvpe_suid
+ *                                   exec "preload_ends_suid return PAGES" found through PATH
+ *                                   (a set-user-ID copy, capi/tests/preload_hostile.rs) */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -96,6 +99,19 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(m, "execlp")) {
         execlp("preload_ends_again", "preload_ends_again", "return", argv[2], (char *)NULL);
+        return 4;
+    }
+    if (!strcmp(m, "execvp_suid") || !strcmp(m, "execvpe_suid")) {
+        extern char **environ;
+        char *args[] = {"preload_ends_suid", "return", argv[2], NULL};
+        if (!strcmp(m, "execvp_suid"))
+            execvp(args[0], args);
+        else
+            execvpe(args[0], args, environ);
+        return 4;
+    }
+    if (!strcmp(m, "execlp_suid")) {
+        execlp("preload_ends_suid", "preload_ends_suid", "return", argv[2], (char *)NULL);
         return 4;
     }
     if (!strcmp(m, "exec_unpreloaded")) {

@@ -332,3 +332,27 @@ pub fn unread_pipe() -> std::process::Stdio {
         std::process::Stdio::from(OwnedFd::from_raw_fd(p[1]))
     }
 }
+
+/// Run `cmd` (standard output and error piped, guarded), killed after `limit`: its output, or
+/// `None` when it was still running then and had to be killed.
+pub fn output_within(
+    cmd: &mut std::process::Command,
+    limit: std::time::Duration,
+) -> Option<std::process::Output> {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .guarded()
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Some(child.wait_with_output().unwrap())
+}

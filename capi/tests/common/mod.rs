@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 #[path = "../../../tests/common/mod.rs"]
 mod engine;
 #[allow(unused_imports)]
-pub use engine::{fail_fast, have_tool, say, skip, Guarded};
+pub use engine::{fail_fast, have_tool, output_within, say, skip, Guarded};
 
 /// The repository's root.
 pub fn repo() -> PathBuf {
@@ -101,32 +101,54 @@ pub fn link_args() -> Vec<String> {
 pub fn pfcntr_dir() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = tmp().join("pfcntr-build");
-        std::fs::create_dir_all(&dir).unwrap();
-        // Written under another name and renamed: a program of an earlier test binary that
-        // still runs keeps the file it loaded.
-        let part = dir.join(format!("libpfcntr.so.1.part-{}", std::process::id()));
-        compile(
-            Command::new("cc")
-                .args(["-std=c99", "-O2", "-shared", "-fPIC"])
-                .args(["-Wall", "-Wextra", "-Wpedantic", "-Werror", "-o"])
-                .arg(&part)
-                .arg(repo().join("capi/pfcntr/pfcntr.c"))
-                .args(["-Wl,-soname,libpfcntr.so.1", "-Wl,--no-undefined"])
-                .arg(format!(
-                    "-Wl,--version-script={}",
-                    repo().join("capi/pfcntr/pfcntr.map").display()
-                ))
-                .args(link_args()),
-            "capi/pfcntr/pfcntr.c",
-        );
-        std::fs::rename(&part, dir.join("libpfcntr.so.1")).unwrap();
+        let dir = c_library("pfcntr", "libpfcntr.so.1");
         let link = dir.join("libpfcntr.so");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink("libpfcntr.so.1", &link).unwrap();
         dir
     })
     .clone()
+}
+
+/// libperfcompat-preload, the library that `LD_PRELOAD` names with `PERFCOMPAT_PRELOAD_EVENTS`
+/// (`capi/preload/preload.c`: `_exit`, `_Exit` and the `exec` functions), built fresh against
+/// [`lib_dir`]'s library as [`pfcntr_dir`] builds libpfcntr. Returns its path.
+pub fn preload_lib() -> PathBuf {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        c_library("preload", "libperfcompat-preload.so.1").join("libperfcompat-preload.so.1")
+    })
+    .clone()
+}
+
+/// Build `capi/<name>/<name>.c` with its version script `<name>.map` as the shared library
+/// `soname`, against [`lib_dir`]'s library (found through the rpath), into a directory of
+/// its own; returns that directory.
+fn c_library(name: &str, soname: &str) -> PathBuf {
+    let dir = tmp().join(format!("{name}-build"));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Written under another name and renamed: a program of an earlier test binary that still
+    // runs keeps the file it loaded.
+    let part = dir.join(format!("{soname}.part-{}", std::process::id()));
+    let src = format!("capi/{name}/{name}.c");
+    compile(
+        Command::new("cc")
+            .args(["-std=c99", "-O2", "-shared", "-fPIC"])
+            .args(["-Wall", "-Wextra", "-Wpedantic", "-Werror", "-o"])
+            .arg(&part)
+            .arg(repo().join(&src))
+            .arg(format!("-Wl,-soname,{soname}"))
+            .arg("-Wl,--no-undefined")
+            .arg(format!(
+                "-Wl,--version-script={}",
+                repo().join(format!("capi/{name}/{name}.map")).display()
+            ))
+            .args(link_args())
+            .arg("-ldl"),
+        &src,
+    );
+    std::fs::rename(&part, dir.join(soname)).unwrap();
+    dir
 }
 
 /// The linker arguments of a program that uses `/dev/pfcntr`: `-lpfcntr` ([`pfcntr_dir`]) and
@@ -479,3 +501,41 @@ pub fn fortran_module(dir: &Path) {
 
 /// What every Fortran source is compiled with.
 pub const GFORTRAN_FLAGS: [&str; 5] = ["-Wall", "-Wextra", "-Werror", "-fcheck=all", "-g"];
+
+/// A directory under /tmp every user can enter (for a program run as `nobody`), made afresh
+/// and removed when dropped.
+pub struct PublicDir(pub PathBuf);
+
+impl PublicDir {
+    /// `/tmp/perfcompat-<tag>-<pid>`, mode 0755.
+    pub fn new(tag: &str) -> PublicDir {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = PathBuf::from(format!("/tmp/perfcompat-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        PublicDir(dir)
+    }
+}
+
+impl Drop for PublicDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Whether this test may run a program as `nobody` (root, with `setpriv`); after a SKIPPED line
+/// naming `what` when not (CI runs as root with setpriv: there it must).
+pub fn can_run_as_nobody(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 && Command::new("setpriv").arg("--version").output().is_ok()
+    {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI runs as root with setpriv (util-linux): this test must run there"
+    );
+    skip(&format!("not root, or no setpriv: {what} is not tried"));
+    false
+}

@@ -46,7 +46,7 @@ mod selfcount;
 use counting::{bind_counters, read_counts, totals, PerThread};
 
 pub(crate) use report::{json_num, json_str};
-pub use selfcount::{Reading, SelfCount, MAX_READINGS};
+pub use selfcount::{preload_options, Reading, SelfCount, MAX_READINGS};
 
 /// What to count and how.
 #[derive(Debug, Clone, Default)]
@@ -474,6 +474,7 @@ mod tests {
             raw: 1000,
             enabled_ns: 50,
             running_ns: 25,
+            lost: false,
         }];
         let value = count.carry(&carried);
         let mut next = SelfCount::start(&opts).unwrap();
@@ -493,9 +494,20 @@ mod tests {
             "1;1:2;c",
             "1;1:2:3,4:5:6;c",
             "1;1:2:3;%zz",
+            // Issue 44 item 8: values that would wrap or mislead.
+            "1;18446744073709551615:2:1;c",
+            "1;1:18446744073709551615:1;c",
+            "1;1:1:2;c",
+            "-9223372036854775808;1:2:1;c",
+            "9223372036854775807;1:2:1;c",
         ] {
             assert!(next.adopt(bad).is_err(), "{bad:?}");
         }
+        let long = format!("1;1:2:1;{}", "a".repeat(3 * CARRIED_COMMAND_MAX + 4));
+        assert!(next.adopt(&long).is_err());
+        // An escape sequence in a carried command is shown escaped.
+        next.adopt("1;1:2:1;a%1B[31m").unwrap();
+        assert_eq!(next.command, "a\\x1B[31m");
         // A command longer than the carried limit is cut, at a character boundary.
         let long = Options {
             command: vec!["\u{e9}".repeat(CARRIED_COMMAND_MAX).into()],
@@ -505,6 +517,29 @@ mod tests {
         let mut next = SelfCount::start(&long).unwrap();
         next.adopt(&count.carry(&carried)).unwrap();
         assert!(next.command.ends_with("...") && next.command.len() < count.command.len());
+    }
+
+    /// What a `PERFCOMPAT_PRELOAD_EVENTS` value stands for.
+    #[test]
+    fn preload_values() {
+        let o = preload_options(" 0, 25", Vec::new()).unwrap();
+        assert_eq!((o.events, o.all, o.spec), (vec![0, 25], false, None));
+        assert!(preload_options("all", Vec::new()).unwrap().all);
+        // Numbers only: R10000 events, refused as before when they are not.
+        for bad in ["32", "0,,1", "-1", "40"] {
+            assert!(preload_options(bad, Vec::new()).is_err(), "{bad}");
+        }
+        // Anything else is an event specification, checked when counting starts.
+        for spec in [
+            "page-faults,task-clock",
+            "pic0=page-faults",
+            "cycles",
+            "0,3,x",
+        ] {
+            let o = preload_options(spec, Vec::new()).unwrap();
+            assert_eq!(o.spec.as_deref(), Some(spec));
+            assert!(o.events.is_empty() && !o.all);
+        }
     }
 
     #[test]

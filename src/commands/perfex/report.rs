@@ -17,6 +17,21 @@ pub(super) fn command_line(command: &[OsString]) -> String {
         .join(" ")
 }
 
+/// `command` with its control characters (C0, DEL and C1) shown as `\xNN`, so that the
+/// report's first line is one line of text whatever the program's arguments hold: an escape
+/// sequence would otherwise reach the terminal whole (issue 44 item 8; the `perfex` command's report shows it the same way).
+pub(super) fn printable_command(command: &str) -> String {
+    let mut s = String::with_capacity(command.len());
+    for c in command.chars() {
+        if c.is_control() {
+            let _ = write!(s, "\\x{:02X}", c as u32);
+        } else {
+            s.push(c);
+        }
+    }
+    s
+}
+
 /// Whether counting covers kernel mode, as the report's header says: `-k` for R10000 events,
 /// every request's mode for a specification.
 pub(super) fn kernel_mode(opts: &Options, counting: &[Counting]) -> bool {
@@ -161,7 +176,7 @@ impl Outcome {
         let flavor = costs.map_or(Flavor::Host, |t| t.flavor);
         let mut s = format!(
             "Summary for execution of {}{}",
-            self.command.join(" "),
+            printable_command(&self.command.join(" ")),
             header_rest(&self.backend, self.kernel, self.all)
         );
         for t in &self.threads {
