@@ -45,7 +45,21 @@ impl BoundSet {
         } else {
             self.group.read(&mut raw[..self.n])
         };
-        r.map_err(read_error)
+        r.map_err(|e| self.read_failed(e))
+    }
+
+    /// The error of a failed counter read (`errno`): a closed descriptor when the read failed
+    /// because the program closed it (`EBADF`), or read something that is not the counter
+    /// (`EIO`: a read of the wrong size), which the backend's check then confirms.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn read_failed(&self, errno: i32) -> Error {
+        if matches!(errno, libc::EBADF | libc::EIO | libc::EINVAL) {
+            if let Err(e) = self.check_descriptors() {
+                return e;
+            }
+        }
+        read_error(errno)
     }
 
     /// Write each request's 64-bit virtual value into `out[..len()]`.
@@ -99,6 +113,9 @@ impl BoundSet {
         if self.gone() {
             return Err(Error::NotBound);
         }
+        if self.lost() {
+            return Err(self.read_failed(libc::EBADF));
+        }
         if self.notify != 0 && !self.is_frozen() {
             self.take_unsignalled();
         }
@@ -127,7 +144,7 @@ impl BoundSet {
                 // not copied through a buffer of their own.
                 let n = self.n;
                 let out = &mut out[..n];
-                times = d.read(out).map_err(read_error)?;
+                times = d.read(out).map_err(|e| self.read_failed(e))?;
                 virtualize(out, &self.base, &self.origin);
             } else {
                 // Most sets are small: zeroing a 64-value buffer on every sample showed in
