@@ -48,13 +48,14 @@ impl BoundSet {
         r.map_err(|e| self.read_failed(e))
     }
 
-    /// The error of a failed counter read (`errno`): a closed descriptor when the read failed
-    /// because the program closed it (`EBADF`), or read something that is not the counter
-    /// (`EIO`: a read of the wrong size), which the backend's check then confirms.
+    /// The error of a failed counter read (`errno`): a closed descriptor when the backend's
+    /// check finds the program closed it (the read's `EBADF`) or put something else at its
+    /// number (`EIO`, a read of the wrong size; `EAGAIN`, an empty pipe that does not block;
+    /// whatever another file says). Not for `ESRCH`: the target is gone, its counter is not.
     #[cold]
     #[inline(never)]
     pub(super) fn read_failed(&self, errno: i32) -> Error {
-        if matches!(errno, libc::EBADF | libc::EIO | libc::EINVAL) {
+        if errno != libc::ESRCH {
             if let Err(e) = self.check_descriptors() {
                 return e;
             }

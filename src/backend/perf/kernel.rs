@@ -358,6 +358,17 @@ mod tests {
     use sys::bindings as b;
 
     #[test]
+    fn counter_descriptors_go_near_the_top_of_the_limit_and_no_higher_than_4096() {
+        assert_eq!(relocation_base(1024), Some(896));
+        assert_eq!(relocation_base(4096), Some(3584));
+        assert_eq!(relocation_base(1 << 20), Some(3584));
+        assert_eq!(relocation_base(u64::MAX), Some(3584));
+        assert_eq!(relocation_base(64), Some(56));
+        assert_eq!(relocation_base(63), None);
+        assert_eq!(relocation_base(0), None);
+    }
+
+    #[test]
     fn arm64_counter_numbers_name_their_registers() {
         for n in 0..31 {
             assert_eq!(
