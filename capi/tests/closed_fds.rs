@@ -99,3 +99,8 @@ fn libperfex_after_the_program_closed_the_counters_fails_and_leaves_its_pipe() {
 fn the_programs_pipe_at_the_counters_numbers_is_never_read_polled_or_closed() {
     run_both("dup2");
 }
+
+#[test]
+fn an_overflow_restarted_from_sigemt_after_the_close_fails_without_hanging_the_handler() {
+    run_both("overflow");
+}
