@@ -192,10 +192,10 @@ impl Kernel for Linux {
     }
 }
 
-/// Where [`relocate`] puts a counter's descriptor, for a soft `RLIMIT_NOFILE` of `limit`: the
-/// lowest free number from an eighth below the limit (capped at 4096: the kernel sizes a
-/// process's descriptor table to its highest number), so 896 under the usual 1024. `None` when
-/// the limit leaves no room above the low numbers a program uses.
+/// Where the perf backend moves a counter's descriptor to (issue 44 item 1), for a soft
+/// `RLIMIT_NOFILE` of `limit`: the lowest free number from an eighth below the limit (capped at
+/// 4096: the kernel sizes a process's descriptor table to its highest number), so 896 under the
+/// usual 1024. `None` when the limit leaves no room above the low numbers a program uses.
 pub fn relocation_base(limit: u64) -> Option<i32> {
     let lim = limit.min(4096);
     if lim < 64 {
