@@ -230,6 +230,14 @@ pub trait Group: Send + Sync {
         let _ = (index, distance);
         false
     }
+    /// A descriptor of the group that is no longer the counter it was (the program closed
+    /// it, and perhaps opened something else at its number), checked now without reading,
+    /// writing or waiting on it; `None` while every one is the group's. Once one is found, the
+    /// group makes no system call on its descriptors again, and closes only those still its
+    /// own. Async-signal-safe. Default: none (the emulated backends hold no descriptor).
+    fn lost_descriptor(&self) -> Option<i32> {
+        None
+    }
     /// Whether the overflow signal that carried `fd` belongs to this group.
     fn owns_fd(&self, fd: i32) -> bool {
         let _ = fd;

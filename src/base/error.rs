@@ -313,6 +313,14 @@ pub enum Error {
     },
     /// The calling thread has no bound libcpc set.
     NoCurrentSet,
+    /// A counter's descriptor is no longer the library's: the program closed it
+    /// (`close_range`, a loop of `close`, `dup2` over it), and perhaps opened something else
+    /// at its number. The set's counts are lost; its other calls fail the same way, and
+    /// unbinding it closes only the descriptors still its own. errno `EBADF`.
+    DescriptorClosed {
+        /// The descriptor's number.
+        fd: i32,
+    },
     /// A system call failed in a way not covered above.
     Os {
         /// What the engine was doing.
@@ -342,6 +350,7 @@ impl Error {
             Error::ProcessorTaken(_) => libc::EAGAIN,
             Error::PbindFailed { errno, .. } => *errno,
             Error::BadFile { .. } => libc::EINVAL,
+            Error::DescriptorClosed { .. } => libc::EBADF,
             Error::Os { errno, .. }
             | Error::FileUnreadable { errno, .. }
             | Error::CannotRun { errno, .. } => *errno,
@@ -502,6 +511,11 @@ impl fmt::Display for Error {
                 write!(f, "cannot move this thread to processor {cpu}")
             }
             Error::NoCurrentSet => write!(f, "the calling thread has no bound set"),
+            Error::DescriptorClosed { fd } => write!(
+                f,
+                "the counter's descriptor {fd} was closed by the program (close_range, close or \
+                 dup2 over it): its counts are lost; unbind the set and bind it again"
+            ),
             Error::Os { op, errno } => write!(
                 f,
                 "{op} failed: {}",

@@ -55,6 +55,10 @@ pub trait Watched: Send + Sync {
     fn gone(&self) -> bool;
     /// The descriptors to poll.
     fn overflow_fds(&self, out: &mut Vec<i32>);
+    /// Whether a descriptor of the binding is no longer its own (the program closed it, and
+    /// perhaps opened a pipe or a file at its number, which `poll` then reports): checked
+    /// without reading it, before anything else is done for a descriptor `poll` reported.
+    fn descriptor_lost(&self) -> bool;
     /// Whether an overflow record of `fd` waits for an overflow not yet handled.
     fn record_pending(&self, fd: i32) -> bool;
     /// Where the oldest record of `fd` not yet consumed starts (see the backends'
@@ -479,6 +483,12 @@ fn run() {
         for (p, set) in polled.iter().zip(&owners) {
             if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
                 // The event's thread is gone, or the descriptor is: poll it no more.
+                dead.push(p.fd);
+            } else if p.revents & libc::POLLIN != 0
+                && set.upgrade().is_some_and(|s| s.descriptor_lost())
+            {
+                // The program closed it and this is its own pipe or file now (issue 44 item
+                // 1): never read, and poll it no more (it would wake the watcher for ever).
                 dead.push(p.fd);
             } else if p.revents & libc::POLLIN != 0
                 && !suspects

@@ -1,7 +1,7 @@
 //! Binding a set: checking its requests against the backend, placing them on counters,
 //! programming the group, and the [`Binding`] handle that unbinds on drop.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::thread::{on_overflow_fd, on_overflow_unknown, register, unregister};
@@ -189,6 +189,7 @@ pub fn bind_tagged(
         running0: AtomicU64::new(0),
         gen: AtomicU64::new(0),
         detached: AtomicBool::new(false),
+        lost: AtomicI32::new(-1),
         quiet: AtomicBool::new(false),
         user_data: AtomicUsize::new(user_data),
         fork_gen: FORKS.load(Ordering::Relaxed),

@@ -44,7 +44,7 @@
 // them by request number reads better than zipping four iterators.
 #![allow(clippy::needless_range_loop)]
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use crate::backend::perf::DirectRead;
 use crate::backend::{BackendKind, Group};
@@ -187,6 +187,9 @@ pub struct BoundSet {
     // interval. Set with `gen_word`.
     gen: AtomicU64,
     detached: AtomicBool,
+    // A counter descriptor the program closed (issue 44 item 1): its number, or -1. Once set,
+    // every call fails with `Error::DescriptorClosed` and none reads the group again.
+    lost: AtomicI32,
     // The overflow signals of the notifying requests are off: the owner could not take them
     // (`BoundSet::unsignalled`).
     quiet: AtomicBool,

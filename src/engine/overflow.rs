@@ -182,6 +182,7 @@ impl BoundSet {
         if self.gone() {
             return Err(Error::NotBound);
         }
+        self.check_descriptors()?;
         self.write(|b| {
             if b.is_frozen() {
                 return Err(Error::WrongState("the counters are already stopped"));

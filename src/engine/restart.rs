@@ -238,9 +238,16 @@ impl BoundSet {
         if self.gone() {
             return Err(Error::NotBound);
         }
+        // The overflow's own restarts first: the one that takes effect where the group counts
+        // on reads the counter once (as the sample does, it trusts the descriptor's number,
+        // kept out of the program's reach: see `Group::lost_descriptor`), the one made ready at
+        // the freeze makes no system call.
         if self.restart_counting_on() || self.restart_ready() {
             return Ok(());
         }
+        // Every other restart checks first that the descriptors are still the counters, so it
+        // never stops, reads or re-arms a program's pipe or file (issue 44 item 1).
+        self.check_descriptors()?;
         self.write(|b| b.start_from_presets())
     }
 

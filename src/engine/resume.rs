@@ -16,6 +16,7 @@ impl BoundSet {
         if self.gone() {
             return Err(Error::NotBound);
         }
+        self.check_descriptors()?;
         self.write(|b| {
             if b.is_frozen() {
                 return Err(Error::WrongState("the counters are already stopped"));
@@ -48,6 +49,7 @@ impl BoundSet {
         if self.gone() {
             return Err(Error::NotBound);
         }
+        self.check_descriptors()?;
         self.write(|b| {
             if !b.is_frozen() {
                 return Err(Error::WrongState("the counters are already running"));

@@ -45,7 +45,22 @@ impl BoundSet {
         } else {
             self.group.read(&mut raw[..self.n])
         };
-        r.map_err(read_error)
+        r.map_err(|e| self.read_failed(e))
+    }
+
+    /// The error of a failed counter read (`errno`): a closed descriptor when the backend's
+    /// check finds the program closed it (the read's `EBADF`) or put something else at its
+    /// number (`EIO`, a read of the wrong size; `EAGAIN`, an empty pipe that does not block;
+    /// whatever another file says). Not for `ESRCH`: the target is gone, its counter is not.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn read_failed(&self, errno: i32) -> Error {
+        if errno != libc::ESRCH {
+            if let Err(e) = self.check_descriptors() {
+                return e;
+            }
+        }
+        read_error(errno)
     }
 
     /// Write each request's 64-bit virtual value into `out[..len()]`.
@@ -99,6 +114,9 @@ impl BoundSet {
         if self.gone() {
             return Err(Error::NotBound);
         }
+        if self.lost() {
+            return Err(self.read_failed(libc::EBADF));
+        }
         if self.notify != 0 && !self.is_frozen() {
             self.take_unsignalled();
         }
@@ -127,7 +145,7 @@ impl BoundSet {
                 // not copied through a buffer of their own.
                 let n = self.n;
                 let out = &mut out[..n];
-                times = d.read(out).map_err(read_error)?;
+                times = d.read(out).map_err(|e| self.read_failed(e))?;
                 virtualize(out, &self.base, &self.origin);
             } else {
                 // Most sets are small: zeroing a 64-value buffer on every sample showed in

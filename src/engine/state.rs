@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use super::bind::FORKS;
 use super::{gen_word, next_generation, BoundSet, EPOCH, FROZEN, RUNS_ON};
 use crate::backend::{BackendKind, Group};
+use crate::base::error::{Error, Result};
 use crate::base::set::Target;
 
 impl BoundSet {
@@ -148,9 +149,38 @@ impl BoundSet {
         })
     }
 
+    /// The error for a set whose counter descriptor the program closed, if one did: already
+    /// known, or found now by the backend's check ([`Group::lost_descriptor`]: one
+    /// `PERF_EVENT_IOC_ID` per descriptor on the perf backend, no read, no wait). Made before
+    /// every call that would use the descriptors other than the sample, which learns it from
+    /// its read's failure. Async-signal-safe.
+    ///
+    /// [`Group::lost_descriptor`]: crate::backend::Group::lost_descriptor
+    pub(super) fn check_descriptors(&self) -> Result<()> {
+        let fd = match self.lost.load(Ordering::Relaxed) {
+            -1 => match self.group.lost_descriptor() {
+                None => return Ok(()),
+                Some(fd) => {
+                    self.lost.store(fd, Ordering::Relaxed);
+                    fd
+                }
+            },
+            fd => fd,
+        };
+        Err(Error::DescriptorClosed { fd })
+    }
+
+    /// Whether a counter descriptor of the set was found closed by the program.
+    #[inline(always)]
+    pub(super) fn lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed) >= 0
+    }
+
     pub(super) fn detach(&self) {
         // After fork the descriptors still drive the parent's counters: only close ours.
         if !self.detached.swap(true, Ordering::AcqRel) && !self.inherited_from_parent() {
+            // A descriptor the program closed is not stopped (nor any of the group's after it).
+            let _ = self.check_descriptors();
             self.write(|b| b.group.stop());
             if self.notify != 0 {
                 crate::base::watch::unregister(self.id);

@@ -84,7 +84,10 @@ impl crate::base::watch::Watched for BoundSet {
         self.owner
     }
     fn gone(&self) -> bool {
-        BoundSet::gone(self)
+        BoundSet::gone(self) || self.lost()
+    }
+    fn descriptor_lost(&self) -> bool {
+        self.check_descriptors().is_err()
     }
     fn overflow_fds(&self, out: &mut Vec<i32>) {
         self.group.overflow_fds(out);

@@ -4,8 +4,8 @@
 
 use std::any::Any;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
 use perf_event_open_sys::bindings as b;
 
@@ -17,6 +17,9 @@ use crate::base::set::MAX_REQUESTS;
 /// One kernel group: the members of a set opened on one thread (or one CPU).
 pub(super) struct Unit {
     pub(super) fds: Vec<OwnedFd>,
+    /// Each member's event id (`PERF_EVENT_IOC_ID` at the open; 0 when the kernel gave none):
+    /// what proves a descriptor is still the counter ([`PerfGroup::lost_descriptor`]).
+    pub(super) ids: Vec<u64>,
     pub(super) mmaps: Option<rdpmc::Pages>,
     /// The overflow record rings of the notifying members (request index, ring); empty for
     /// inherited events, which the kernel does not let map.
@@ -107,6 +110,21 @@ pub struct PerfGroup {
     // Per request: the shortest kernel sampling period it is armed with (see
     // [`STORM_FLOOR_NS`]); 0 for none.
     pub(super) floor: [u64; MAX_REQUESTS],
+    // A descriptor of the group found no longer the counter it was (the program closed it,
+    // and perhaps opened something else at its number): that number, or -1. Once set, the
+    // group makes no system call on any of its descriptors again (issue 44 item 1).
+    pub(super) lost: AtomicI32,
+}
+
+/// `PERF_EVENT_IOC_ID` of `fd` through `kernel`: the event id, or `None` when `fd` is not a
+/// counter (a pipe, a file: `ENOTTY`; closed: `EBADF`). Never blocks, reads or writes the
+/// descriptor.
+pub(super) fn event_id(kernel: &dyn Kernel, fd: i32) -> Option<u64> {
+    let mut id = 0u64;
+    kernel
+        .ioctl(fd, b::ID as u64, &mut id as *mut u64 as usize)
+        .ok()
+        .map(|_| id)
 }
 
 /// The shortest time between two overflow interrupts of a clock request (`cpu-clock`,
@@ -205,6 +223,20 @@ impl PerfGroup {
         }
     }
 
+    /// Whether a descriptor of the group was found lost ([`Group::lost_descriptor`]): then
+    /// nothing is done on any of them.
+    #[inline(always)]
+    fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed) >= 0
+    }
+
+    /// Whether member `i`'s descriptor of unit `u` is still the counter opened there: its
+    /// event id is the one recorded at the open (a model kernel without ids: whether the
+    /// descriptor answers at all).
+    fn still_ours(&self, u: &Unit, i: usize) -> bool {
+        event_id(self.kernel, u.fds[i].as_raw_fd()) == Some(u.ids[i])
+    }
+
     /// The overflow ring of the member whose descriptor is `fd`.
     fn ring_of(&self, fd: i32) -> Option<&ring::Ring> {
         self.units.iter().find_map(|u| {
@@ -230,6 +262,9 @@ impl PerfGroup {
             if let Some(t) = p.read(out) {
                 return Ok(t);
             }
+        }
+        if self.is_lost() {
+            return Err(libc::EBADF);
         }
         // Not zeroed: only what the kernel wrote is read (zeroing 1 KiB on every sample showed
         // in the profile).
@@ -463,6 +498,9 @@ impl Group for PerfGroup {
     }
 
     fn stop(&self) {
+        if self.is_lost() {
+            return;
+        }
         for u in &self.units {
             let _ = self
                 .kernel
@@ -472,6 +510,9 @@ impl Group for PerfGroup {
 
     fn start(&self) {
         self.untouched.store(0, Ordering::Relaxed);
+        if self.is_lost() {
+            return;
+        }
         for u in &self.units {
             // Looked at before the leader's record is discarded.
             let refresh = self.limit_spent(u);
@@ -491,7 +532,7 @@ impl Group for PerfGroup {
     }
 
     fn arm(&self, index: usize, distance: Option<u64>) {
-        if self.notify & (1 << index) == 0 {
+        if self.notify & (1 << index) == 0 || self.is_lost() {
             return;
         }
         let d: u64 = self.kperiod(index, distance);
@@ -659,6 +700,9 @@ impl Group for PerfGroup {
     }
 
     fn set_signalled(&self, on: bool) {
+        if self.is_lost() {
+            return;
+        }
         let flags = if on {
             libc::O_ASYNC | libc::O_NONBLOCK
         } else {
@@ -682,7 +726,46 @@ impl Group for PerfGroup {
         })
     }
 
+    fn lost_descriptor(&self) -> Option<i32> {
+        let lost = self.lost.load(Ordering::Relaxed);
+        if lost >= 0 {
+            return Some(lost);
+        }
+        // The descriptors the group makes system calls on: the leader (read, stopped and
+        // started for the group) and the notifying members (re-armed, refreshed, their signal
+        // routed). The others are only closed, which checks each one (`Drop`).
+        for u in &self.units {
+            for i in 0..u.fds.len() {
+                if (i == 0 || self.notify & (1 << i) != 0) && !self.still_ours(u, i) {
+                    let fd = u.fds[i].as_raw_fd();
+                    self.lost.store(fd, Ordering::Relaxed);
+                    return Some(fd);
+                }
+            }
+        }
+        None
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+impl Drop for PerfGroup {
+    /// Close only the descriptors that are still the group's counters: a number the program
+    /// closed may be its own pipe or file by now, and closing that would lose its data
+    /// (issue 44 item 1). One `PERF_EVENT_IOC_ID` per descriptor.
+    fn drop(&mut self) {
+        let kernel = self.kernel;
+        for u in &mut self.units {
+            for (fd, id) in std::mem::take(&mut u.fds).into_iter().zip(&u.ids) {
+                if event_id(kernel, fd.as_raw_fd()) == Some(*id) {
+                    drop(fd);
+                } else {
+                    // Not ours any more: the number is left as it is.
+                    let _ = fd.into_raw_fd();
+                }
+            }
+        }
     }
 }

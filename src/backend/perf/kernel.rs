@@ -102,7 +102,7 @@ impl Kernel for Linux {
                 Err(errno())
             } else {
                 // SAFETY: a fresh fd we own.
-                Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+                Ok(relocate(unsafe { OwnedFd::from_raw_fd(fd) }))
             }
         };
         if !cfg!(target_arch = "aarch64") {
@@ -190,6 +190,57 @@ impl Kernel for Linux {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(2)
     }
+}
+
+/// Where the perf backend moves a counter's descriptor to (issue 44 item 1), for a soft
+/// `RLIMIT_NOFILE` of `limit`: the lowest free number from an eighth below the limit (capped at
+/// 4096: the kernel sizes a process's descriptor table to its highest number), so 896 under the
+/// usual 1024. `None` when the limit leaves no room above the low numbers a program uses.
+pub fn relocation_base(limit: u64) -> Option<i32> {
+    let lim = limit.min(4096);
+    if lim < 64 {
+        return None;
+    }
+    Some((lim - lim / 8) as i32)
+}
+
+/// Move a fresh counter descriptor to a high number ([`relocation_base`], close-on-exec kept),
+/// or leave it where it is when there is no room there.
+///
+/// # Why (issue 44 item 1)
+/// A program may close every descriptor from 3 on (`close_range(3, ~0U, 0)`, a loop closing
+/// 3..1023) while it counts and then open pipes and files, which take the lowest free numbers:
+/// the counter's old number, were it low. The sample's `read` of the counter cannot check
+/// first whose descriptor it is (one more system call: about 1.3× the sample), and a `read`
+/// of the program's pipe would block on it or take its bytes. Up here, the number the program
+/// closed stays closed (the `read` fails with `EBADF`, which the engine reports as a closed
+/// descriptor) unless the program holds about as many descriptors as its limit allows, or puts
+/// one at that number on purpose (`dup2`). Every other use of the descriptor checks it is still
+/// the counter first (`PERF_EVENT_IOC_ID`, see `PerfGroup::lost_descriptor`).
+fn relocate(fd: OwnedFd) -> OwnedFd {
+    use std::os::fd::AsRawFd;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return fd;
+    }
+    let Some(base) = relocation_base(lim.rlim_cur) else {
+        return fd;
+    };
+    if fd.as_raw_fd() >= base {
+        return fd;
+    }
+    // SAFETY: duplicates a descriptor we own; the copy is ours too.
+    let high = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, base) };
+    if high < 0 {
+        return fd;
+    }
+    // The low one is closed when `fd` drops.
+    // SAFETY: a fresh descriptor we own.
+    unsafe { OwnedFd::from_raw_fd(high) }
 }
 
 /// `config1` bit 1 of an arm64 PMU event: "let user space read this counter" (Linux 5.17 and
@@ -305,6 +356,17 @@ pub(super) fn rdpmc(_counter: u32) -> u64 {
 mod tests {
     use super::*;
     use sys::bindings as b;
+
+    #[test]
+    fn counter_descriptors_go_near_the_top_of_the_limit_and_no_higher_than_4096() {
+        assert_eq!(relocation_base(1024), Some(896));
+        assert_eq!(relocation_base(4096), Some(3584));
+        assert_eq!(relocation_base(1 << 20), Some(3584));
+        assert_eq!(relocation_base(u64::MAX), Some(3584));
+        assert_eq!(relocation_base(64), Some(56));
+        assert_eq!(relocation_base(63), None);
+        assert_eq!(relocation_base(0), None);
+    }
 
     #[test]
     fn arm64_counter_numbers_name_their_registers() {

@@ -706,7 +706,16 @@ impl Backend for PerfBackend {
             } else {
                 None
             };
-            units.push(Unit { fds, mmaps, rings });
+            let ids = fds
+                .iter()
+                .map(|f| group::event_id(self.kernel, f.as_raw_fd()).unwrap_or(0))
+                .collect();
+            units.push(Unit {
+                fds,
+                ids,
+                mmaps,
+                rings,
+            });
         }
         let inline_read = self.host && units.len() == 1;
         let armed: [AtomicU64; MAX_REQUESTS] = std::array::from_fn(|i| {
@@ -786,6 +795,7 @@ impl Backend for PerfBackend {
             limited: AtomicU64::new(limited),
             limit_armed: AtomicU64::new(0),
             floor,
+            lost: std::sync::atomic::AtomicI32::new(-1),
             single,
             units,
             n: reqs.len(),
