@@ -218,11 +218,14 @@ pub fn queue_overflow_signal(tid: i32, fd: i32) -> bool {
     }
 }
 
-/// Whether the program blocks the overflow signal on the calling thread (inside the library's
-/// own blocked scopes: the mask they saved; see [`crate::base::sigsafe::program_blocks`]).
-/// Async-signal-safe (at most one system call); not for the overflow handler.
+/// Whether the calling thread blocks the overflow signal. Async-signal-safe (one system call).
 pub fn blocked_here() -> bool {
-    crate::base::sigsafe::program_blocks(overflow_signal())
+    // SAFETY: a query of the calling thread's mask into a local.
+    unsafe {
+        let mut mask: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut mask) == 0
+            && libc::sigismember(&mask, overflow_signal()) == 1
+    }
 }
 
 /// The kernel's fallback for an overflow signal it could not queue (see

@@ -20,30 +20,6 @@ thread_local! {
     /// The [`SeqCount`] (its address) whose unblocked write window this thread has open
     /// ([`SeqCount::write_unblocked`]), 0 for none.
     static WINDOW: Cell<usize> = const { Cell::new(0) };
-    /// Signals 1-64 of the mask the outermost [`Blocked`] scope saved: the program's own while
-    /// the library blocks every signal (see [`program_blocks`]).
-    static PROGRAM_MASK: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Whether the program blocks signal `sig` (1-64) on the calling thread: its mask, or inside
-/// the library's [`Blocked`] scopes the mask the outermost one saved (the thread's own then
-/// says nothing of the program's). Not for the overflow handler, whose mask the program's
-/// interrupted context holds. One system call outside those scopes, none inside.
-pub fn program_blocks(sig: i32) -> bool {
-    if !(1..=64).contains(&sig) {
-        return false;
-    }
-    if blocked_by_library() {
-        return PROGRAM_MASK
-            .try_with(|m| m.get() & 1 << (sig - 1) != 0)
-            .unwrap_or(false);
-    }
-    // SAFETY: a query of the calling thread's mask into a local.
-    unsafe {
-        let mut mask: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut mask) == 0
-            && libc::sigismember(&mask, sig) == 1
-    }
 }
 
 /// Whether the library has every signal blocked on this thread now (inside a [`Blocked`] scope
@@ -76,10 +52,6 @@ impl Blocked {
             libc::pthread_sigmask(libc::SIG_BLOCK, &full, &mut old);
             old
         };
-        // SAFETY: a sigset_t is at least 8 bytes; its first word holds signals 1-64.
-        let first =
-            unsafe { std::ptr::read_unaligned((&old as *const libc::sigset_t).cast::<u64>()) };
-        PROGRAM_MASK.with(|m| m.set(first));
         ALL_BLOCKED.with(|d| d.set(1));
         Blocked { old: Some(old) }
     }

@@ -720,7 +720,9 @@ fn run() {
             std::thread::park_timeout(std::time::Duration::from_secs(1));
             continue;
         }
-        let timeout = if suspects.is_empty() && !held {
+        // Held signals are looked at every look, not every grace period: a thread that blocks
+        // SIGEMT for good would cost a look at `/proc` (its fdinfo) that often.
+        let timeout = if suspects.is_empty() {
             LOOK_MS
         } else {
             GRACE_MS
@@ -729,6 +731,16 @@ fn run() {
         let n = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, timeout) };
         if n < 0 {
             continue;
+        }
+        if n > 0 && crate::base::signal::signal_would_kill() {
+            // A record came: at once, before the grace period, for a lone counting leader
+            // whose next overflow comes without any call of the library's (issue 44 item 3).
+            for set in sets.iter().filter_map(Weak::upgrade) {
+                if !set.gone() && !set.quiet() {
+                    set.quieten();
+                    tell_taken_over();
+                }
+            }
         }
         let now = now_ms();
         let mut dead = Vec::new();

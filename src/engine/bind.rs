@@ -203,13 +203,13 @@ pub fn bind_tagged(
     // Before counting starts: the first one starts the watcher thread, whose creation costs
     // this thread page faults.
     if notify != 0 && thread_bound && !binding.kind.is_emulated() {
-        // A thread that blocks the overflow signal now would collect its signals, and carry
-        // them across an `execve` into a program that dies of them; an action that could end
-        // the process must not get one at all (issue 44 items 3 and 4): counting starts with
-        // the signals off, the overflows found from their records (the watcher turns the
-        // signals on once neither holds).
+        // An action of the overflow signal that could end the process must not get one
+        // (issue 44 item 3): counting starts with the signals off, the overflows found from
+        // their records (the watcher turns the signals on once the action is safe). A thread
+        // that blocks the signal here keeps it on: it may unblock it at once (its overflow is
+        // then handled where it unblocks); the watcher turns it off if it keeps it blocked.
         if crate::base::watch::register(binding.inner.clone())
-            && (crate::base::signal::blocked_here() || crate::base::signal::signal_would_kill())
+            && crate::base::signal::signal_would_kill()
         {
             binding.inner.quieten();
         }
