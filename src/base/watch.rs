@@ -433,10 +433,8 @@ fn tend_held() {
     tids.sort_unstable();
     tids.dedup();
     for (tid, sig) in tids {
-        let ready = match blocked_on(tid, sig) {
-            None => None,
-            Some(blocked) => Some(!blocked || waits_for(tid, sig)),
-        };
+        // None: the thread is gone.
+        let ready = blocked_on(tid, sig).map(|blocked| !blocked || waits_for(tid, sig));
         if ready == Some(false) {
             continue;
         }

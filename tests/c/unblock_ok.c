@@ -1,8 +1,8 @@
-/* The program that capi/tests/hostile_signal.rs execs from a libcpc program that blocked every
- * signal (issue 44 item 4): an image that never heard of the library. It unblocks every
- * signal (a signal left pending across the exec is delivered at once, at its default action:
- * a real-time signal ends the process), waits a moment, lists what is still pending and
- * prints OK. Not linked with the library. */
+/* The program that capi/tests/engine_signal.rs execs from a libcpc program that blocked every
+ * signal (tests/c/cpc_engine_signal.c exec-before and exec-after, issue 44 item 4): an image
+ * that never heard of the library. It unblocks every signal (a signal left pending across the
+ * exec is delivered at once, at its default action: a real-time signal ends the process),
+ * waits a moment, lists what is still pending and prints OK. Not linked with the library. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
