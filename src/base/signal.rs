@@ -188,6 +188,49 @@ pub fn flush_pending_overflow_signal() -> bool {
     true
 }
 
+/// Take every overflow signal pending on the calling thread off its queue, when the program
+/// blocks the signal there (issue 44 item 4): a thread can dequeue its own pending signals
+/// (`sigtimedwait` with a zero timeout), and one left there would survive an `execve` and end
+/// the next program. For a thread inside the library (its sample that found the overflow's
+/// record, its unbind): the overflows those signals report are handled from their records.
+/// Inside the library's own blocked scopes the program's mask is the one they saved (a
+/// signal the program does not block is taken by the handler when they end); nothing inside
+/// the overflow handler. Async-signal-safe; one or two system calls, more only for the
+/// signals taken.
+pub fn discard_pending_here() {
+    let blocks = if crate::base::sigsafe::blocked_by_library() {
+        // The program's mask, saved by the library's scope (its unbind runs in one).
+        crate::base::sigsafe::program_blocks(overflow_signal()).unwrap_or(false)
+    } else {
+        blocked_here()
+    };
+    if !blocks {
+        return;
+    }
+    // SAFETY: plain libc calls on local sets; a zero timeout never waits.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, overflow_signal());
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        if libc::sigpending(&mut pending) != 0
+            || libc::sigismember(&pending, overflow_signal()) != 1
+        {
+            return;
+        }
+        // Bounded: the queue holds at most the user's RLIMIT_SIGPENDING.
+        for _ in 0..100_000 {
+            if libc::sigtimedwait(&set, std::ptr::null_mut(), &zero) != overflow_signal() {
+                break;
+            }
+        }
+    }
+}
+
 /// Where `si_value` is in a siginfo: after `si_pid` and `si_uid` in the union.
 fn si_value_offset() -> usize {
     let union_at = (3 * std::mem::size_of::<i32>()).next_multiple_of(std::mem::align_of::<usize>());

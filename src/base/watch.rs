@@ -20,8 +20,35 @@
 //! keep a thread that was only descheduled or asleep inside one of the library's blocked
 //! sections, or a handler of the program's that passes the signal on, from being taken for
 //! one that cannot take the signal. A thread found blocking the signal has its binding's signals turned off
-//! (they would pile up in its queue) until the watcher sees it unblocked; meanwhile the sample
-//! takes waiting records itself (the engine's `take_unsignalled`).
+//! (they would pile up in its queue) until the watcher sees it unblocked; the sample takes a
+//! waiting record itself whatever the signal's state (the engine's `take_unsignalled`).
+//!
+//! Issue 44 (hostile programs), decided here:
+//! - **Nothing of the library's stays pending on a thread that blocks it** (item 4): a pending
+//!   signal survives `execve` and ends the next program at its default action, and the
+//!   library has no hook at `execve`. Each look, a binding whose signals are off (its owner
+//!   found blocking the signal) whose owner has the overflow signal pending has it discarded:
+//!   the signal's action is set to `SIG_IGN` and back (the kernel then drops it from every
+//!   thread's queue), and every other binding's record that waits, whose owner can take the
+//!   signal, gets its signal again (`SI_QUEUE`, the descriptor in `si_value`: the engine's
+//!   handler takes it as the kernel's). SIGEMT for a thread that blocks it and does not wait
+//!   for it (`rt_sigtimedwait` with SIGEMT in its set, seen in `/proc/self/task/<tid>/syscall`,
+//!   or a signalfd for SIGEMT in `/proc/self/fdinfo`) is held ([`hold_signal`]) and queued, in
+//!   order, when the thread unblocks it or waits for it. Limits: the owner is found blocking
+//!   the signal after three looks (some 100-150 ms), so an `execve` sooner still carries its
+//!   signal; an action the program sets during the discard's two `sigaction` calls is
+//!   overwritten; the SIGEMT the engine's handler queues because SIGEMT was blocked where the
+//!   overflow interrupted (the `sigtimedwait` user's case) is not held; at most 32 signals are
+//!   held at once (more are queued).
+//! - **An action of the signal that could end the process** (item 3): `SIG_DFL`, or a handler
+//!   of the program's with `SA_RESETHAND` (reset to `SIG_DFL` when the signal is delivered):
+//!   every binding's signals are turned off at each look, when a record wakes the watcher, and
+//!   before it handles a record (so before the program hears of the overflow and restarts),
+//!   and at the bind; they come back once the action is safe. Limit: a lone software-event
+//!   leader counts on at its overflow (the engine's fast path), so its second overflow's
+//!   signal comes with no call of the library's in between: if that is sooner than the
+//!   watcher's next look after the program put such a handler on, the process still ends; a
+//!   handler of the program's that passes the signal on to the engine's is seen the same way.
 //!
 //! The watcher blocks every signal, so no signal meant for the program lands on it, and it is
 //! created past the thread-creation hook, so it inherits no set. It holds no descriptor of its

@@ -251,6 +251,11 @@ impl Drop for Binding {
         self.inner.detach();
         if gettid() == self.inner.owner {
             unregister(&self.inner);
+            // The binding's overflow signals still queued on its thread, which blocks them,
+            // would survive an `execve` (issue 44 item 4); its watcher no longer looks.
+            if self.inner.notify != 0 {
+                crate::base::signal::discard_pending_here();
+            }
         }
         // Otherwise the owner thread sweeps its detached entries at its next bind, unbind or
         // exit; until then the stopped counters stay open.

@@ -83,10 +83,16 @@ impl BoundSet {
         if disposition != crate::base::signal::Disposition::Ours {
             crate::base::watch::tell_taken_over();
         }
-        if crate::base::signal::blocked_here() || crate::base::signal::signal_would_kill() {
+        let blocked = crate::base::signal::blocked_here();
+        if blocked || crate::base::signal::signal_would_kill() {
             self.quieten();
         }
         self.unsignalled(fd, false);
+        if blocked {
+            // The kernel's signals for this overflow (and any counted on after it) wait on
+            // this thread, which blocks them: nothing is left for them to do (item 4).
+            crate::base::signal::discard_pending_here();
+        }
         self.is_frozen()
     }
 }

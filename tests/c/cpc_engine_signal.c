@@ -26,6 +26,7 @@
  *   exec-before, exec-after  every signal blocked before (after) the bind; 1000 faults, 500 ms,
  *             then execl argv[2] (tests/c/unblock_ok.c, which unblocks every signal and prints
  *             OK): nothing of the library's may be pending there (item 4)
+ *   exec-unbind as exec-after, but unbound right after the faults and exec'd at once (item 4)
  * In the modes that block SIGRTMAX-2, at most 20 of it are left pending at the end (the
  * library turns the binding's signals off once it found them blocked). argv[2]: rounds
  * (default 100). Prints the first frozen value, "<n> notifications" and
@@ -108,7 +109,7 @@ int main(int argc, char **argv) {
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigaction(SIGEMT, &sa, NULL);
 
-    int execs = is(mode, "exec-before") || is(mode, "exec-after");
+    int execs = is(mode, "exec-before") || is(mode, "exec-after") || is(mode, "exec-unbind");
     if (execs && argc < 3) return 2;
     if (is(mode, "exec-before")) block_all();
     cpc_t *cpc = cpc_open(CPC_VER_CURRENT);
@@ -126,10 +127,15 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (execs) {
-        if (is(mode, "exec-after")) block_all();
+        if (!is(mode, "exec-before")) block_all();
         fault(1000);
-        /* Past the library's watcher's judgement of the waiting overflow (about 100 ms). */
-        sleep_ms(500);
+        if (is(mode, "exec-unbind")) {
+            /* Unbound at once: the library's watcher no longer looks at the binding. */
+            if (cpc_unbind(cpc, set) != 0) return 2;
+        } else {
+            /* Past the library's watcher's judgement of the waiting overflow (about 100 ms). */
+            sleep_ms(500);
+        }
         execl(argv[2], argv[2], (char *)NULL);
         perror("execl");
         return 2;
