@@ -34,9 +34,11 @@
 //!   handler takes it as the kernel's). SIGEMT for a thread that blocks it and does not wait
 //!   for it (`rt_sigtimedwait` with SIGEMT in its set, seen in `/proc/self/task/<tid>/syscall`,
 //!   or a signalfd for SIGEMT in `/proc/self/fdinfo`) is held ([`hold_signal`]) and queued, in
-//!   order, when the thread unblocks it or waits for it. Limits: the owner is found blocking
-//!   the signal after three looks (some 100-150 ms), so an `execve` sooner still carries its
-//!   signal; an action the program sets during the discard's two `sigaction` calls is
+//!   order, when the thread unblocks it or waits for it. A thread in the library takes its
+//!   own pending overflow signals off its queue itself when the program blocks them
+//!   (`crate::base::signal::discard_pending_here`: its sample that took the record, its
+//!   unbind). Limits: otherwise the owner is found blocking the signal after three looks
+//!   (some 100-150 ms), so an `execve` sooner, still bound, still carries its signal; an action the program sets during the discard's two `sigaction` calls is
 //!   overwritten; the SIGEMT the engine's handler queues because SIGEMT was blocked where the
 //!   overflow interrupted (the `sigtimedwait` user's case) is not held; at most 32 signals are
 //!   held at once (more are queued).

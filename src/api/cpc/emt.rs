@@ -212,6 +212,8 @@ pub fn send(tid: i32, pc: usize, mask: u64) {
     };
     // The watcher queues it from its own thread: Linux accepts only a negative si_code there.
     if hold && crate::base::watch::hold_signal(tid, sig, &info(sig, libc::SI_QUEUE, pc, mask).0) {
+        // Queued later from the watcher's thread: a direct delivery must look for it first.
+        SENT_TO_ANOTHER.store(true, Ordering::Relaxed);
         return;
     }
     queue(tid, pc, mask);
