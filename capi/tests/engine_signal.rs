@@ -5,13 +5,18 @@
 //! sample finds the kernel's overflow record when the signal could not be handled, and the
 //! library's watcher thread (src/base/watch.rs) handles it for a thread that waits. Before, the
 //! count ran on past the wrap and no SIGEMT came. `.ci/repeat` runs these 10 times in release.
+//!
+//! The hostile programs of issue 44 (items 2-4) are here too: a sample right after an overflow
+//! whose signal is blocked or taken over, a handler with `SA_RESETHAND` on the overflow
+//! signal, and an `execve` from a thread that blocks every signal.
 
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::OnceLock;
 
-use common::{c_program, run_output};
+use common::{c_program, compile, repo, run_output, tmp};
 
 fn program() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
@@ -68,4 +73,59 @@ fn engine_signal_ignored_freezes_and_notifies_and_is_reported_once() {
 fn engine_signal_replaced_freezes_and_notifies_and_is_reported_once() {
     let err = run("replaced", 30);
     assert_eq!(err.matches(TAKEN_OVER).count(), 1, "{err}");
+}
+
+/// Issue 44 item 2: a program that blocks the overflow signal, or takes it over, and samples at
+/// once after the overflow reads the frozen value, never the count past the wrap (before: 0x384,
+/// 900 past it, in the first round; every round when the signal was taken over).
+#[test]
+fn a_sample_right_after_an_unsignalled_overflow_is_frozen_at_the_wrap() {
+    run("blocked0", 20);
+    let err = run("replaced0", 20);
+    assert_eq!(err.matches(TAKEN_OVER).count(), 1, "{err}");
+}
+
+/// Issue 44 item 3: a handler of the program's with `SA_RESETHAND` on the overflow signal, put
+/// there after the bind: the kernel resets the signal to its default action at the first
+/// delivery, and the next overflow signal would end the process (before: killed by signal 62
+/// in the first round).
+#[test]
+fn a_resethand_handler_on_the_overflow_signal_neither_kills_nor_loses_an_overflow() {
+    run("resethand2", 10);
+    run("resethand", 10);
+}
+
+/// `tests/c/unblock_ok.c`, built without the library: the image the exec starts.
+fn unblock_ok() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = tmp().join("unblock_ok");
+        compile(
+            Command::new("cc")
+                .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-o"])
+                .arg(&out)
+                .arg(repo().join("tests/c/unblock_ok.c")),
+            "tests/c/unblock_ok.c",
+        );
+        out
+    })
+}
+
+/// Issue 44 item 4: a thread that blocks every signal (before or after its bind) overflows and,
+/// 500 ms later (or at once after unbinding), execs a program that unblocks every signal:
+/// nothing of the library's is pending there (before: signals 62 and 63 were, or 62 alone
+/// after the unbind, and it died of 62).
+#[test]
+fn nothing_of_the_librarys_is_left_pending_across_an_exec() {
+    let child = unblock_ok().to_str().unwrap().to_string();
+    for mode in ["exec-before", "exec-after", "exec-unbind"] {
+        let out = run_output(program(), "perf", &[mode, &child], &[]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stdout.trim_end() == "OK",
+            "{mode}: {:?}\n{stdout}\n{stderr}",
+            out.status
+        );
+    }
 }

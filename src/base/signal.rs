@@ -124,22 +124,140 @@ pub enum Disposition {
     Foreign,
 }
 
+/// The overflow signal's action now (`None` if it cannot be read). Async-signal-safe (one
+/// system call).
+fn action() -> Option<libc::sigaction> {
+    // SAFETY: a query of the disposition into a local.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        (libc::sigaction(overflow_signal(), std::ptr::null(), &mut act) == 0).then_some(act)
+    }
+}
+
 /// The overflow signal's disposition now. Async-signal-safe (one system call).
 pub fn disposition() -> Disposition {
-    // SAFETY: a query of the disposition into a local.
-    let h = unsafe {
-        let mut act: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(overflow_signal(), std::ptr::null(), &mut act) != 0 {
-            return Disposition::Foreign;
-        }
-        act.sa_sigaction
+    let Some(act) = action() else {
+        return Disposition::Foreign;
     };
+    let h = act.sa_sigaction;
     if h == on_overflow_signal as *const () as usize {
         Disposition::Ours
     } else if h == libc::SIG_IGN || h == libc::SIG_DFL {
         Disposition::Dropped
     } else {
         Disposition::Foreign
+    }
+}
+
+/// Whether an overflow signal sent now could end the process (issue 44 item 3): its action is
+/// `SIG_DFL` (a real-time signal's default action ends the process), or a handler installed
+/// with `SA_RESETHAND`, which the kernel puts back to `SIG_DFL` when it delivers the signal,
+/// so that the next one ends the process. The engine then turns its bindings' signals off and
+/// finds their overflows from the kernel's records (`crate::base::watch`). `SIG_IGN` and a
+/// handler without `SA_RESETHAND` are not: a signal sent there is discarded or handled.
+/// Async-signal-safe (one system call).
+pub fn signal_would_kill() -> bool {
+    action().is_some_and(|act| {
+        act.sa_sigaction == libc::SIG_DFL
+            || (act.sa_sigaction != libc::SIG_IGN && act.sa_flags & libc::SA_RESETHAND != 0)
+    })
+}
+
+/// Discard the overflow signal wherever it is pending in the process (issue 44 item 4): its
+/// action is set to `SIG_IGN` and put back at once, and the kernel drops an ignored signal
+/// from every thread's pending set, blocked or not (POSIX; Linux's `do_sigaction`). A thread
+/// that blocks the signal can carry a pending one across `execve`, where it ends the new
+/// program at its default action; no other thread can take it off that thread's queue.
+///
+/// Limits: an overflow signal sent to any thread between the two calls is lost too (the
+/// caller sends again for records still waiting: [`queue_overflow_signal`]), and an action
+/// the program sets between them is overwritten by the one read first. Returns false when the
+/// action could not be read (nothing was changed).
+pub fn flush_pending_overflow_signal() -> bool {
+    let _b = Blocked::all();
+    let Some(old) = action() else {
+        return false;
+    };
+    // SAFETY: sigaction with valid pointers: SIG_IGN, then the action read above.
+    unsafe {
+        let mut ign: libc::sigaction = std::mem::zeroed();
+        ign.sa_sigaction = libc::SIG_IGN;
+        libc::sigaction(overflow_signal(), &ign, std::ptr::null_mut());
+        libc::sigaction(overflow_signal(), &old, std::ptr::null_mut());
+    }
+    true
+}
+
+/// Take every overflow signal pending on the calling thread off its queue, when the program
+/// blocks the signal there (issue 44 item 4): a thread can dequeue its own pending signals
+/// (`sigtimedwait` with a zero timeout), and one left there would survive an `execve` and end
+/// the next program. For a thread inside the library (its sample that found the overflow's
+/// record, its unbind): the overflows those signals report are handled from their records.
+/// Inside the library's own blocked scopes the program's mask is the one they saved (a
+/// signal the program does not block is taken by the handler when they end); nothing inside
+/// the overflow handler. Async-signal-safe; one or two system calls, more only for the
+/// signals taken.
+pub fn discard_pending_here() {
+    let blocks = if crate::base::sigsafe::blocked_by_library() {
+        // The program's mask, saved by the library's scope (its unbind runs in one).
+        crate::base::sigsafe::program_blocks(overflow_signal()).unwrap_or(false)
+    } else {
+        blocked_here()
+    };
+    if !blocks {
+        return;
+    }
+    // SAFETY: plain libc calls on local sets; a zero timeout never waits.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, overflow_signal());
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        if libc::sigpending(&mut pending) != 0
+            || libc::sigismember(&pending, overflow_signal()) != 1
+        {
+            return;
+        }
+        // Bounded: the queue holds at most the user's RLIMIT_SIGPENDING.
+        for _ in 0..100_000 {
+            if libc::sigtimedwait(&set, std::ptr::null_mut(), &zero) != overflow_signal() {
+                break;
+            }
+        }
+    }
+}
+
+/// Where `si_value` is in a siginfo: after `si_pid` and `si_uid` in the union.
+fn si_value_offset() -> usize {
+    let union_at = (3 * std::mem::size_of::<i32>()).next_multiple_of(std::mem::align_of::<usize>());
+    union_at + 2 * std::mem::size_of::<i32>()
+}
+
+/// Queue the overflow signal to thread `tid` of this process for the overflow whose record
+/// waits on counter descriptor `fd`, as the kernel would have sent it: with `si_code`
+/// `SI_QUEUE` (the only code Linux lets one thread queue to another) and the descriptor in
+/// `si_value`. The engine's handler takes such a signal as one the kernel sent, with the
+/// kernel's stop at the overflow assumed (`hup`), as the watcher assumes it; a signal whose
+/// record is gone by then is stale and changes nothing. For a signal lost to
+/// [`flush_pending_overflow_signal`], and for a record that waited while the binding's
+/// signals were off. Returns whether the kernel queued it.
+pub fn queue_overflow_signal(tid: i32, fd: i32) -> bool {
+    let mut info = [0u64; 16];
+    let bytes = info.as_mut_ptr().cast::<u8>();
+    // SAFETY: writes inside the 128-byte local at the kernel's offsets; plain system calls.
+    unsafe {
+        let sig = overflow_signal();
+        *(bytes as *mut i32) = sig;
+        *(bytes.add(8) as *mut i32) = libc::SI_QUEUE;
+        let union_at = si_value_offset() - 2 * std::mem::size_of::<i32>();
+        *(bytes.add(union_at) as *mut i32) = libc::getpid();
+        *(bytes.add(union_at + 4) as *mut u32) = libc::getuid();
+        *(bytes.add(si_value_offset()) as *mut i32) = fd;
+        libc::syscall(libc::SYS_rt_tgsigqueueinfo, libc::getpid(), tid, sig, bytes) == 0
     }
 }
 
@@ -308,13 +426,21 @@ extern "C" fn on_overflow_signal(
 ) {
     // SAFETY: errno is thread-local; save and restore it around the handler.
     let saved = unsafe { *libc::__errno_location() };
-    // SAFETY: installed with SA_SIGINFO for an F_SETSIG signal.
-    let (fd, pc) = unsafe { (si_fd(info), interrupted_pc(uc)) };
     // The band's code: POLL_IN for an overflow, POLL_HUP for one at which the kernel stopped
     // the event (its overflow limit reached). POLL_HUP is 6 in asm-generic/siginfo.h.
     const POLL_HUP: i32 = 6;
-    // SAFETY: as above.
-    let hup = unsafe { (*info).si_code } == POLL_HUP;
+    // SAFETY: installed with SA_SIGINFO: the kernel's siginfo, of an F_SETSIG signal unless
+    // queued (`queue_overflow_signal`, whose descriptor is in `si_value`).
+    let (fd, hup, pc) = unsafe {
+        let code = (*info).si_code;
+        let pc = interrupted_pc(uc);
+        if code == libc::SI_QUEUE {
+            let v = (info as *const u8).add(si_value_offset()) as *const i32;
+            (*v, true, pc)
+        } else {
+            (si_fd(info), code == POLL_HUP, pc)
+        }
+    };
     // Installed with a full sa_mask: every signal is blocked until the handler returns.
     dispatch(|| {
         let f = ON_FD.load(Ordering::Acquire);

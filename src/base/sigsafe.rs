@@ -20,6 +20,24 @@ thread_local! {
     /// The [`SeqCount`] (its address) whose unblocked write window this thread has open
     /// ([`SeqCount::write_unblocked`]), 0 for none.
     static WINDOW: Cell<usize> = const { Cell::new(0) };
+    /// Signals 1-64 of the mask the outermost [`Blocked`] scope saved (the program's own while
+    /// the library blocks every signal), `None` outside such a scope.
+    static PROGRAM_MASK: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// Inside the library's [`Blocked`] scopes entered from the program's code: whether the
+/// program blocks signal `sig` (1-64) on this thread, from the mask the outermost scope saved
+/// and will restore. `None` outside them, and inside the overflow handler (its scopes save
+/// nothing: the handler's mask is not the program's). Async-signal-safe.
+pub fn program_blocks(sig: i32) -> Option<bool> {
+    if !(1..=64).contains(&sig) {
+        return None;
+    }
+    PROGRAM_MASK
+        .try_with(|m| m.get())
+        .ok()
+        .flatten()
+        .map(|m| m & 1 << (sig - 1) != 0)
 }
 
 /// Whether the library has every signal blocked on this thread now (inside a [`Blocked`] scope
@@ -52,6 +70,10 @@ impl Blocked {
             libc::pthread_sigmask(libc::SIG_BLOCK, &full, &mut old);
             old
         };
+        // SAFETY: a sigset_t is at least 8 bytes; its first word holds signals 1-64.
+        let word =
+            unsafe { std::ptr::read_unaligned((&old as *const libc::sigset_t).cast::<u64>()) };
+        PROGRAM_MASK.with(|m| m.set(Some(word)));
         ALL_BLOCKED.with(|d| d.set(1));
         Blocked { old: Some(old) }
     }
@@ -62,6 +84,7 @@ impl Drop for Blocked {
     fn drop(&mut self) {
         ALL_BLOCKED.with(|d| d.set(d.get().saturating_sub(1)));
         if let Some(old) = &self.old {
+            PROGRAM_MASK.with(|m| m.set(None));
             // SAFETY: restores the mask saved in `all`.
             unsafe {
                 libc::pthread_sigmask(libc::SIG_SETMASK, old, std::ptr::null_mut());

@@ -20,8 +20,37 @@
 //! keep a thread that was only descheduled or asleep inside one of the library's blocked
 //! sections, or a handler of the program's that passes the signal on, from being taken for
 //! one that cannot take the signal. A thread found blocking the signal has its binding's signals turned off
-//! (they would pile up in its queue) until the watcher sees it unblocked; meanwhile the sample
-//! takes waiting records itself (the engine's `take_unsignalled`).
+//! (they would pile up in its queue) until the watcher sees it unblocked; the sample takes a
+//! waiting record itself whatever the signal's state (the engine's `take_unsignalled`).
+//!
+//! Issue 44 (hostile programs), decided here:
+//! - **Nothing of the library's stays pending on a thread that blocks it** (item 4): a pending
+//!   signal survives `execve` and ends the next program at its default action, and the
+//!   library has no hook at `execve`. Each look, a binding whose signals are off (its owner
+//!   found blocking the signal) whose owner has the overflow signal pending has it discarded:
+//!   the signal's action is set to `SIG_IGN` and back (the kernel then drops it from every
+//!   thread's queue), and every other binding's record that waits, whose owner can take the
+//!   signal, gets its signal again (`SI_QUEUE`, the descriptor in `si_value`: the engine's
+//!   handler takes it as the kernel's). SIGEMT for a thread that blocks it and does not wait
+//!   for it (`rt_sigtimedwait` with SIGEMT in its set, seen in `/proc/self/task/<tid>/syscall`,
+//!   or a signalfd for SIGEMT in `/proc/self/fdinfo`) is held ([`hold_signal`]) and queued, in
+//!   order, when the thread unblocks it or waits for it. A thread in the library takes its
+//!   own pending overflow signals off its queue itself when the program blocks them
+//!   (`crate::base::signal::discard_pending_here`: its sample that took the record, its
+//!   unbind). Limits: otherwise the owner is found blocking the signal after three looks
+//!   (some 100-150 ms), so an `execve` sooner, still bound, still carries its signal; an action the program sets during the discard's two `sigaction` calls is
+//!   overwritten; the SIGEMT the engine's handler queues because SIGEMT was blocked where the
+//!   overflow interrupted (the `sigtimedwait` user's case) is not held; at most 32 signals are
+//!   held at once (more are queued).
+//! - **An action of the signal that could end the process** (item 3): `SIG_DFL`, or a handler
+//!   of the program's with `SA_RESETHAND` (reset to `SIG_DFL` when the signal is delivered):
+//!   every binding's signals are turned off at each look, when a record wakes the watcher, and
+//!   before it handles a record (so before the program hears of the overflow and restarts),
+//!   and at the bind; they come back once the action is safe. Limit: a lone software-event
+//!   leader counts on at its overflow (the engine's fast path), so its second overflow's
+//!   signal comes with no call of the library's in between: if that is sooner than the
+//!   watcher's next look after the program put such a handler on, the process still ends; a
+//!   handler of the program's that passes the signal on to the engine's is seen the same way.
 //!
 //! The watcher blocks every signal, so no signal meant for the program lands on it, and it is
 //! created past the thread-creation hook, so it inherits no set. It holds no descriptor of its
@@ -67,10 +96,15 @@ pub trait Watched: Send + Sync {
     /// Handle the overflow whose record waits on `fd`, for an owner that cannot take its
     /// signal (`owner_blocks`: because it blocks it).
     fn handle(&self, fd: i32, owner_blocks: bool);
-    /// Whether its overflow signals were turned off (its owner blocked them).
+    /// Whether its overflow signals were turned off (its owner blocked them, or the signal's
+    /// action could end the process).
     fn quiet(&self) -> bool;
     /// Turn its overflow signals on again.
     fn speak(&self);
+    /// Turn its overflow signals off (the signal's action could end the process:
+    /// [`crate::base::signal::signal_would_kill`]); its overflows are then found from their
+    /// records.
+    fn quieten(&self);
 }
 
 struct Entry {
@@ -147,18 +181,20 @@ pub fn handled() -> u64 {
 /// Watch `set` (a notifying binding of the calling thread on the host's kernel); starts the
 /// watcher on first use in the process. Nothing happens when the set has no descriptors to
 /// poll. A failure to start the watcher is reported once and costs only the watching.
-pub fn register(set: Arc<dyn Watched>) {
+/// Returns whether the set is watched.
+pub fn register(set: Arc<dyn Watched>) -> bool {
     let mut fds = Vec::new();
     set.overflow_fds(&mut fds);
     if fds.is_empty() {
-        return;
+        return false;
     }
     if !start() {
-        return;
+        return false;
     }
     let id = set.id();
     REGISTRY.with(|e| e.push(Entry { id, fds, set }));
     wake();
+    true
 }
 
 /// Stop watching the binding `id` (at its unbind).
@@ -187,6 +223,8 @@ extern "C" fn in_child() {
     // parent's bindings are gone here; their descriptors are the child's to close or reuse).
     REGISTRY.forget_in_child(Vec::new());
     WATCHER.forget_in_child(None);
+    HELD.forget_in_child([const { None }; 32]);
+    ANY_HELD.store(false, Ordering::Release);
     WATCHER_PID.store(0, Ordering::Release);
 }
 
@@ -279,13 +317,195 @@ pub fn tell_taken_over() {
 /// Whether thread `tid` of this process blocks signal `sig` (`SigBlk` of its status file);
 /// `None` when that cannot be read.
 pub fn blocked_on(tid: i32, sig: i32) -> Option<bool> {
+    task_signals(tid).map(|t| t.blocked & bit(sig) != 0)
+}
+
+/// The bit of signal `sig` in a kernel signal mask as `/proc` shows it (0 for none).
+fn bit(sig: i32) -> u64 {
+    if (1..=64).contains(&sig) {
+        1 << (sig - 1)
+    } else {
+        0
+    }
+}
+
+/// A mask as `/proc` shows it (`SigBlk:\t0000000000000000`): the hexadecimal after `key`.
+fn mask_line(text: &str, key: &str) -> Option<u64> {
+    let hex = text.lines().find_map(|l| l.strip_prefix(key))?.trim();
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// The signals a thread blocks and those pending on it (its own queue, not the process's).
+struct TaskSignals {
+    blocked: u64,
+    pending: u64,
+}
+
+/// [`TaskSignals`] of thread `tid` of this process; `None` when gone or unreadable.
+fn task_signals(tid: i32) -> Option<TaskSignals> {
     let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).ok()?;
-    let hex = status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigBlk:"))?
-        .trim();
-    let mask = u64::from_str_radix(hex, 16).ok()?;
-    Some((1..=64).contains(&sig) && mask & (1 << (sig - 1)) != 0)
+    Some(TaskSignals {
+        blocked: mask_line(&status, "SigBlk:")?,
+        pending: mask_line(&status, "SigPnd:")?,
+    })
+}
+
+/// Whether thread `tid` of this process waits for signal `sig` now, though it blocks it: in
+/// `sigtimedwait`, `sigwaitinfo` or `sigwait` (`rt_sigtimedwait`, seen in
+/// `/proc/self/task/<tid>/syscall`) for a set that holds `sig`, or because a signalfd of the
+/// process takes `sig` (any thread may read it; it is seen in `/proc/self/fdinfo`).
+fn waits_for(tid: i32, sig: i32) -> bool {
+    let in_sigwait = || -> Option<bool> {
+        let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
+        let mut f = text.split_whitespace();
+        if f.next()?.parse::<i64>().ok()? != libc::SYS_rt_sigtimedwait {
+            return Some(false);
+        }
+        let at = usize::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
+        // The waited set, read where the waiting thread keeps it (it may return meanwhile:
+        // the read then fails or reads its stack, never faults).
+        let mut set = 0u64;
+        let local = libc::iovec {
+            iov_base: (&mut set as *mut u64).cast(),
+            iov_len: 8,
+        };
+        let remote = libc::iovec {
+            iov_base: at as *mut libc::c_void,
+            iov_len: 8,
+        };
+        // SAFETY: reads 8 bytes of this process into a local; a bad address fails (EFAULT).
+        let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        Some(n == 8 && set & bit(sig) != 0)
+    };
+    if in_sigwait().unwrap_or(false) {
+        return true;
+    }
+    let Ok(dir) = std::fs::read_dir("/proc/self/fdinfo") else {
+        return false;
+    };
+    dir.flatten().any(|e| {
+        std::fs::read_to_string(e.path())
+            .ok()
+            .and_then(|t| mask_line(&t, "sigmask:"))
+            .is_some_and(|m| m & bit(sig) != 0)
+    })
+}
+
+/// A signal held for a thread that blocks it and does not wait for it (issue 44 item 4).
+struct Held {
+    seq: u64,
+    tid: i32,
+    sig: i32,
+    info: [u8; 128],
+}
+
+/// Signals held by [`hold_signal`]: few at a time (one per overflow not yet told), in a fixed
+/// table so that holding allocates nothing.
+static HELD: Spin<[Option<Held>; 32]> = Spin::new([const { None }; 32]);
+/// Whether [`HELD`] may hold anything (a hint for the watcher's timeout).
+static ANY_HELD: AtomicBool = AtomicBool::new(false);
+static HELD_SEQ: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// This thread is the watcher.
+    static IS_WATCHER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is the watcher (where reading `/proc` and allocating is fine).
+pub fn on_watcher_thread() -> bool {
+    IS_WATCHER.try_with(|w| w.get()).unwrap_or(false)
+}
+
+/// Whether signal `sig` sent to thread `tid` now would only wait in its queue: the thread
+/// blocks it and does not wait for it ([`waits_for`]). Reads `/proc`: for the watcher's
+/// thread only (false elsewhere: not known).
+pub fn would_only_wait(tid: i32, sig: i32) -> bool {
+    on_watcher_thread() && blocked_on(tid, sig) == Some(true) && !waits_for(tid, sig)
+}
+
+/// Hold signal `sig` with siginfo `info` (its `si_code` one any thread may queue, `SI_QUEUE`)
+/// for thread `tid`, which blocks it and does not wait for it, instead of queueing it: a
+/// signal left pending on a thread that blocks it survives `execve` and ends the program the
+/// thread runs next, which never heard of the library (issue 44 item 4). The watcher queues
+/// it, in order, once the thread unblocks it or waits for it (`sigtimedwait`, a signalfd); it
+/// is dropped when the thread ends. False, and nothing held, when there is no watcher in this
+/// process or the table is full: the caller queues it. Async-signal-safe (allocates nothing;
+/// blocks every signal while it writes the table).
+pub fn hold_signal(tid: i32, sig: i32, info: &[u8; 128]) -> bool {
+    // SAFETY: getpid has no preconditions.
+    if WATCHER_PID.load(Ordering::Acquire) != unsafe { libc::getpid() } {
+        return false;
+    }
+    let seq = HELD_SEQ.fetch_add(1, Ordering::Relaxed);
+    let held = HELD.with(|t| match t.iter_mut().find(|h| h.is_none()) {
+        Some(slot) => {
+            *slot = Some(Held {
+                seq,
+                tid,
+                sig,
+                info: *info,
+            });
+            true
+        }
+        None => false,
+    });
+    if held {
+        ANY_HELD.store(true, Ordering::Release);
+    }
+    held
+}
+
+/// The watcher's look at the held signals: queue those whose thread now unblocks or waits for
+/// them (oldest first), drop those whose thread is gone.
+fn tend_held() {
+    if !ANY_HELD.load(Ordering::Acquire) {
+        return;
+    }
+    let mut tids: Vec<(i32, i32)> = Vec::new();
+    HELD.with(|t| tids.extend(t.iter().flatten().map(|h| (h.tid, h.sig))));
+    tids.sort_unstable();
+    tids.dedup();
+    for (tid, sig) in tids {
+        // None: the thread is gone.
+        let ready = blocked_on(tid, sig).map(|blocked| !blocked || waits_for(tid, sig));
+        if ready == Some(false) {
+            continue;
+        }
+        loop {
+            // The oldest held for this thread and signal, taken out of the table.
+            let next = HELD.with(|t| {
+                let i = t
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, h)| {
+                        h.as_ref()
+                            .filter(|h| h.tid == tid && h.sig == sig)
+                            .map(|h| (i, h.seq))
+                    })
+                    .min_by_key(|&(_, seq)| seq)?
+                    .0;
+                t[i].take()
+            });
+            let Some(h) = next else { break };
+            if ready == Some(true) {
+                // SAFETY: a plain system call with a whole siginfo.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_rt_tgsigqueueinfo,
+                        libc::getpid(),
+                        h.tid,
+                        h.sig,
+                        h.info.as_ptr(),
+                    )
+                };
+            }
+        }
+    }
+    HELD.with(|t| {
+        if t.iter().all(Option::is_none) {
+            ANY_HELD.store(false, Ordering::Release);
+        }
+    });
 }
 
 /// What the watcher sees of a thread from `/proc`.
@@ -420,9 +640,80 @@ fn now_ms() -> i64 {
     crate::base::sys::now_ns() / 1_000_000
 }
 
+/// Send the overflow signal again for every record of `set` that waits for an overflow not
+/// yet handled (the owner can take the signal): its signal was discarded by a flush, or was
+/// never sent while the binding's signals were off.
+fn send_again(set: &Arc<dyn Watched>) {
+    let mut fds = Vec::new();
+    set.overflow_fds(&mut fds);
+    for fd in fds {
+        if set.record_pending(fd) {
+            crate::base::signal::queue_overflow_signal(set.owner(), fd);
+        }
+    }
+}
+
+/// The watcher's look at the bindings' overflow signals (issue 44 items 3 and 4):
+/// - while the signal's action could end the process (`would_kill`: `SIG_DFL`, or a handler
+///   of the program's with `SA_RESETHAND`), every binding's signals are off;
+/// - a binding whose signals are off gets them back once its owner does not block the
+///   signal and its action cannot end the process, and a record that waited meanwhile gets
+///   its signal then;
+/// - an owner with signals off that blocks the signal and has one pending (sent before they
+///   were turned off) has it discarded, so that it cannot outlive an `execve` and end the next
+///   program; every other binding's record that waits, whose owner can take the signal, gets
+///   its signal again (the discard may have taken it).
+fn tend_signals(sets: &[Weak<dyn Watched>], would_kill: bool) {
+    let sig = crate::base::sys::overflow_signal();
+    let mut flush = false;
+    for set in sets.iter().filter_map(Weak::upgrade) {
+        if set.gone() {
+            continue;
+        }
+        if would_kill && !set.quiet() {
+            set.quieten();
+            tell_taken_over();
+        }
+        if !set.quiet() {
+            continue;
+        }
+        let Some(t) = task_signals(set.owner()) else {
+            continue;
+        };
+        if t.blocked & bit(sig) == 0 {
+            // Seen from here: not inside a handler of the thread's own that blocks it, which
+            // would say nothing of the thread's mask.
+            if !would_kill {
+                set.speak();
+                send_again(&set);
+            }
+        } else if t.pending & bit(sig) != 0 {
+            flush = true;
+        }
+    }
+    if flush && crate::base::signal::flush_pending_overflow_signal() {
+        FLUSHES.fetch_add(1, Ordering::Relaxed);
+        for set in sets.iter().filter_map(Weak::upgrade) {
+            if !set.gone() && !set.quiet() && blocked_on(set.owner(), sig) == Some(false) {
+                send_again(&set);
+            }
+        }
+    }
+}
+
+/// Times the watcher discarded pending overflow signals (for tests and the curious).
+static FLUSHES: AtomicU64 = AtomicU64::new(0);
+
+/// Times the watcher discarded the overflow signals pending on threads that block them
+/// ([`crate::base::signal::flush_pending_overflow_signal`]).
+pub fn flushes() -> u64 {
+    FLUSHES.load(Ordering::Relaxed)
+}
+
 /// The watcher thread. It holds no strong reference to a binding while it waits, so an
 /// unbind closes the binding's descriptors at once.
 fn run() {
+    IS_WATCHER.with(|w| w.set(true));
     // No signal of the program's lands here.
     // SAFETY: plain libc calls on a local set.
     unsafe {
@@ -436,14 +727,10 @@ fn run() {
     loop {
         polled.clear();
         owners.clear();
-        let mut quiet: Vec<Weak<dyn Watched>> = Vec::new();
+        let mut sets: Vec<Weak<dyn Watched>> = Vec::new();
         REGISTRY.with(|e| {
             e.retain(|x| !x.set.gone());
-            quiet.extend(
-                e.iter()
-                    .filter(|x| x.set.quiet())
-                    .map(|x| Arc::downgrade(&x.set)),
-            );
+            sets.extend(e.iter().map(|x| Arc::downgrade(&x.set)));
             for x in e.iter() {
                 for &fd in &x.fds {
                     polled.push(libc::pollfd {
@@ -455,19 +742,17 @@ fn run() {
                 }
             }
         });
-        // A binding whose owner blocked its signals gets them back once the owner does not
-        // block them any more (seen from here: not inside a handler of its own that blocks
-        // them, which would say nothing of the thread's mask).
-        for set in quiet.iter().filter_map(Weak::upgrade) {
-            if blocked_on(set.owner(), crate::base::sys::overflow_signal()) == Some(false) {
-                set.speak();
-            }
+        if !sets.is_empty() {
+            tend_signals(&sets, crate::base::signal::signal_would_kill());
         }
-        drop(quiet);
-        if polled.is_empty() && suspects.is_empty() {
+        tend_held();
+        let held = ANY_HELD.load(Ordering::Acquire);
+        if polled.is_empty() && suspects.is_empty() && !held {
             std::thread::park_timeout(std::time::Duration::from_secs(1));
             continue;
         }
+        // Held signals are looked at every look, not every grace period: a thread that blocks
+        // SIGEMT for good would cost a look at `/proc` (its fdinfo) that often.
         let timeout = if suspects.is_empty() {
             LOOK_MS
         } else {
@@ -477,6 +762,16 @@ fn run() {
         let n = unsafe { libc::poll(polled.as_mut_ptr(), polled.len() as libc::nfds_t, timeout) };
         if n < 0 {
             continue;
+        }
+        if n > 0 && crate::base::signal::signal_would_kill() {
+            // A record came: at once, before the grace period, for a lone counting leader
+            // whose next overflow comes without any call of the library's (issue 44 item 3).
+            for set in sets.iter().filter_map(Weak::upgrade) {
+                if !set.gone() && !set.quiet() {
+                    set.quieten();
+                    tell_taken_over();
+                }
+            }
         }
         let now = now_ms();
         let mut dead = Vec::new();
@@ -517,6 +812,11 @@ fn run() {
         // Give the owners their chance (and take the records of many overflows at once).
         std::thread::sleep(std::time::Duration::from_millis(GRACE_MS as u64));
         let now = now_ms();
+        // Read once for this look: a record handled here is told (SIGEMT), and the program
+        // may restart at once; its next overflow must not be signalled while the signal's
+        // action could end the process (issue 44 item 3).
+        let would_kill = crate::base::signal::signal_would_kill();
+        let mut quietened = false;
         suspects.retain_mut(|s| {
             let Some(set) = s.set.upgrade() else {
                 return false;
@@ -526,10 +826,20 @@ fn run() {
             }
             match judge(s, set.owner(), set.record_mark(s.fd), now) {
                 Verdict::Wait => return true,
-                Verdict::Handle { quiet } => set.handle(s.fd, quiet),
+                Verdict::Handle { quiet } => {
+                    if would_kill {
+                        set.quieten();
+                    }
+                    quietened |= quiet || would_kill;
+                    set.handle(s.fd, quiet);
+                }
             }
             HANDLED.fetch_add(1, Ordering::Relaxed);
             false
         });
+        if quietened {
+            // At once: the owner that blocks the signal has it pending (issue 44 item 4).
+            tend_signals(&sets, would_kill);
+        }
     }
 }

@@ -204,7 +204,16 @@ pub fn bind_tagged(
     // Before counting starts: the first one starts the watcher thread, whose creation costs
     // this thread page faults.
     if notify != 0 && thread_bound && !binding.kind.is_emulated() {
-        crate::base::watch::register(binding.inner.clone());
+        // An action of the overflow signal that could end the process must not get one
+        // (issue 44 item 3): counting starts with the signals off, the overflows found from
+        // their records (the watcher turns the signals on once the action is safe). A thread
+        // that blocks the signal here keeps it on: it may unblock it at once (its overflow is
+        // then handled where it unblocks); the watcher turns it off if it keeps it blocked.
+        if crate::base::watch::register(binding.inner.clone())
+            && crate::base::signal::signal_would_kill()
+        {
+            binding.inner.quieten();
+        }
     }
     binding.write(|b| b.start_from_presets())?;
     if let Target::Thread(tid) = target {
@@ -243,6 +252,11 @@ impl Drop for Binding {
         self.inner.detach();
         if gettid() == self.inner.owner {
             unregister(&self.inner);
+            // The binding's overflow signals still queued on its thread, which blocks them,
+            // would survive an `execve` (issue 44 item 4); its watcher no longer looks.
+            if self.inner.notify != 0 {
+                crate::base::signal::discard_pending_here();
+            }
         }
         // Otherwise the owner thread sweeps its detached entries at its next bind, unbind or
         // exit; until then the stopped counters stay open.

@@ -120,6 +120,8 @@ impl BoundSet {
         if self.notify != 0 && !self.is_frozen() {
             self.take_unsignalled();
         }
+        // Whether an overflow that came during this sample's read was looked for.
+        let mut looked_again = false;
         loop {
             let s1 = self.seq.begin();
             let frozen = self.state.load(Ordering::Acquire) & FROZEN != 0;
@@ -185,6 +187,15 @@ impl BoundSet {
             let running = times
                 .running
                 .wrapping_sub(self.running0.load(Ordering::Relaxed));
+            // An overflow between the look above and the read: its record waits now, and the
+            // count read may be past its wrap (issue 44 item 2). Memory reads of the rings'
+            // heads, no system call, unless a record waits.
+            if !frozen && self.notify != 0 && !looked_again {
+                looked_again = true;
+                if self.take_unsignalled() {
+                    continue;
+                }
+            }
             let overflowed = self.overflowed.load(Ordering::Relaxed);
             let mut word = self.gen.load(Ordering::Acquire);
             if !self.seq.valid(s1) {

@@ -37,28 +37,38 @@ impl BoundSet {
         self.interrupt(fd, true, 0);
     }
 
+    /// Turn the binding's overflow signals off, as [`BoundSet::unsignalled`] does with
+    /// `quiet`. Async-signal-safe.
+    pub(super) fn quieten(&self) {
+        if !self.quiet.swap(true, Ordering::AcqRel) {
+            self.group.set_signalled(false);
+        }
+    }
+
     /// An overflow record waits while the set is not frozen: the overflow's signal has not
-    /// been handled. Handle it here, as the signal's handler would have, when no signal will
-    /// come for it: the binding's signals are off (`crate::base::watch` found the owner blocking
-    /// them), or the program ignores the signal. So a sample after such an overflow returns the
-    /// frozen values. A thread that blocks the signal for now (in a handler of its own, say)
-    /// or a handler of the program's that may pass it on are left to the signal and to
-    /// `crate::base::watch`, which acts once the record has waited. Async-signal-safe.
+    /// been handled. Handle it here, as the signal's handler would have, whatever the
+    /// signal's state (issue 44 item 2): blocked, ignored, taken over by a handler of the
+    /// program's, or on its way. So a sample never shows a count past an overflow that it
+    /// has not frozen. A signal that comes for it later finds its record taken and changes
+    /// nothing. When the thread blocks the signal, or its action could end the process, the
+    /// binding's signals are turned off first (`crate::base::watch` turns them on again once
+    /// neither holds): one queued per overflow would wait on the thread (and survive an
+    /// `execve`), and a program that restarts after this notification must not get a signal
+    /// that ends it (items 3 and 4). Returns whether it froze the set. Async-signal-safe.
+    ///
+    /// Costs nothing more than the look at the rings' heads when no record waits; a record
+    /// that waits costs a read of the counts (a record can outlive its overflow) and the
+    /// looks at the signal's action and mask.
     #[cold]
     #[inline(never)]
-    pub(super) fn take_unsignalled(&self) {
+    pub(super) fn take_unsignalled(&self) -> bool {
         let Some(fd) = self.group.pending_overflow_fd() else {
-            return;
+            return false;
         };
         // Inside the library's own blocked scopes (or its overflow handler) the overflow
         // handler runs when they end.
         if crate::base::sigsafe::blocked_by_library() || gettid() != self.owner {
-            return;
-        }
-        let dropped = !self.is_quiet()
-            && crate::base::signal::disposition() == crate::base::signal::Disposition::Dropped;
-        if !self.is_quiet() && !dropped {
-            return;
+            return false;
         }
         // A record can outlive the overflow it reports (handled, or discarded by a restart
         // that kept the group counting): only a request past its wrap now has one to handle.
@@ -67,12 +77,23 @@ impl BoundSet {
             .read_raw(&mut raw)
             .map_or(true, |_| self.wrapped(&raw, None) == 0)
         {
-            return;
+            return false;
         }
-        if dropped {
+        let disposition = crate::base::signal::disposition();
+        if disposition != crate::base::signal::Disposition::Ours {
             crate::base::watch::tell_taken_over();
         }
+        let blocked = crate::base::signal::blocked_here();
+        if blocked || crate::base::signal::signal_would_kill() {
+            self.quieten();
+        }
         self.unsignalled(fd, false);
+        if blocked {
+            // The kernel's signals for this overflow (and any counted on after it) wait on
+            // this thread, which blocks them: nothing is left for them to do (item 4).
+            crate::base::signal::discard_pending_here();
+        }
+        self.is_frozen()
     }
 }
 
@@ -114,5 +135,8 @@ impl crate::base::watch::Watched for BoundSet {
     }
     fn speak(&self) {
         self.speak_again();
+    }
+    fn quieten(&self) {
+        BoundSet::quieten(self);
     }
 }

@@ -172,7 +172,9 @@ unsafe fn deliver(pc: usize, mask: u64, uc: *mut c_void) {
         )
     };
     if !called {
-        send(crate::base::sys::gettid(), pc, mask);
+        // SIGEMT blocked where the overflow interrupted: a `sigwaitinfo` or signalfd user
+        // takes it from the queue, with `si_code` `EMT_CPCOVF` (see `send` for the limit).
+        queue(crate::base::sys::gettid(), pc, mask);
     }
 }
 
@@ -180,10 +182,45 @@ unsafe fn deliver(pc: usize, mask: u64, uc: *mut c_void) {
 /// `libcpc.h`'s `perfcompat_cpc_ovf_mask` reads the same place.
 pub const OVF_MASK_FROM_ADDR: usize = 3 * std::mem::size_of::<usize>();
 
-/// Queue SIGEMT to thread `tid` of this process with `si_code = EMT_CPCOVF`,
-/// `si_addr = pc` and the overflowed requests' `mask` (see the module's documentation).
+/// Send SIGEMT to thread `tid` of this process with `si_code = EMT_CPCOVF`, `si_addr = pc`
+/// and the overflowed requests' `mask` (see the module's documentation): queued at once,
+/// unless the thread blocks SIGEMT and does not wait for it (issue 44 item 4). Then it is
+/// held by the library's overflow watcher (`crate::base::watch::hold_signal`), which queues
+/// it (`SI_QUEUE`) once the thread unblocks SIGEMT or waits for it (`sigtimedwait`, a
+/// signalfd): a SIGEMT left pending on a thread that blocks it would survive an `execve` and
+/// end the next program. Held: from the binding's thread when it blocks SIGEMT (an overflow
+/// taken by its sample), and from the watcher's thread when the owner blocks it and is not in
+/// `sigtimedwait` for it with no signalfd for it in the process. Not held: the SIGEMT that the
+/// engine's overflow handler queues because SIGEMT is blocked where the overflow interrupted
+/// the thread (its `sigtimedwait` or signalfd read; nothing cheap there tells a thread that
+/// waits from one that does not), nor where there is no watcher (the emulated PMUs).
 /// Async-signal-safe.
 pub fn send(tid: i32, pc: usize, mask: u64) {
+    let sig = signal();
+    let own = tid == crate::base::sys::gettid();
+    let hold = if own {
+        // Inside the library's own blocked scopes the mask says nothing of the program's.
+        !crate::base::sigsafe::blocked_by_library()
+            // SAFETY: a query of the calling thread's mask into a local.
+            && unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut set) == 0
+                && libc::sigismember(&set, sig) == 1
+        }
+    } else {
+        crate::base::watch::would_only_wait(tid, sig)
+    };
+    // The watcher queues it from its own thread: Linux accepts only a negative si_code there.
+    if hold && crate::base::watch::hold_signal(tid, sig, &info(sig, libc::SI_QUEUE, pc, mask).0) {
+        // Queued later from the watcher's thread: a direct delivery must look for it first.
+        SENT_TO_ANOTHER.store(true, Ordering::Relaxed);
+        return;
+    }
+    queue(tid, pc, mask);
+}
+
+/// Queue SIGEMT to thread `tid` now (see [`send`]). Async-signal-safe.
+fn queue(tid: i32, pc: usize, mask: u64) {
     let sig = signal();
     let info = info(sig, EMT_CPCOVF, pc, mask);
     if tid == crate::base::sys::gettid() {
