@@ -31,6 +31,12 @@ fn the_tick_counts_from_the_bind_through_restarts_on_perf() {
     mode("perf", &["tick", "task-clock"]);
 }
 
+/// Item 1 through overflows: restarts from a SIGEMT handler every 100 page faults.
+#[test]
+fn the_tick_goes_on_through_overflow_restarts_on_perf() {
+    mode("perf", &["tick-overflows"]);
+}
+
 /// Item 2: CPC_COUNT_SYSTEM alone on the clocks (and the events counted from them) is refused
 /// with the reason; page-faults, which the kernel counts by mode, is accepted.
 #[test]

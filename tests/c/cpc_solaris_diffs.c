@@ -2,6 +2,7 @@
  * here (issue 45; capi/tests/cpc_solaris_diffs.rs runs it), one mode per run (argv[1]):
  *   tick      cpc_buf_tick(3CPC): the virtual tick of a set accumulates from the bind; a
  *             cpc_set_restart never starts it again (item 1)
+ *   tick-overflows  the same through a SIGEMT handler's samples and restarts (item 1)
  *   sysonly   CPC_COUNT_SYSTEM alone on an event that cannot count system mode alone (the
  *             clocks, and cycles where it is estimated from the task clock) is refused at
  *             cpc_set_add_request with EINVAL and CPC_REQ_INVALID_FLAGS, the reason in the
@@ -96,6 +97,65 @@ static void tick(const char *event) {
     CHECK(t4 >= t3);
     CHECK(cpc_unbind(cpc, set) == 0);
     CHECK(cpc_close(cpc) == 0);
+}
+
+/* Item 1 through overflows: a SIGEMT handler restarts the set every 100 page faults (the
+ * unblocked and the blocked restart paths both); the tick sampled in each handler and after
+ * never goes back. */
+static cpc_t *ovf_cpc;
+static cpc_set_t *ovf_set;
+static cpc_buf_t *ovf_buf;
+static volatile uint64_t last_tick;
+static volatile sig_atomic_t ovf_n, ovf_back;
+static void tick_emt(int sig, siginfo_t *si, void *uc) {
+    (void)sig;
+    (void)si;
+    (void)uc;
+    if (cpc_set_sample(ovf_cpc, ovf_set, ovf_buf) == 0) {
+        uint64_t t = cpc_buf_tick(ovf_cpc, ovf_buf);
+        if (t < last_tick)
+            ovf_back++;
+        last_tick = t;
+    }
+    ovf_n++;
+    cpc_set_restart(ovf_cpc, ovf_set);
+}
+
+static void tick_overflows(void) {
+    struct sigaction act;
+    size_t psz = (size_t)sysconf(_SC_PAGESIZE);
+    const int pages = 5000;
+    char *p;
+    uint64_t end;
+    ovf_cpc = cpc_open(CPC_VER_CURRENT);
+    CHECK(ovf_cpc != NULL);
+    if (ovf_cpc == NULL)
+        return;
+    memset(&act, 0, sizeof act);
+    act.sa_sigaction = tick_emt;
+    act.sa_flags = SA_SIGINFO;
+    CHECK(sigaction(SIGEMT, &act, NULL) == 0);
+    ovf_set = cpc_set_create(ovf_cpc);
+    CHECK(cpc_set_add_request(ovf_cpc, ovf_set, "page-faults", UINT64_MAX - 99,
+                              CPC_COUNT_USER | CPC_OVF_NOTIFY_EMT, 0, NULL) == 0);
+    ovf_buf = cpc_buf_create(ovf_cpc, ovf_set);
+    CHECK(ovf_buf != NULL && cpc_bind_curlwp(ovf_cpc, ovf_set, 0) == 0);
+    p = mmap(NULL, psz * (size_t)pages, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(p != MAP_FAILED);
+    for (int k = 0; p != MAP_FAILED && k < pages; k++) {
+        ((volatile char *)p)[(size_t)k * psz] = 1;
+        spin(2000);
+    }
+    CHECK(cpc_set_sample(ovf_cpc, ovf_set, ovf_buf) == 0);
+    end = cpc_buf_tick(ovf_cpc, ovf_buf);
+    printf("overflows %d tick in the last handler %" PRIu64 " at the end %" PRIu64 " went back %d\n",
+           (int)ovf_n, (uint64_t)last_tick, end, (int)ovf_back);
+    CHECK(ovf_n >= pages / 100 - 1 && ovf_back == 0);
+    CHECK(last_tick > 0 && end > last_tick);
+    if (p != MAP_FAILED)
+        munmap(p, psz * (size_t)pages);
+    CHECK(cpc_unbind(ovf_cpc, ovf_set) == 0);
+    CHECK(cpc_close(ovf_cpc) == 0);
 }
 
 /* Item 2: system mode alone is counted only where it can be, else refused with the reason. */
@@ -289,6 +349,8 @@ int main(int argc, char **argv) {
     const char *event = argc > 2 ? argv[2] : "";
     if (strcmp(mode, "tick") == 0)
         tick(event);
+    else if (strcmp(mode, "tick-overflows") == 0)
+        tick_overflows();
     else if (strcmp(mode, "sysonly") == 0)
         sysonly(argc, argv);
     else if (strcmp(mode, "names") == 0)
