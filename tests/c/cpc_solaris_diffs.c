@@ -57,6 +57,26 @@ static cpc_t *open_with_handler(void) {
     return cpc;
 }
 
+/* A set of one request of `event`, notifying `preset` before the wrap, with SIGEMT taken by
+ * `fn`; NULL (a failure counted) if the handle cannot be opened. */
+static cpc_set_t *notifying_set(cpc_t **cpc, const char *event, uint64_t preset,
+                                void (*fn)(int, siginfo_t *, void *)) {
+    struct sigaction act;
+    cpc_set_t *set;
+    *cpc = cpc_open(CPC_VER_CURRENT);
+    CHECK(*cpc != NULL);
+    if (*cpc == NULL)
+        return NULL;
+    memset(&act, 0, sizeof act);
+    act.sa_sigaction = fn;
+    act.sa_flags = SA_SIGINFO;
+    CHECK(sigaction(SIGEMT, &act, NULL) == 0);
+    set = cpc_set_create(*cpc);
+    CHECK(cpc_set_add_request(*cpc, set, event, preset, CPC_COUNT_USER | CPC_OVF_NOTIFY_EMT, 0,
+                              NULL) == 0);
+    return set;
+}
+
 static volatile uint64_t sink;
 static void spin(long n) {
     for (long i = 0; i < n; i++)
@@ -122,22 +142,13 @@ static void tick_emt(int sig, siginfo_t *si, void *uc) {
 }
 
 static void tick_overflows(void) {
-    struct sigaction act;
     size_t psz = (size_t)sysconf(_SC_PAGESIZE);
     const int pages = 5000;
     char *p;
     uint64_t end;
-    ovf_cpc = cpc_open(CPC_VER_CURRENT);
-    CHECK(ovf_cpc != NULL);
-    if (ovf_cpc == NULL)
+    ovf_set = notifying_set(&ovf_cpc, "page-faults", UINT64_MAX - 99, tick_emt);
+    if (ovf_set == NULL)
         return;
-    memset(&act, 0, sizeof act);
-    act.sa_sigaction = tick_emt;
-    act.sa_flags = SA_SIGINFO;
-    CHECK(sigaction(SIGEMT, &act, NULL) == 0);
-    ovf_set = cpc_set_create(ovf_cpc);
-    CHECK(cpc_set_add_request(ovf_cpc, ovf_set, "page-faults", UINT64_MAX - 99,
-                              CPC_COUNT_USER | CPC_OVF_NOTIFY_EMT, 0, NULL) == 0);
     ovf_buf = cpc_buf_create(ovf_cpc, ovf_set);
     CHECK(ovf_buf != NULL && cpc_bind_curlwp(ovf_cpc, ovf_set, 0) == 0);
     p = mmap(NULL, psz * (size_t)pages, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -305,20 +316,10 @@ static void emt(int sig, siginfo_t *si, void *ucv) {
 }
 
 static void siaddr(const char *event) {
-    cpc_t *cpc = cpc_open(CPC_VER_CURRENT);
-    cpc_set_t *set;
-    struct sigaction act;
-    const uint64_t preset = UINT64_MAX - 999;
-    CHECK(cpc != NULL);
-    if (cpc == NULL)
+    cpc_t *cpc;
+    cpc_set_t *set = notifying_set(&cpc, event, UINT64_MAX - 999, emt);
+    if (set == NULL)
         return;
-    memset(&act, 0, sizeof act);
-    act.sa_sigaction = emt;
-    act.sa_flags = SA_SIGINFO;
-    CHECK(sigaction(SIGEMT, &act, NULL) == 0);
-    set = cpc_set_create(cpc);
-    CHECK(cpc_set_add_request(cpc, set, event, preset, CPC_COUNT_USER | CPC_OVF_NOTIFY_EMT, 0,
-                              NULL) == 0);
     CHECK(cpc_bind_curlwp(cpc, set, 0) == 0);
     for (int i = 0; i < 20; i++) {
         int before = nsig;
