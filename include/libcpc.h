@@ -62,6 +62,16 @@ typedef void (cpc_errfn_t)(const char *fn, const char *fmt, va_list ap);
 #define ce_cesr ce_pes[0]
 #define ce_tick ce_tsc
 
+/*
+ * The virtual tick register of a cpc_event_t and its name, as Solaris's <sys/cpc_event.h>
+ * (which <libcpc.h> brought in) defined them for tools that print it (cputrack -t, cpustat
+ * -t): the x86 layout's, since cpc_event_t has that layout here (ce_tick names the same
+ * field). perfcompat's tick is the thread's time on CPU since the bind in cycles of the
+ * nominal clock (cpc_buf_tick).
+ */
+#define CPC_TICKREG(ev) ((ev)->ce_tsc)
+#define CPC_TICKREG_NAME "tsc"
+
 
 /*
  The libcpc version this library implements; the only one `cpc_open` accepts (version 1's
@@ -251,6 +261,53 @@ typedef void (cpc_errfn_t)(const char *fn, const char *fmt, va_list ap);
  `PERFCOMPAT_BACKEND`'s list (r10000 0, r12000 1, ev4 5, ev5 6, ppc750 7, ppc7450 8).
  */
 #define CPC_PERFCOMPAT_SIM_BASE 9100
+
+/*
+ The UltraSPARC %pcr's user-mode bit, as a bit number (Solaris's `<sys/cpc_event.h>`,
+ which `<libcpc.h>` brought in): `ce_pcr & (1 << CPC_ULTRA_PCR_USR)`. `ce_pcr` holds a
+ %pcr image on the UltraSPARC models (`CPC_ULTRA1`, `CPC_ULTRA2`, `CPC_ULTRA3_PLUS`).
+ */
+#define CPC_ULTRA_PCR_USR 2
+
+/*
+ The %pcr's system-mode bit, as a bit number.
+ */
+#define CPC_ULTRA_PCR_SYS 1
+
+/*
+ The %pcr's privileged-PIC bit, as a bit number (never set in the images made here).
+ */
+#define CPC_ULTRA_PCR_PRIVPIC 0
+
+/*
+ Where PIC0's event select starts in the %pcr.
+ */
+#define CPC_ULTRA_PCR_PIC0_SHIFT 4
+
+/*
+ Where PIC1's event select starts in the %pcr.
+ */
+#define CPC_ULTRA_PCR_PIC1_SHIFT 11
+
+/*
+ PIC0's event select on the UltraSPARC I and II, after the shift.
+ */
+#define CPC_ULTRA2_PCR_PIC0_MASK 15
+
+/*
+ PIC1's event select on the UltraSPARC I and II, after the shift.
+ */
+#define CPC_ULTRA2_PCR_PIC1_MASK 15
+
+/*
+ PIC0's event select on the UltraSPARC III and later, after the shift.
+ */
+#define CPC_ULTRA3_PCR_PIC0_MASK 63
+
+/*
+ PIC1's event select on the UltraSPARC III and later, after the shift.
+ */
+#define CPC_ULTRA3_PCR_PIC1_MASK 63
 
 /*
  A sample buffer (opaque): made by `cpc_buf_create`.

@@ -138,3 +138,59 @@ fn processor_bind_binds_the_thread_for_the_shared_counters() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The header may come after any C library header (it failed with CPU_SETSIZE undeclared when
+/// <stdio.h> came first: _GNU_SOURCE was set too late), and has cpc_bind_event(3CPC) Example
+/// 2's USP; processor_bind works from there (issue 45 item 8).
+#[test]
+fn the_header_comes_after_other_headers_and_has_usp() {
+    let src = tmp().join("solaris_after_stdio.c");
+    std::fs::write(
+        &src,
+        r#"#include <stdio.h>
+#include <stdlib.h>
+#include <perfcompat/solaris.h>
+#include <libcpc.h>
+static volatile long sp;
+static void emt(int sig, siginfo_t *si, void *arg) {
+    ucontext_t *uap = arg;
+    (void)sig; (void)si;
+    sp = (long)uap->uc_mcontext.gregs[USP];
+}
+int main(void) {
+    int old = 0, cpu = 0;
+    struct sigaction act;
+    if (processor_bind(P_LWPID, P_MYID, PBIND_QUERY, &old) != 0) return 1;
+    if (processor_bind(P_LWPID, P_MYID, cpu, NULL) != 0) return 2;
+    if (processor_bind(P_LWPID, P_MYID, PBIND_QUERY, &old) != 0 || old != cpu) return 3;
+    if (processor_bind(P_LWPID, P_MYID, PBIND_NONE, NULL) != 0) return 4;
+    memset(&act, 0, sizeof act);
+    act.sa_sigaction = emt;
+    act.sa_flags = SA_SIGINFO;
+    sigaction(SIGUSR1, &act, NULL);
+    raise(SIGUSR1);
+    if (USP != SP || sp == 0) return 5;
+    printf("lwp %d usp %d ok\n", _lwp_self(), USP);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let bin = tmp().join("solaris_after_stdio");
+    let out = Command::new("cc")
+        .args(["-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&bin)
+        .arg(format!("-I{}", repo().join("include").display()))
+        .arg(&src)
+        .args(link_args())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run_output(&bin, "perf", &[], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains(" ok"), "{text}");
+}

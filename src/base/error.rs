@@ -158,6 +158,14 @@ pub enum Error {
         /// The flags given.
         flags: u32,
     },
+    /// The event cannot count the privilege levels the request's flags ask for (a clock that
+    /// counts user and system time together asked for system time alone).
+    ModeNotCountable {
+        /// The event as given.
+        event: String,
+        /// Why, and what can be asked instead.
+        reason: String,
+    },
     /// The requests cannot all be counted at once.
     Conflict(Conflict),
     /// A set without requests cannot be bound.
@@ -366,7 +374,7 @@ impl Error {
             Error::AttributeOutOfRange { .. } => ErrorKind::AttributeOutOfRange,
             Error::InvalidPicnum { .. } => ErrorKind::InvalidPicnum,
             Error::PicNotCapable { .. } => ErrorKind::PicNotCapable,
-            Error::InvalidFlags { .. } => ErrorKind::InvalidFlags,
+            Error::InvalidFlags { .. } | Error::ModeNotCountable { .. } => ErrorKind::InvalidFlags,
             Error::Conflict(c) => match c.reason {
                 ConflictReason::SharedResource { .. } => ErrorKind::ResourceUnavailable,
                 ConflictReason::TooManyRequests { .. } => ErrorKind::Other,
@@ -418,6 +426,12 @@ impl fmt::Display for Error {
                 write!(f, "event '{event}' cannot be counted on counter {picnum}")
             }
             Error::InvalidFlags { flags } => write!(f, "invalid request flags {flags:#x}"),
+            Error::ModeNotCountable { event, reason } => {
+                write!(
+                    f,
+                    "event '{event}' cannot count system mode alone: {reason}"
+                )
+            }
             Error::Conflict(c) => c.fmt(f),
             Error::EmptySet => write!(f, "the set does not contain any requests"),
             Error::NotBound => write!(f, "the set is not bound"),

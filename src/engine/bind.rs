@@ -187,6 +187,7 @@ pub fn bind_tagged(
         overflowed: AtomicU64::new(0),
         enabled0: AtomicU64::new(0),
         running0: AtomicU64::new(0),
+        bound_running0: AtomicU64::new(0),
         gen: AtomicU64::new(0),
         detached: AtomicBool::new(false),
         lost: AtomicI32::new(-1),

@@ -124,6 +124,9 @@ pub struct SampleInfo {
     /// Nanoseconds the counters were enabled since the last (re)start; more than
     /// `running_ns` when the kernel multiplexed them.
     pub enabled_ns: u64,
+    /// Nanoseconds the counters were running since the bind (up to the freeze, for a frozen
+    /// set): a restart does not start it again. What libcpc's virtual tick counts.
+    pub bound_running_ns: u64,
 }
 
 /// [`BoundSet`]'s state word: frozen.
@@ -180,6 +183,9 @@ pub struct BoundSet {
     overflowed: AtomicU64,
     enabled0: AtomicU64,
     running0: AtomicU64,
+    // The backend's running time at the bind's first start: `SampleInfo::bound_running_ns`
+    // counts from it. Written once, before the binding is shared.
+    bound_running0: AtomicU64,
     // The generation number (bits 1..33) and whether the interval since the last restart was
     // seen incomplete (bit 0), in one word: a sample marks the interval it read with one
     // compare-and-swap from the value it read in its sequence section, so a restart that came

@@ -204,6 +204,11 @@ impl BoundSet {
         }
         self.enabled0.store(times.enabled, Ordering::Relaxed);
         self.running0.store(times.running, Ordering::Relaxed);
+        if self.gen.load(Ordering::Relaxed) >> 1 == 0 {
+            // The first start, at the bind: what the running time since the bind counts from
+            // (a restart leaves it, issue 45 item 1).
+            self.bound_running0.store(times.running, Ordering::Relaxed);
+        }
         self.overflowed.store(0, Ordering::Relaxed);
         self.set_state(0, FROZEN | READY);
         self.new_generation(false);

@@ -213,6 +213,9 @@ impl BoundSet {
                 overflowed,
                 running_ns: running,
                 enabled_ns: enabled,
+                bound_running_ns: times
+                    .running
+                    .wrapping_sub(self.bound_running0.load(Ordering::Relaxed)),
             });
         }
     }

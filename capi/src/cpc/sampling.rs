@@ -46,7 +46,7 @@ fn sample_into(
     perfcompat::base::virt::each_index(n, |i| dest[i].store(vals[i], Ordering::Relaxed));
     buf.hrtime.store(info.hrtime, Ordering::Relaxed);
     buf.tick.store(
-        handles::ticks(info.running_ns, tick_mult),
+        handles::ticks(info.bound_running_ns, tick_mult),
         Ordering::Relaxed,
     );
     true

@@ -51,6 +51,39 @@ pub const CPC_PERFCOMPAT_HOST: c_int = 9000;
 /// `PERFCOMPAT_BACKEND`'s list (r10000 0, r12000 1, ev4 5, ev5 6, ppc750 7, ppc7450 8).
 pub const CPC_PERFCOMPAT_SIM_BASE: c_int = 9100;
 
+/// The UltraSPARC %pcr's user-mode bit, as a bit number (Solaris's `<sys/cpc_event.h>`,
+/// which `<libcpc.h>` brought in): `ce_pcr & (1 << CPC_ULTRA_PCR_USR)`. `ce_pcr` holds a
+/// %pcr image on the UltraSPARC models (`CPC_ULTRA1`, `CPC_ULTRA2`, `CPC_ULTRA3_PLUS`).
+pub const CPC_ULTRA_PCR_USR: c_int = 2;
+/// The %pcr's system-mode bit, as a bit number.
+pub const CPC_ULTRA_PCR_SYS: c_int = 1;
+/// The %pcr's privileged-PIC bit, as a bit number (never set in the images made here).
+pub const CPC_ULTRA_PCR_PRIVPIC: c_int = 0;
+/// Where PIC0's event select starts in the %pcr.
+pub const CPC_ULTRA_PCR_PIC0_SHIFT: c_int = 4;
+/// Where PIC1's event select starts in the %pcr.
+pub const CPC_ULTRA_PCR_PIC1_SHIFT: c_int = 11;
+/// PIC0's event select on the UltraSPARC I and II, after the shift.
+pub const CPC_ULTRA2_PCR_PIC0_MASK: u64 = 0xf;
+/// PIC1's event select on the UltraSPARC I and II, after the shift.
+pub const CPC_ULTRA2_PCR_PIC1_MASK: u64 = 0xf;
+/// PIC0's event select on the UltraSPARC III and later, after the shift.
+pub const CPC_ULTRA3_PCR_PIC0_MASK: u64 = 0x3f;
+/// PIC1's event select on the UltraSPARC III and later, after the shift.
+pub const CPC_ULTRA3_PCR_PIC1_MASK: u64 = 0x3f;
+
+const _: () = assert!(
+    CPC_ULTRA_PCR_USR as u32 == engine_v1::CPC_ULTRA_PCR_USR
+        && CPC_ULTRA_PCR_SYS as u32 == engine_v1::CPC_ULTRA_PCR_SYS
+        && CPC_ULTRA_PCR_PRIVPIC as u32 == engine_v1::CPC_ULTRA_PCR_PRIVPIC
+        && CPC_ULTRA_PCR_PIC0_SHIFT as u32 == engine_v1::CPC_ULTRA_PCR_PIC0_SHIFT
+        && CPC_ULTRA_PCR_PIC1_SHIFT as u32 == engine_v1::CPC_ULTRA_PCR_PIC1_SHIFT
+        && CPC_ULTRA2_PCR_PIC0_MASK == engine_v1::CPC_ULTRA2_PCR_PIC_MASK as u64
+        && CPC_ULTRA2_PCR_PIC1_MASK == engine_v1::CPC_ULTRA2_PCR_PIC_MASK as u64
+        && CPC_ULTRA3_PCR_PIC0_MASK == engine_v1::CPC_ULTRA3_PCR_PIC_MASK as u64
+        && CPC_ULTRA3_PCR_PIC1_MASK == engine_v1::CPC_ULTRA3_PCR_PIC_MASK as u64
+);
+
 const _: () = assert!(
     CPC_ULTRA1 == engine_v1::CPC_ULTRA1
         && CPC_ULTRA2 == engine_v1::CPC_ULTRA2

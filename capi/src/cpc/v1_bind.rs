@@ -252,7 +252,7 @@ fn sample(c: &Cpc, key: usize, cpuver: c_int, w: [u32; 2], ev: &mut cpc_event_t)
         with_counters(key, |b: &BoundSet| b.sample(&mut vals)).unwrap_or(Err(Error::NotBound))?;
     ev.ce_pic = vals;
     ev.ce_hrt = info.hrtime;
-    ev.ce_tsc = handles::ticks(info.running_ns, c.tick_mult);
+    ev.ce_tsc = handles::ticks(info.bound_running_ns, c.tick_mult);
     ev.ce_cpuver = cpuver;
     set_ctl(ev, w);
     Ok(())

@@ -13,7 +13,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::fmt::{self, Write as _};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::report::StackText;
+use super::report::{Escaped, StackText};
 use super::{errno, set_errno};
 
 /// The C error function type (`cpc_errfn_t`); its `va_list` is opaque to Rust.
@@ -37,21 +37,6 @@ fn get() -> Option<ErrFn> {
     let h = ERRFN.load(Ordering::Acquire);
     // SAFETY: only ever stored from an `ErrFn`.
     (h != 0).then(|| unsafe { std::mem::transmute::<usize, ErrFn>(h) })
-}
-
-/// A `fmt::Write` that doubles `%` (the text is passed as a format).
-struct Escaped<'a>(&'a mut StackText);
-
-impl fmt::Write for Escaped<'_> {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        for (i, part) in s.split('%').enumerate() {
-            if i > 0 {
-                self.0.write_str("%%")?;
-            }
-            self.0.write_str(part)?;
-        }
-        Ok(())
-    }
 }
 
 /// Report that version 1 function `func` (its name without `cpc_`, e.g. `c"strtoevent"`)

@@ -2,12 +2,16 @@
 //! per-handle error handler (`cpc_seterrhndlr`) and the default report on standard error.
 //!
 //! As in libcpc, an error with a subcode goes to the handler when one is set, as
-//! `handler(fn, subcode, fmt, ap)` with the documented message as `fmt` and an empty `ap`;
-//! otherwise `libcpc: <fn>: <message>` is written to standard error. We add the engine's own
-//! explanation (which event, which counters conflict and why) on a second line with the same
-//! prefix, and also report errors without a subcode that way (libcpc printed nothing for them):
-//! every failure names its cause. A handler sees exactly what libcpc gave it. `errno` is saved
-//! and restored around the handler, then set.
+//! `handler(fn, subcode, fmt, ap)` with an empty `ap`; otherwise `libcpc: <fn>: <message>` is
+//! written to standard error, one line for one error as on Solaris. The message starts with
+//! libcpc's documented text for the subcode, and we add the engine's own explanation (which
+//! event, which counters conflict and why) on the same line after a colon, in what the handler
+//! gets and what is printed alike (issue 45 item 6: the explanation was a second printed line,
+//! which a handler never saw): `Unknown event: unknown event 'x' on ...\n`. In `fmt` any `%`
+//! of the explanation is doubled, so that a handler that `vfprintf`s it prints it as it is.
+//! Errors without a subcode are also printed that way (libcpc printed nothing for them; a
+//! handler is not called for them, as in libcpc): every failure names its cause. `errno` is
+//! saved and restored around the handler, then set.
 //!
 //! Everything here is async-signal-safe: no allocation (the text is formatted into a buffer on
 //! the stack), no locks, `write(2)` instead of stdio. The sample and restart paths report
@@ -122,10 +126,55 @@ impl Write for StackText {
     }
 }
 
-/// Report a failure of `func` (a NUL-terminated C name such as `c"cpc_bind_curlwp"`):
-/// through `handler` when the error has a subcode and a handler is set, otherwise on standard
-/// error with `detail` (the engine's explanation, if any); then set `errno` to `errno`.
-/// Async-signal-safe as long as `detail`'s `Display` does not allocate.
+/// A `fmt::Write` that doubles `%` (the text is passed as a format).
+pub(crate) struct Escaped<'a>(pub(crate) &'a mut StackText);
+
+impl fmt::Write for Escaped<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for (i, part) in s.split('%').enumerate() {
+            if i > 0 {
+                self.0.write_str("%%")?;
+            }
+            self.0.write_str(part)?;
+        }
+        Ok(())
+    }
+}
+
+/// The one line telling an error: libcpc's message `msg` (if any) without its newline, then
+/// `detail` (if any) after `": "`, ending in a newline; with `escape`, `%` in `detail` doubled.
+fn one_line(
+    t: &mut StackText,
+    msg: Option<&CStr>,
+    detail: Option<&dyn fmt::Display>,
+    escape: bool,
+) {
+    let m = msg
+        .and_then(|m| m.to_str().ok())
+        .map(|m| m.trim_end_matches('\n'));
+    if let Some(m) = m {
+        let _ = t.write_str(m);
+    }
+    if let Some(d) = detail {
+        if m.is_some() {
+            let _ = t.write_str(": ");
+        }
+        let _ = if escape {
+            write!(Escaped(t), "{d}")
+        } else {
+            write!(t, "{d}")
+        };
+    }
+    if !t.as_bytes().ends_with(b"\n") {
+        let _ = t.write_str("\n");
+    }
+}
+
+/// Report a failure of `func` (a NUL-terminated C name such as `c"cpc_bind_curlwp"`) in one
+/// line, libcpc's message for `subcode` followed by `detail` (the engine's explanation, if
+/// any): through `handler` when the error has a subcode and a handler is set, otherwise on
+/// standard error; then set `errno` to `errno`. Async-signal-safe as long as `detail`'s
+/// `Display` does not allocate.
 pub(crate) fn report(
     handler: Option<Handler>,
     func: &CStr,
@@ -136,9 +185,17 @@ pub(crate) fn report(
     let saved = super::errno();
     let msg = message(subcode);
     match (handler, msg) {
-        (Some(h), Some(m)) => {
-            // SAFETY: a handler the program registered, called as libcpc calls it.
-            unsafe { perfcompat_cpc_call_errhndlr(h, func.as_ptr(), subcode, m.as_ptr()) };
+        (Some(h), Some(_)) => {
+            let mut t = StackText::new();
+            one_line(&mut t, msg, detail, true);
+            // The C string: the text cut to leave room for its NUL.
+            let mut c = [0u8; 1025];
+            let b = t.as_bytes();
+            let n = b.len().min(c.len() - 1);
+            c[..n].copy_from_slice(&b[..n]);
+            // SAFETY: a handler the program registered, called as libcpc calls it, with
+            // NUL-terminated strings.
+            unsafe { perfcompat_cpc_call_errhndlr(h, func.as_ptr(), subcode, c.as_ptr().cast()) };
         }
         (Some(_), None) => {}
         (None, _) => {
@@ -149,12 +206,8 @@ pub(crate) fn report(
                 "libcpc"
             };
             let mut t = StackText::new();
-            if let Some(m) = msg {
-                let _ = write!(t, "{lib}: {name}: {}", m.to_str().unwrap_or(""));
-            }
-            if let Some(d) = detail {
-                let _ = writeln!(t, "{lib}: {name}: {d}");
-            }
+            let _ = write!(t, "{lib}: {name}: ");
+            one_line(&mut t, msg, detail, false);
             t.to_stderr();
         }
     }
@@ -302,7 +355,7 @@ mod tests {
             vec![(
                 "cpc_bind_curlwp".to_string(),
                 5,
-                "Hardware resource unavailable\n".to_string()
+                "Hardware resource unavailable: detail\n".to_string()
             )]
         );
     }

@@ -13,7 +13,12 @@
 //! process's overflow hook: inside its own signal handler on the perf backend, inside
 //! `perfcompat_sim_advance` on the emulated PMUs. The hook queues SIGEMT to the thread that owns
 //! the binding with `rt_tgsigqueueinfo(2)`, `si_code = EMT_CPCOVF` and `si_addr` = the
-//! interrupted program counter; it allocates nothing and takes no lock.
+//! interrupted program counter; it allocates nothing and takes no lock. On the emulated PMUs,
+//! where the binding's own thread queues the signal to itself, the interrupted program counter
+//! is where that thread takes the signal: the instruction after the queueing system call,
+//! which the hook writes into `si_addr` before making the call (x86-64 and arm64), so that
+//! `si_addr` is the PC of the handler's context, as on the perf backend (unless the program
+//! blocks SIGEMT and takes it later).
 //!
 //! The signal also says which requests overflowed, as perfctr's overflow signal does with its
 //! `si_pmc_ovf_mask`: a 64-bit mask (bit i = the request whose index `cpc_set_add_request`
@@ -107,7 +112,97 @@ fn hook(ev: &OverflowEvent) {
     {
         return;
     }
+    // Elsewhere (the emulated PMUs' perfcompat_sim_advance) the signal is queued to the
+    // binding's own thread, which takes it as the queueing system call returns: its si_addr
+    // is that return address, the PC the handler's context holds (issue 45 item 9).
+    if ev.tid == crate::base::sys::gettid() && send_here(ev.overflowed) {
+        return;
+    }
     send(ev.tid, ev.pc, ev.overflowed);
+}
+
+/// Queue SIGEMT to the calling thread with `si_addr` = the address where the thread resumes
+/// after the queueing system call: where the kernel delivers the signal (unless it is
+/// blocked), so the interrupted PC of the handler's context. False where no such system call
+/// is written (architectures other than x86-64 and arm64): then nothing was queued.
+/// Async-signal-safe.
+fn send_here(mask: u64) -> bool {
+    let sig = signal();
+    let mut info = info(sig, EMT_CPCOVF, 0, mask);
+    let _ = MAYBE_PENDING.try_with(|m| m.set(true));
+    let union_at = if cfg!(target_pointer_width = "64") {
+        16
+    } else {
+        12
+    };
+    // SAFETY: plain system calls; `slot` points into the live siginfo buffer, where the asm
+    // writes the pointer-sized si_addr before the kernel reads the buffer.
+    unsafe {
+        let pid = libc::getpid() as usize;
+        let tid = crate::base::sys::gettid() as usize;
+        let buf = info.0.as_mut_ptr();
+        queue_with_resume_pc(pid, tid, sig as usize, buf, buf.add(union_at))
+    }
+}
+
+/// `rt_tgsigqueueinfo(pid, tid, sig, info)` with the address of the instruction after the
+/// system call written at `slot` first; false if it failed, or where it is not written
+/// (architectures other than x86-64 and arm64: then nothing is queued).
+///
+/// # Safety
+/// `info` is a whole siginfo, `slot` a pointer-sized place inside it.
+#[allow(unused_variables)]
+unsafe fn queue_with_resume_pc(
+    pid: usize,
+    tid: usize,
+    sig: usize,
+    info: *const u8,
+    slot: *mut u8,
+) -> bool {
+    let ret: isize;
+    // SAFETY (all three): the caller's contract; the system call clobbers rcx and r11 only on
+    // x86-64, nothing but x0 on arm64.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!(
+            "lea {t}, [rip + 2f]",
+            "mov qword ptr [{slot}], {t}",
+            "syscall",
+            "2:",
+            t = out(reg) _,
+            slot = in(reg) slot,
+            inlateout("rax") libc::SYS_rt_tgsigqueueinfo as isize => ret,
+            in("rdi") pid,
+            in("rsi") tid,
+            in("rdx") sig,
+            in("r10") info,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!(
+            "adr {t}, 2f",
+            "str {t}, [{slot}]",
+            "svc 0",
+            "2:",
+            t = out(reg) _,
+            slot = in(reg) slot,
+            in("x8") libc::SYS_rt_tgsigqueueinfo as usize,
+            inlateout("x0") pid => ret,
+            in("x1") tid,
+            in("x2") sig,
+            in("x3") info,
+            options(nostack),
+        );
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        ret = -1;
+    }
+    ret == 0
 }
 
 /// The engine's overflow handler is done: deliver the notification kept by `hook`.

@@ -145,15 +145,32 @@ enum Codec {
 
 fn codec(cpuver: i32) -> Codec {
     match cpuver {
-        CPC_ULTRA1 | CPC_ULTRA2 => Codec::Pcr(&sim::sparc::ULTRASPARC2, 0xf),
-        CPC_ULTRA3_PLUS => Codec::Pcr(&sim::sparc::ULTRASPARC, 0x3f),
+        CPC_ULTRA1 | CPC_ULTRA2 => Codec::Pcr(&sim::sparc::ULTRASPARC2, CPC_ULTRA2_PCR_PIC_MASK),
+        CPC_ULTRA3_PLUS => Codec::Pcr(&sim::sparc::ULTRASPARC, CPC_ULTRA3_PCR_PIC_MASK),
         _ => Codec::Table,
     }
 }
 
-const PCR_USR: u32 = 1 << 2;
-const PCR_SYS: u32 = 1 << 1;
-const PCR_SHIFT: [u32; NPIC] = [4, 11];
+/// The bit of the UltraSPARC %pcr that counts user mode (its number: `<libcpc.h>`'s
+/// `CPC_ULTRA_PCR_USR`, from Solaris's `<sys/cpc_event.h>`).
+pub const CPC_ULTRA_PCR_USR: u32 = 2;
+/// The bit of the %pcr that counts system mode (`CPC_ULTRA_PCR_SYS`).
+pub const CPC_ULTRA_PCR_SYS: u32 = 1;
+/// The bit of the %pcr that makes the PICs privileged (`CPC_ULTRA_PCR_PRIVPIC`); never set
+/// here, as on Solaris for a thread's own counters.
+pub const CPC_ULTRA_PCR_PRIVPIC: u32 = 0;
+/// Where PIC0's event select starts in the %pcr (`CPC_ULTRA_PCR_PIC0_SHIFT`).
+pub const CPC_ULTRA_PCR_PIC0_SHIFT: u32 = 4;
+/// Where PIC1's event select starts in the %pcr (`CPC_ULTRA_PCR_PIC1_SHIFT`).
+pub const CPC_ULTRA_PCR_PIC1_SHIFT: u32 = 11;
+/// The width of an event select on the UltraSPARC I and II (`CPC_ULTRA2_PCR_PIC{0,1}_MASK`).
+pub const CPC_ULTRA2_PCR_PIC_MASK: u32 = 0xf;
+/// The width of an event select on the UltraSPARC III and later (`CPC_ULTRA3_PCR_PIC{0,1}_MASK`).
+pub const CPC_ULTRA3_PCR_PIC_MASK: u32 = 0x3f;
+
+const PCR_USR: u32 = 1 << CPC_ULTRA_PCR_USR;
+const PCR_SYS: u32 = 1 << CPC_ULTRA_PCR_SYS;
+const PCR_SHIFT: [u32; NPIC] = [CPC_ULTRA_PCR_PIC0_SHIFT, CPC_ULTRA_PCR_PIC1_SHIFT];
 
 /// The %pcr select code of `name` (an event, a generic name or a raw code) on PIC `pic`.
 fn pcr_code(m: &Model, name: &str, pic: usize) -> Option<u32> {

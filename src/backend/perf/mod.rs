@@ -562,7 +562,28 @@ impl Backend for PerfBackend {
     }
 
     fn candidate(&self, req: &Request) -> Result<Candidate> {
-        let (ev, _) = self.resolve(&req.event)?;
+        let (ev, fallback) = self.resolve(&req.event)?;
+        // The kernel's clocks count the thread's whole CPU time whatever the exclude bits say
+        // (measured: task-clock with exclude_user reads what it reads without), so a request
+        // for system time alone would count user time too (issue 45 item 2): refused.
+        if is_clock(ev.code) && req.flags.system && !req.flags.user {
+            let what = if fallback.is_some() {
+                format!(
+                    "'{}' is estimated from task-clock here (no PMU), and ",
+                    ev.name
+                )
+            } else {
+                String::new()
+            };
+            return Err(Error::ModeNotCountable {
+                event: req.event.clone(),
+                reason: format!(
+                    "{what}the kernel's clocks count user and system time together, whatever \
+                     the mode asked; count user and system mode together \
+                     (CPC_COUNT_USER | CPC_COUNT_SYSTEM)"
+                ),
+            });
+        }
         if let Some(a) = req.attrs.first() {
             return Err(Error::InvalidAttribute {
                 name: a.name.clone(),
