@@ -130,6 +130,31 @@ impl std::fmt::Display for SpecError {
     }
 }
 
+/// A version 1 failure: a message of its own (ending in a newline, with its errno) or the
+/// engine's error.
+#[derive(Debug)]
+pub enum V1Error {
+    /// The message (ending in a newline) and the errno.
+    Text(String, i32),
+    /// The engine's error: its text and errno.
+    Engine(Error),
+}
+
+impl From<Error> for V1Error {
+    fn from(e: Error) -> V1Error {
+        V1Error::Engine(e)
+    }
+}
+
+impl From<SpecError> for V1Error {
+    fn from(e: SpecError) -> V1Error {
+        V1Error::Text(e.0, libc::EINVAL)
+    }
+}
+
+/// A version 1 result.
+pub type V1Result<T> = std::result::Result<T, V1Error>;
+
 macro_rules! bad {
     ($($t:tt)*) => { return Err(SpecError(format!($($t)*))) };
 }
