@@ -938,8 +938,8 @@ int cpc_bind_event(cpc_event_t *event, int flags);
  Async-signal-safe: a SIGEMT handler may call it.
 
  # Returns
- 0, or -1 with `errno` `EINVAL` and a message for a NULL `event` or a thread without a
- context.
+ 0, or -1 with `errno` `EINVAL`: with a message for a NULL `event`; without one (Solaris's
+ system call) for a thread without a context.
 
  # Safety
  `event` is NULL or points to a `cpc_event_t`.
@@ -961,7 +961,8 @@ int cpc_rele(void);
  (cpc_count_usr_events(3CPC)).
 
  # Returns
- 0, or -1 with `errno` `EINVAL` and a message when the thread has no context.
+ 0, or -1 with `errno` `EINVAL` and no message (Solaris's system call) when the thread has
+ no context.
  */
 int cpc_count_usr_events(int enable);
 
@@ -970,8 +971,9 @@ int cpc_count_usr_events(int enable);
  (cpc_count_usr_events(3CPC)).
 
  # Returns
- 0, or -1 with `errno` `EINVAL` and a message when the thread has no context, or for
- turning them on in a context bound with `CPC_BIND_EMT_OVF`.
+ 0, or -1 with `errno` `EINVAL`: without a message (Solaris's system call) when the thread
+ has no context, with one for turning
+ them on in a context bound with `CPC_BIND_EMT_OVF`.
  */
 int cpc_count_sys_events(int enable);
 

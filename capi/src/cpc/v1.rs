@@ -119,6 +119,7 @@ fn tell(func: &CStr, e: &V1Error) {
     match e {
         V1Error::Text(m, errno) => errfn::report(func, m, *errno),
         V1Error::Engine(e) => errfn::report(func, e, e.errno()),
+        V1Error::Quiet(errno) => crate::edge::set_errno(*errno),
     }
 }
 

@@ -75,8 +75,8 @@ pub unsafe extern "C" fn cpc_bind_event(event: *mut cpc_event_t, flags: c_int) -
 /// Async-signal-safe: a SIGEMT handler may call it.
 ///
 /// # Returns
-/// 0, or -1 with `errno` `EINVAL` and a message for a NULL `event` or a thread without a
-/// context.
+/// 0, or -1 with `errno` `EINVAL`: with a message for a NULL `event`; without one (Solaris's
+/// system call) for a thread without a context.
 ///
 /// # Safety
 /// `event` is NULL or points to a `cpc_event_t`.
@@ -107,7 +107,8 @@ pub extern "C" fn cpc_rele() -> c_int {
 /// (cpc_count_usr_events(3CPC)).
 ///
 /// # Returns
-/// 0, or -1 with `errno` `EINVAL` and a message when the thread has no context.
+/// 0, or -1 with `errno` `EINVAL` and no message (Solaris's system call) when the thread has
+/// no context.
 #[no_mangle]
 pub extern "C" fn cpc_count_usr_events(enable: c_int) -> c_int {
     v1(c"count_usr_events", -1, || {
@@ -120,8 +121,9 @@ pub extern "C" fn cpc_count_usr_events(enable: c_int) -> c_int {
 /// (cpc_count_usr_events(3CPC)).
 ///
 /// # Returns
-/// 0, or -1 with `errno` `EINVAL` and a message when the thread has no context, or for
-/// turning them on in a context bound with `CPC_BIND_EMT_OVF`.
+/// 0, or -1 with `errno` `EINVAL`: without a message (Solaris's system call) when the thread
+/// has no context, with one for turning
+/// them on in a context bound with `CPC_BIND_EMT_OVF`.
 #[no_mangle]
 pub extern "C" fn cpc_count_sys_events(enable: c_int) -> c_int {
     v1(c"count_sys_events", -1, || {

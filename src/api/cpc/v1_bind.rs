@@ -17,6 +17,11 @@
 //! event (the man page's SIGEMT handler) take no lock and allocate nothing: the table of sets
 //! is read with atomics, and a set is freed only after the readers that may have found it are
 //! done (the binding thread's signals blocked meanwhile).
+//!
+//! # Without a context
+//! On Solaris `cpc_take_sample`, `cpc_count_usr_events` and `cpc_count_sys_events` were bare
+//! system calls: without a context they return -1 with `errno` `EINVAL` and say nothing
+//! ([`V1Error::Quiet`], issue 45 item 5).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
@@ -340,22 +345,18 @@ pub fn release() {
     destroy(MINE.with(|m| m.replace(0)));
 }
 
-/// `cpc_take_sample`: sample the calling thread's context ([`Error::NotBound`] without one).
-/// Async-signal-safe.
+/// `cpc_take_sample`: sample the calling thread's context. [`V1Error::Quiet`] `EINVAL`
+/// without one. Async-signal-safe.
 pub fn take_sample() -> V1Result<Sample> {
-    let (key, cx) = current().ok_or(Error::NotBound)?;
+    let (key, cx) = current().ok_or(V1Error::Quiet(libc::EINVAL))?;
     sample(key, cx)
 }
 
 /// `cpc_count_usr_events` (`user`) and `cpc_count_sys_events`: rebind the calling thread's
 /// context with user or system counting on or off, each counter going on from its value.
+/// Without a context: [`V1Error::Quiet`] `EINVAL`, as Solaris's system call.
 pub fn count_mode<S: Sets>(user: bool, enable: bool) -> V1Result<()> {
-    let (key, cx) = current().ok_or_else(|| {
-        V1Error::Text(
-            "no performance counter context: bind one with cpc_bind_event\n".into(),
-            libc::EINVAL,
-        )
-    })?;
+    let (key, cx) = current().ok_or(V1Error::Quiet(libc::EINVAL))?;
     if !user && enable && cx.emt {
         return Err(V1Error::Text(
             "system events cannot be counted while overflow signals are delivered \
