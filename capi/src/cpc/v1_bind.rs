@@ -104,11 +104,14 @@ pub extern "C" fn cpc_rele() -> c_int {
 
 /// Turn the counting of user-mode events on (`enable` non-zero) or off in the calling thread's
 /// context without otherwise disturbing it: the counters keep their values
-/// (cpc_count_usr_events(3CPC)).
+/// (cpc_count_usr_events(3CPC)). A thread without a context of its own that a libpctx
+/// controller counts from outside (our `cputrack`, `cpc_pctx_bind_event`, `cpc_bind_pctx`)
+/// has the controller's counters on it resumed or stopped (all of them: system-mode ones
+/// too), as `cpc_enable` and `cpc_disable` do there.
 ///
 /// # Returns
 /// 0, or -1 with `errno` `EINVAL` and no message (Solaris's system call) when the thread has
-/// no context.
+/// no context and no controller counts it.
 #[no_mangle]
 pub extern "C" fn cpc_count_usr_events(enable: c_int) -> c_int {
     v1(c"count_usr_events", -1, || {
@@ -122,7 +125,7 @@ pub extern "C" fn cpc_count_usr_events(enable: c_int) -> c_int {
 ///
 /// # Returns
 /// 0, or -1 with `errno` `EINVAL`: without a message (Solaris's system call) when the thread
-/// has no context, with one for turning
+/// has no context of its own (one bound from outside is not changed), with one for turning
 /// them on in a context bound with `CPC_BIND_EMT_OVF`.
 #[no_mangle]
 pub extern "C" fn cpc_count_sys_events(enable: c_int) -> c_int {

@@ -21,7 +21,11 @@
 //! # Without a context
 //! On Solaris `cpc_take_sample`, `cpc_count_usr_events` and `cpc_count_sys_events` were bare
 //! system calls: without a context they return -1 with `errno` `EINVAL` and say nothing
-//! ([`V1Error::Quiet`], issue 45 item 5).
+//! ([`V1Error::Quiet`], issue 45 item 5). A thread counted from outside (our `cputrack`, a
+//! libpctx client's `cpc_pctx_bind_event` or `cpc_bind_pctx`) has its context in the
+//! controller: `cpc_count_usr_events` there asks the controller to stop or resume the counters
+//! it bound to the thread, as version 2's `cpc_disable` and `cpc_enable` do
+//! ([`crate::api::pctx::tell_controller`], issue 45 item 4).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
@@ -354,9 +358,16 @@ pub fn take_sample() -> V1Result<Sample> {
 
 /// `cpc_count_usr_events` (`user`) and `cpc_count_sys_events`: rebind the calling thread's
 /// context with user or system counting on or off, each counter going on from its value.
-/// Without a context: [`V1Error::Quiet`] `EINVAL`, as Solaris's system call.
+/// Without a context: `cpc_count_usr_events` asks the controller that counts the thread
+/// from outside, if any, to resume (`enable`) or stop its counters there (0 when one did);
+/// otherwise [`V1Error::Quiet`] `EINVAL`, as Solaris's system call.
 pub fn count_mode<S: Sets>(user: bool, enable: bool) -> V1Result<()> {
-    let (key, cx) = current().ok_or(V1Error::Quiet(libc::EINVAL))?;
+    let Some((key, cx)) = current() else {
+        return match user && crate::api::pctx::tell_controller(enable) {
+            true => Ok(()),
+            false => Err(V1Error::Quiet(libc::EINVAL)),
+        };
+    };
     if !user && enable && cx.emt {
         return Err(V1Error::Text(
             "system events cannot be counted while overflow signals are delivered \
