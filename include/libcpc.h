@@ -995,8 +995,8 @@ int cpc_bind_event(cpc_event_t *event, int flags);
  Async-signal-safe: a SIGEMT handler may call it.
 
  # Returns
- 0, or -1 with `errno` `EINVAL` and a message for a NULL `event` or a thread without a
- context.
+ 0, or -1 with `errno` `EINVAL`: with a message for a NULL `event`; without one (Solaris's
+ system call) for a thread without a context.
 
  # Safety
  `event` is NULL or points to a `cpc_event_t`.
@@ -1015,10 +1015,14 @@ int cpc_rele(void);
 /*
  Turn the counting of user-mode events on (`enable` non-zero) or off in the calling thread's
  context without otherwise disturbing it: the counters keep their values
- (cpc_count_usr_events(3CPC)).
+ (cpc_count_usr_events(3CPC)). A thread without a context of its own that a libpctx
+ controller counts from outside (our `cputrack`, `cpc_pctx_bind_event`, `cpc_bind_pctx`)
+ has the controller's counters on it resumed or stopped (all of them: system-mode ones
+ too), as `cpc_enable` and `cpc_disable` do there.
 
  # Returns
- 0, or -1 with `errno` `EINVAL` and a message when the thread has no context.
+ 0, or -1 with `errno` `EINVAL` and no message (Solaris's system call) when the thread has
+ no context and no controller counts it.
  */
 int cpc_count_usr_events(int enable);
 
@@ -1027,8 +1031,9 @@ int cpc_count_usr_events(int enable);
  (cpc_count_usr_events(3CPC)).
 
  # Returns
- 0, or -1 with `errno` `EINVAL` and a message when the thread has no context, or for
- turning them on in a context bound with `CPC_BIND_EMT_OVF`.
+ 0, or -1 with `errno` `EINVAL`: without a message (Solaris's system call) when the thread
+ has no context of its own (one bound from outside is not changed), with one for turning
+ them on in a context bound with `CPC_BIND_EMT_OVF`.
  */
 int cpc_count_sys_events(int enable);
 

@@ -263,3 +263,81 @@ extern \"C\" fn not_exported() {
         ("long", 2, true)
     );
 }
+
+/// State the C crate's libcpc module may keep, with why: (file, item).
+const CPC_STATE_ALLOWED: &[(&str, &str)] = &[
+    // The C strings `cpc_getcciname`, `cpc_getcpuref` and `cpc_getusage` hand out, which C
+    // programs keep for the process's life: C memory, not libcpc semantics.
+    ("v1.rs", "STRINGS"),
+];
+
+/// The `static` items and `thread_local!` blocks of `text` (code only, comments aside):
+/// (line, name).
+fn state_items(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        let code = l.split("//").next().unwrap_or("").trim_start();
+        let rest = ["pub(crate) static ", "pub static ", "static "]
+            .iter()
+            .find_map(|p| code.strip_prefix(p));
+        if let Some(rest) = rest {
+            let name: String = rest
+                .trim_start_matches("mut ")
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            out.push((i + 1, name));
+        } else if code.starts_with("thread_local!") {
+            out.push((i + 1, "thread_local!".into()));
+        }
+    }
+    out
+}
+
+/// libcpc's semantics are the engine's (issue 45 item 11): the C crate's `cpc` module converts
+/// and calls, as the version 2 shims do, and keeps no state of its own (no process-wide
+/// table, no per-thread context: version 1's contexts, the contexts bound from outside and
+/// the shared descriptors are `perfcompat::api::cpc::v1_bind`'s), except what
+/// [`CPC_STATE_ALLOWED`] lists.
+#[test]
+fn the_libcpc_shims_keep_no_state_of_their_own() {
+    let (root, _) = capi_files();
+    let dir = root.join("cpc");
+    let found: Vec<String> = common::rust_files(&dir)
+        .iter()
+        .flat_map(|f| {
+            let file = f.strip_prefix(&dir).unwrap().display().to_string();
+            state_items(&std::fs::read_to_string(f).unwrap())
+                .into_iter()
+                .filter(|(_, n)| {
+                    !CPC_STATE_ALLOWED
+                        .iter()
+                        .any(|&(af, an)| af == file && an == n)
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(move |(l, n)| format!("cpc/{file}:{l}: {n}"))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "the C crate's libcpc module keeps state: move the semantics into \
+         perfcompat::api::cpc (or list the item in CPC_STATE_ALLOWED with why):\n{}",
+        found.join("\n")
+    );
+    assert_eq!(
+        state_items(
+            "static A: Mutex<()> = x; // static B\n\
+             pub(crate) static mut C: u8 = 0;\n\
+             thread_local! {\n\
+             // static D\n\
+             const E: u8 = 1;"
+        ),
+        [
+            (1, "A".into()),
+            (2, "C".into()),
+            (3, "thread_local!".into())
+        ],
+        "the scanner finds static items and thread-local blocks, not comments"
+    );
+}

@@ -90,6 +90,21 @@ fn bad_input_fails_with_errno_and_the_error_functions_message() {
     }
 }
 
+/// Issue 45 item 5: without a context, `cpc_take_sample`, `cpc_count_usr_events` and
+/// `cpc_count_sys_events` return -1 with `errno` `EINVAL` and say nothing, to the error
+/// function or on standard error (Solaris's bare system calls; we printed
+/// "count_usr_events: no performance counter context").
+#[test]
+fn calls_without_a_context_fail_with_einval_and_say_nothing() {
+    for tag in ALL {
+        let stderr = run(tag, "quiet");
+        assert_eq!(
+            stderr, "",
+            "{tag}: the calls without a context said something"
+        );
+    }
+}
+
 #[test]
 fn versions_1_and_2_count_on_different_threads() {
     for tag in ALL {

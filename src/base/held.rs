@@ -71,6 +71,14 @@ pub fn hold_thread(tid: i32, counting: bool) -> usize {
         .count()
 }
 
+/// Whether this process holds a live binding to thread `tid`: its counting context is here.
+pub fn counts(tid: i32) -> bool {
+    lock()
+        .bound
+        .iter()
+        .any(|(t, w)| *t == tid && w.strong_count() > 0)
+}
+
 /// Whether thread `tid` is held ([`hold_thread`]).
 pub fn is_held(tid: i32) -> bool {
     lock().held.contains(&tid)

@@ -139,13 +139,14 @@ pub extern "C" fn cpc_unbind(cpc: *mut cpc_t, set: *mut cpc_set_t) -> c_int {
     })
 }
 
-/// Where the engine finds this library's live sets by key (the `cpc_set_t` address): a
+/// Where the engine finds this library's live sets by key (the `cpc_set_t` address, and the
+/// engine's version 1 sets: `perfcompat::api::cpc::v1_bind::live`): a
 /// thread's previous set when it binds another, and whether an inheritable set is still alive
 /// when a thread it counts creates another.
 pub(crate) struct LiveSets;
 
 impl perfcompat::api::cpc::set::Sets for LiveSets {
     fn by_key(key: usize) -> Option<&'static perfcompat::api::cpc::set::Set> {
-        set_by_key(key)
+        set_by_key(key).or_else(|| perfcompat::api::cpc::v1_bind::live(key))
     }
 }

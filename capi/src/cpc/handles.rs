@@ -209,7 +209,7 @@ impl Cpc {
 }
 
 /// `mhz` as cycles per nanosecond in 32.32 fixed point (see [`Cpc::tick_mult`]).
-fn tick_mult(mhz: f64) -> u64 {
+pub(crate) fn tick_mult(mhz: f64) -> u64 {
     let m = mhz / 1000.0 * (1u64 << 32) as f64;
     if m.is_finite() && m > 0.0 {
         m.round() as u64

@@ -144,6 +144,8 @@ const _: () = assert!(
         && CPC_COUNT_USER == perfcompat::api::cpc::COUNT_USER
         && CPC_COUNT_SYSTEM == perfcompat::api::cpc::COUNT_SYSTEM
         && CPC_COUNT_HV == perfcompat::api::cpc::COUNT_HV
+        && CPC_BIND_LWP_INHERIT as c_int == perfcompat::api::cpc::v1_bind::BIND_LWP_INHERIT
+        && CPC_BIND_EMT_OVF as c_int == perfcompat::api::cpc::v1_bind::BIND_EMT_OVF
         && CPC_INVALID_EVENT == 1
         && CPC_PBIND_FAILED == 10
         && CPC_HV_NO_ACCESS == 11

@@ -13,7 +13,6 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::Mutex;
 
 use perfcompat::api::cpc::v1 as engine_v1;
-use perfcompat::Error;
 
 use super::{hrtime_t, uint_t, CPC_VER_CURRENT};
 use crate::edge::errfn::{self, ErrFn};
@@ -133,28 +132,7 @@ const _: () =
 /// parameter is a `va_list`.
 pub type cpc_errfn_t = c_void;
 
-/// A version 1 failure: a message of its own (with its errno) or the engine's error.
-pub(crate) enum V1Error {
-    /// The message (ending in a newline) and the errno.
-    Text(String, c_int),
-    /// The engine's error: its text and errno.
-    Engine(Error),
-}
-
-impl From<Error> for V1Error {
-    fn from(e: Error) -> V1Error {
-        V1Error::Engine(e)
-    }
-}
-
-impl From<engine_v1::SpecError> for V1Error {
-    fn from(e: engine_v1::SpecError) -> V1Error {
-        V1Error::Text(e.0, libc::EINVAL)
-    }
-}
-
-/// A version 1 result.
-pub(crate) type V1Result<T> = std::result::Result<T, V1Error>;
+pub(crate) use engine_v1::{V1Error, V1Result};
 
 /// The body of a version 1 export named `func` (without `cpc_`): inside the panic boundary,
 /// its result, or `failed` after the error function is told. Async-signal-safe when `f` is.
@@ -174,6 +152,7 @@ fn tell(func: &CStr, e: &V1Error) {
     match e {
         V1Error::Text(m, errno) => errfn::report(func, m, *errno),
         V1Error::Engine(e) => errfn::report(func, e, e.errno()),
+        V1Error::Quiet(errno) => crate::edge::set_errno(*errno),
     }
 }
 

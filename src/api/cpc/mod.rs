@@ -18,6 +18,7 @@ pub mod emt;
 pub mod set;
 pub mod thread;
 pub mod v1;
+pub mod v1_bind;
 
 /// Request flag: freeze the set and notify when this request's counter overflows
 /// (`CPC_OVF_NOTIFY_EMT`).

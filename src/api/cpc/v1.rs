@@ -130,6 +130,34 @@ impl std::fmt::Display for SpecError {
     }
 }
 
+/// A version 1 failure: a message of its own (ending in a newline, with its errno), the
+/// engine's error, or an errno alone: what Solaris's bare system calls (`cpc_take_sample`,
+/// `cpc_count_usr_events` without a context) return, with nothing said (issue 45 item 5).
+#[derive(Debug)]
+pub enum V1Error {
+    /// The message (ending in a newline) and the errno.
+    Text(String, i32),
+    /// The engine's error: its text and errno.
+    Engine(Error),
+    /// -1 and this errno, without a message.
+    Quiet(i32),
+}
+
+impl From<Error> for V1Error {
+    fn from(e: Error) -> V1Error {
+        V1Error::Engine(e)
+    }
+}
+
+impl From<SpecError> for V1Error {
+    fn from(e: SpecError) -> V1Error {
+        V1Error::Text(e.0, libc::EINVAL)
+    }
+}
+
+/// A version 1 result.
+pub type V1Result<T> = std::result::Result<T, V1Error>;
+
 macro_rules! bad {
     ($($t:tt)*) => { return Err(SpecError(format!($($t)*))) };
 }

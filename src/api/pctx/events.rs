@@ -91,8 +91,14 @@ impl Pctx {
             EVENT_SECCOMP => {
                 // Before the call runs: the thread's cpc_disable or cpc_enable, or a call the
                 // program's own filter traces, failed as with no tracer (see `hear`).
-                if let Some(counting) = hear::stopped(tid) {
+                if let Some((counting, ours)) = hear::stopped(tid) {
                     crate::base::held::hold_thread(tid, counting);
+                    // Counted here: the thread's call returns 0 (libcpc v1's
+                    // cpc_count_usr_events has a context then: issue 45 item 4), unless a
+                    // filter of the program's own made the stop (the call fails as alone).
+                    if ours && crate::base::held::counts(tid) {
+                        hear::answer(tid);
+                    }
                 }
                 Self::cont(tid, 0);
             }

@@ -109,8 +109,9 @@ struct SyscallInfo {
 /// any data for any call. Where a program's filter traces our `prctl` too, the kernel reports
 /// the program's data (the newest filter's, among equal actions): the call is heard, and fails
 /// with `ENOSYS` as it would with the program's filter and no tracer. The caller resumes the
-/// thread.
-pub(super) fn stopped(tid: i32) -> Option<bool> {
+/// thread. With the answer, whether the stop was our filter's (the call not refused: the
+/// caller may [`answer`] it).
+pub(super) fn stopped(tid: i32) -> Option<(bool, bool)> {
     let mut data: libc::c_ulong = 0;
     // SAFETY: GETEVENTMSG writes one unsigned long.
     unsafe { libc::ptrace(libc::PTRACE_GETEVENTMSG, tid, 0usize, &mut data) };
@@ -132,7 +133,7 @@ pub(super) fn stopped(tid: i32) -> Option<bool> {
     if !ours {
         refuse(tid);
     }
-    asked
+    asked.map(|counting| (counting, ours))
 }
 
 /// The system call number and first argument of thread `tid` in a seccomp stop, `None` if it
@@ -271,17 +272,28 @@ pub(super) fn install_filter() {
 }
 
 /// Tell the controller tracing this thread, if any, that its program asked its counting to
-/// stop (`counting` false) or go on; see the module documentation. Nothing is returned: with a
-/// controller, without one and without a filter, the call itself fails alike (`EINVAL`, or
-/// `ENOSYS` from a filter with no tracer). Async-signal-safe; `errno` is kept.
-pub fn tell_controller(counting: bool) {
+/// stop (`counting` false) or go on; see the module documentation. Returns whether a
+/// controller that counts the thread heard it: it makes the call return 0 (`answer`);
+/// without one, or without a filter, the call itself fails (`EINVAL`, or `ENOSYS` from a
+/// filter with no tracer). libcpc version 1's `cpc_count_usr_events` fails as Solaris's
+/// system call does then (no context); version 2's `cpc_enable` returns 0 either way.
+/// Async-signal-safe; `errno` is kept.
+pub fn tell_controller(counting: bool) -> bool {
     let option = if counting { ENABLE } else { DISABLE };
     // SAFETY: the thread's own errno, and an unknown prctl option: the kernel only returns an
     // error.
     unsafe {
         let errno = libc::__errno_location();
         let saved = *errno;
-        libc::syscall(libc::SYS_prctl, libc::c_ulong::from(option), 0, 0, 0, 0);
+        let rc = libc::syscall(libc::SYS_prctl, libc::c_ulong::from(option), 0, 0, 0, 0);
         *errno = saved;
+        rc == 0
     }
+}
+
+/// (The controller, thread `tid` stopped in [`stopped`] for our `prctl`, which it heard and
+/// counts the thread.) Make the call return 0 without running, so that the thread knows it
+/// was heard ([`tell_controller`]). The caller resumes the thread.
+pub(super) fn answer(tid: i32) {
+    regs::skip(tid, 0);
 }
