@@ -525,6 +525,7 @@ static void order(void) {
                    -1, 0);
     CHECK(p != MAP_FAILED);
     if (p != MAP_FAILED) {
+        madvise(p, 1024 * (size_t)pg, MADV_NOHUGEPAGE); /* one fault per page */
         for (long i = 0; i < 1024; i++)
             p[i * pg] = 1;
         munmap(p, 1024 * (size_t)pg);
