@@ -145,19 +145,29 @@ fn golden(
     verbose: bool,
     script: impl FnOnce(&mut Tracker, &'static dyn Backend),
 ) -> String {
+    golden_with(specs, verbose, false, script)
+}
+
+/// [`golden`], with `follow_fork` (`-f`: the `pid` column, and the `fork` lines) when asked.
+fn golden_with(
+    specs: &[&str],
+    verbose: bool,
+    follow_fork: bool,
+    script: impl FnOnce(&mut Tracker, &'static dyn Backend),
+) -> String {
     let b = ultrasparc();
     let sets: Vec<_> = specs
         .iter()
         .map(|s| eventspec::parse(s, b).unwrap())
         .collect();
     let specs: Vec<String> = specs.iter().map(|s| s.to_string()).collect();
-    let mut out = cputrack_out::Out::new(Vec::new(), &sets, &specs, false, false);
+    let mut out = cputrack_out::Out::new(Vec::new(), &sets, &specs, follow_fork, false);
     out.pending_title = Some(out.title(&sets[0]));
     let opts = Options {
         sets,
         interval: None,
         samples: 0,
-        follow_fork: false,
+        follow_fork,
         follow_exec: false,
         verbose,
         cycles: false,
@@ -204,17 +214,63 @@ fn golden_ticks_lwp_create_lwp_exit_and_exit_on_ultrasparc() {
         first.end();
         second.end();
     });
-    // The creating LWP's line at lwp_create carries its counts since its last line (issue
-    // 30: no lwp_create line was printed).
+    // The lwp_create line is on the creating LWP with a new LWP's counts, zero, as Sun's
+    // cputrack prints it (issue 30: no lwp_create line was printed; issue 45 item 10: it took
+    // the creator's counts since its last line, which its next tick now has).
     let want = "   time lwp      event      pic0      pic1
   0.001   1       tick    765308    219233
-  0.002   1 lwp_create        20         0
-  0.003   1       tick        50         0
+  0.002   1 lwp_create         0         0
+  0.003   1       tick        70         0
   0.004   2       tick         7         3
   0.005   2   lwp_exit        12         3
   0.006   1       tick         0         1
   0.007   1       exit    765390    219237
 ";
+    assert_eq!(text, want);
+}
+
+/// Against Sun's cputrack on the same library (issue 45 item 10; the totals were already the
+/// same): `lwp_create` prints a new LWP's counts (0), not the creator's; an LWP that no tick
+/// sampled ends without an `lwp_exit` line (its counts are in the `exit` totals); the `fork`
+/// line's `# pid` comes after two blank count columns (`"%9s %9s # %d"`) whatever the set.
+#[test]
+fn golden_lwp_create_lwp_exit_and_fork_as_suns_cputrack() {
+    let mut pid = 0;
+    let text = golden_with(&["pic0=Cycle_cnt"], false, true, |t, b| {
+        let first = Lwp::spawn(b);
+        let second = Lwp::spawn(b);
+        pid = first.tid;
+        t.init_lwp(pid, first.tid).unwrap();
+        first.advance("Cycle_cnt", 100);
+        t.tick(pid, first.tid).unwrap();
+        first.advance("Cycle_cnt", 20);
+        t.lwp_create(pid, first.tid, second.tid).unwrap();
+        t.init_lwp(pid, second.tid).unwrap();
+        second.advance("Cycle_cnt", 7);
+        // LWP 2 ends before any tick sampled it.
+        t.lwp_exit(pid, second.tid).unwrap();
+        t.fini_lwp(pid, second.tid).unwrap();
+        assert_eq!(
+            t.fork(pid, first.tid, 4242),
+            perfcompat::api::pctx::Follow::Copy
+        );
+        first.advance("Cycle_cnt", 10);
+        t.tick(pid, first.tid).unwrap();
+        t.fini_lwp(pid, first.tid).unwrap();
+        t.exit(pid, Status::Exited(0));
+        first.end();
+        second.end();
+    });
+    let want = format!(
+        "   time    pid lwp      event      pic0
+  0.001{p}   1       tick       100
+  0.002{p}   1 lwp_create         0
+  0.003{p}   1       fork                     # 4242
+  0.004{p}   1       tick        30
+  0.005{p}   1       exit       137
+",
+        p = format!("{pid:>7}")
+    );
     assert_eq!(text, want);
 }
 
@@ -243,7 +299,7 @@ fn golden_sets_take_turns_verbose_on_ultrasparc() {
   0.001   1   init_lwp         0 # pic0=Cycle_cnt
   0.002   1       tick        10 # pic0=Cycle_cnt
   0.003   1       tick         7 # pic1=Instr_cnt
-  0.004   1       fork           # 4242
+  0.004   1       fork                     # 4242
   0.005   1   fini_lwp        13 # pic0=Cycle_cnt
   0.006   1       exit        13 # pic0=Cycle_cnt
   0.007   1       exit         7 # pic1=Instr_cnt
@@ -693,7 +749,8 @@ fn digits(s: &str) -> bool {
 
 /// The kind of one line of cputrack's output if it has cputrack(1)'s documented layout (the
 /// reference's formats: `"%7.3f "`, [`"%6d "` pid with -f], `"%3d %10s "` lwp and event,
-/// [`"%9d "` tsc with -t], `"%9d "` per request, then `# note`; the title the same widths),
+/// [`"%9d "` tsc with -t], `"%9d "` per request, then `# note`; a fork line `"%9s %9s # %d"`
+/// after the event; the title the same widths),
 /// else why not. `requests` is the number of counter columns.
 fn cputrack_line_kind(line: &str, pid: bool, tsc: bool, requests: usize) -> Result<String, String> {
     const KINDS: [&str; 8] = [
@@ -772,6 +829,11 @@ fn cputrack_line_kind(line: &str, pid: bool, tsc: bool, requests: usize) -> Resu
     } else if !rest.trim().is_empty() {
         return Err(bad("a fork or exec-command line with counts"));
     }
+    // Sun's fork line: `"%9s %9s # %d"` after the event, whatever the set and -t.
+    let fork_note_at = 7 + if pid { 7 } else { 0 } + 4 + 11 + 20;
+    if kind == "fork" && line.find(" # ") != Some(fork_note_at) {
+        return Err(bad("fork's '# pid' not after two blank %9s fields"));
+    }
     match (kind, note) {
         ("fork", Some(n)) if digits(n) => {}
         ("fork", _) => return Err(bad("fork without '# pid'")),
@@ -785,16 +847,19 @@ fn cputrack_line_kind(line: &str, pid: bool, tsc: bool, requests: usize) -> Resu
 
 /// Side by side with cputrack(1): every line of a run on a program that forks, executes and
 /// starts threads has the documented layout for its kind; and the lines the documentation
-/// promises are there: `lwp_create` when a thread starts (issue 30: never printed), the `tsc`
+/// promises are there: `lwp_create` when a thread starts (issue 30: never printed), `lwp_exit`
+/// when a thread a tick sampled ends before its process, the `tsc`
 /// column on the `exit` line with -t (issue 30: blank), `exec # 'cmd'`, small LWP ids.
 #[test]
 fn every_line_has_the_documented_format() {
     let w = common::workload().display().to_string();
-    let script = format!("{w} threads 50; exec {w} threads 60");
+    // The first program's threads touch 20000 pages each, so that ticks sample them before
+    // they end: an LWP no tick sampled has no lwp_exit line, as with Sun's cputrack.
+    let script = format!("{w} threads 20000; exec {w} threads 60");
     let out = cputrack(&[
         "-fevt",
         "-T",
-        "0.05",
+        "0.005",
         "-c",
         "page-faults",
         "sh",

@@ -4,13 +4,15 @@
 //!    time lwp      event      pic0      pic1
 //!   1.007   1       tick    765308    219233
 //! ```
-//! `-f` adds a `pid` column after the time, `-t` a `tsc` column after the event. Records
-//! without counts (`fork`, the new command line of an `exec`) leave the counter columns blank;
-//! notes follow a `#`, and with several sets each line with counts names its set the same way.
+//! `-f` adds a `pid` column after the time, `-t` a `tsc` column after the event. The new
+//! command line of an `exec` leaves the counter columns blank; a `fork` line has two blank
+//! columns of counts and no `tsc`, whatever the set, as Sun's cputrack prints it
+//! (`"%9s %9s # %d"`); notes follow a `#`, and with several sets each line with counts names
+//! its set the same way.
 
 use std::io::Write;
 
-use perfcompat::commands::cputrack::{Record, Sink};
+use perfcompat::commands::cputrack::{Kind, Record, Sink};
 use perfcompat::CounterSet;
 
 /// The output format and where it goes.
@@ -74,6 +76,14 @@ impl<W: Write> Out<W> {
             s.push_str(&format!("{:>7}", r.pid));
         }
         s.push_str(&format!("{:>4}{:>11}", r.lwp, r.kind.name()));
+        if r.kind == Kind::Fork {
+            // Sun's fork line: two blank 9-character fields, then the child's id.
+            s.push_str(&" ".repeat(20));
+            if let Some(n) = &r.note {
+                s.push_str(&format!(" # {n}"));
+            }
+            return s + "\n";
+        }
         if self.tsc {
             match r.cycles {
                 Some(c) => s.push_str(&format!("{c:>10}")),

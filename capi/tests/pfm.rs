@@ -295,6 +295,30 @@ fn counts_on_perf() {
     run_preloaded("perf", "perf");
 }
 
+/// The order a real client uses (issue 45 item 7): open with `PCNTOPENALL`, `PCNTRENABLE`, then
+/// `PCNTSETMUX` (tests/c/pfm_abi.c, mode `order`). The enable with the default selection
+/// (`PF_ISSUES`, `PF_DCACHE`, which this host cannot count) failed with `ENOENT`; now it works,
+/// the default counters read 0 (and the read says why, once), and the selected events count.
+#[test]
+fn enabling_before_selecting_events_works_on_perf() {
+    let map = page_fault_branch_misses();
+    let env = [("PERFCOMPAT_EVENTS", map.as_str())];
+    let stderr = run_env(abi_linked(), "perf", &["order"], &env);
+    assert_eq!(
+        stderr
+            .matches("PF_ISSUES (counter 0) is pfm(7)'s default selection")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    run_env(
+        abi_preloaded(),
+        "perf",
+        &["order"],
+        &[env[0], ("LD_PRELOAD", &pfcntr_preload())],
+    );
+}
+
 /// Without the privilege to count a CPU, `PCNTLOGALL` counts the process and says so.
 #[test]
 fn without_privilege_logall_counts_the_process() {

@@ -6,9 +6,9 @@
 //! every thread before it runs ([`Target::Thread`]). Every interval each thread is sampled and
 //! a [`Record`] of kind [`Kind::Tick`] carries its counts over the interval; with several sets
 //! each thread moves to the next set after each of its samples (rebinding counts from zero).
-//! What happens to the process is reported too: a thread created ([`Kind::LwpCreate`], the
-//! creator's counts since its last line), a thread ending before its process
-//! ([`Kind::LwpExit`], its totals), a `fork` (with `follow_fork` the child is tracked by a copy
+//! What happens to the process is reported too: a thread created ([`Kind::LwpCreate`], on the
+//! creator's LWP with a new LWP's counts: zero), a thread ending before its process
+//! ([`Kind::LwpExit`], its totals, once a tick has sampled it), a `fork` (with `follow_fork` the child is tracked by a copy
 //! of the controller, as the original ran one controlling process per tracked process), an
 //! `exec` (its totals so far; with `follow_exec` counting goes on in the new program, else the
 //! process is no longer counted) and the process's end ([`Kind::Exit`], the totals of all its
@@ -58,9 +58,9 @@ pub enum Kind {
     InitLwp,
     /// A thread stops being counted (`-v`): its totals.
     FiniLwp,
-    /// A thread ended before its process: its totals.
+    /// A thread ended before its process: its totals (only for a thread a tick sampled).
     LwpExit,
-    /// A thread created a thread: the creator's counts since its last line.
+    /// A thread created a thread: a new LWP's counts (zero), on the creator's line.
     LwpCreate,
     /// The process created a child process (the note is its id).
     Fork,
@@ -130,6 +130,8 @@ struct Lwp {
     cpu_ns: u64,
     /// With [`Options::cycles`]: its CPU time in cycles, every sample's added up.
     cycles: u64,
+    /// A tick sampled it (else its end gives no `lwp_exit` line, as with Sun's cputrack).
+    ticked: bool,
 }
 
 /// One tracked process.
@@ -397,6 +399,7 @@ impl Observer for Tracker<'_> {
                     0
                 },
                 cycles: 0,
+                ticked: false,
             },
         );
         if self.opts.verbose {
@@ -427,6 +430,11 @@ impl Observer for Tracker<'_> {
         let Some(l) = self.lwps.get(&tid) else {
             return Ok(());
         };
+        if !l.ticked {
+            // As Sun's cputrack: no line for an LWP no tick sampled (its counts still go to
+            // the process's totals, at its fini_lwp).
+            return Ok(());
+        }
         let (lwp, set) = (l.lwp, l.set);
         if self.sample(tid).is_err() {
             return Ok(());
@@ -445,9 +453,18 @@ impl Observer for Tracker<'_> {
     }
 
     fn lwp_create(&mut self, pid: i32, tid: i32, _new: i32) -> Result<()> {
-        // As Sun's cputrack: a line for the creating LWP, with its counts since its last
-        // line (a sample taken at the creation).
-        self.sample_line(pid, tid, Kind::LwpCreate).map(drop)
+        // As Sun's cputrack: a line on the creating LWP with a new LWP's counts, zero. Nothing
+        // is sampled: the creator's counts since its last line are its next line's.
+        if !self.counted(pid) {
+            return Ok(());
+        }
+        let Some(l) = self.lwps.get(&tid) else {
+            return Ok(());
+        };
+        let (lwp, set, n) = (l.lwp, l.set, l.last.len());
+        let mut r = self.record(pid, lwp, Kind::LwpCreate, set, vec![0; n]);
+        r.cycles = self.opts.cycles.then_some(0);
+        self.emit(r)
     }
 
     fn fork(&mut self, pid: i32, tid: i32, child: i32) -> Follow {
@@ -516,6 +533,9 @@ impl Observer for Tracker<'_> {
         let Some(set) = self.sample_line(pid, tid, Kind::Tick)? else {
             return Ok(());
         };
+        if let Some(l) = self.lwps.get_mut(&tid) {
+            l.ticked = true;
+        }
         let n = self.opts.sets.len();
         if n > 1 {
             let next = (set + 1) % n;

@@ -8,6 +8,8 @@
  *   files  any      other paths and descriptors are the C library's: files, pipes, near-miss
  *                   paths, ioctl on ordinary descriptors, dup of a device descriptor
  *   perf   perf     counts on Linux perf (cycles, estimated from CPU time without a PMU)
+ *   order  perf     a real client's order: PCNTOPENALL, PCNTRENABLE, then PCNTSETMUX (the
+ *                   default selection has no counterpart here); PF_BRANCHMISS counts page faults
  *   unpriv perf     as "perf" with PCNTLOGALL as user nobody (root drops to it first): without
  *                   the privilege to count a CPU the device counts the process
  * Built with -DPFM_PRELOAD it is not linked with the library (LD_PRELOAD provides it); built
@@ -496,6 +498,50 @@ static void perf(void) {
     CHECK(close(fd) == 0);
 }
 
+/* The order a real client uses (issue 45 item 7): open with PCNTOPENALL, PCNTRENABLE, then
+ * PCNTSETMUX. The default selection (PF_ISSUES, PF_DCACHE) has no counterpart on this host:
+ * enabling with it works, its counters read 0, and the events PCNTSETMUX selects are counted
+ * from then on. PCNTRENABLE makes the array requests take the array itself (PAPI's form). */
+static void order(void) {
+    int fd = open("/dev/pfcntr", O_RDONLY | PCNTOPENALL);
+    CHECK(fd >= 0);
+    CHECK(ioctl(fd, PCNTRENABLE) == 0);
+    struct pfcntrs c[1];
+    memset(c, 0xff, sizeof c);
+    CHECK(ioctl(fd, PCNTGETCNT, c) == 0);
+    CHECK(c[0].pf_cntr0 == 0 && c[0].pf_cntr1 == 0);
+    struct iccsr m;
+    memset(&m, 0, sizeof m);
+    m.iccsr_pc0 = 1; /* every 2^12 events */
+    m.iccsr_mux0 = PF_CYCLES;
+    m.iccsr_mux1 = PF_BRANCHMISS; /* page faults, through the driver's PERFCOMPAT_EVENTS */
+    m.iccsr_pc1 = 1; /* every 2^8 events */
+    CHECK(ioctl(fd, PCNTSETMUX, &m) == 0);
+    CHECK(ioctl(fd, PCNTCLEARCNT) == 0);
+    spin();
+    /* 1024 fresh pages: at least 1024 faults, 4 interrupts of counter 1. */
+    long pg = sysconf(_SC_PAGESIZE);
+    char *p = mmap(NULL, 1024 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    CHECK(p != MAP_FAILED);
+    if (p != MAP_FAILED) {
+        madvise(p, 1024 * (size_t)pg, MADV_NOHUGEPAGE); /* one fault per page */
+        for (long i = 0; i < 1024; i++)
+            p[i * pg] = 1;
+        munmap(p, 1024 * (size_t)pg);
+    }
+    CHECK(ioctl(fd, PCNTRDISABLE) == 0);
+    CHECK(ioctl(fd, PCNTGETCNT, c) == 0);
+    CHECK(c[0].pf_cntr0 > 2000);
+    CHECK(c[0].pf_cntr1 >= 4);
+    printf("order: %lu, %lu interrupts\n", c[0].pf_cntr0, c[0].pf_cntr1);
+    /* An event the program selects that the host cannot count still fails the enable. */
+    m.iccsr_mux1 = PF_EXTPIN1;
+    CHECK(ioctl(fd, PCNTSETMUX, &m) == 0);
+    FAILS(ioctl(fd, PCNTRENABLE), ENOENT);
+    CHECK(close(fd) == 0);
+}
+
 static void unpriv(void) {
     if (getuid() == 0)
         CHECK(setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0);
@@ -525,6 +571,8 @@ int main(int argc, char **argv) {
         files();
     else if (!strcmp(mode, "perf"))
         perf();
+    else if (!strcmp(mode, "order"))
+        order();
     else if (!strcmp(mode, "unpriv"))
         unpriv();
     else {

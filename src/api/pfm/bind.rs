@@ -8,6 +8,14 @@ use super::{errno_of, menu_event, Device, Errno, Live, OpenMode, State, PFM_PROF
 use crate::engine;
 use crate::{Binding, CounterSet, Error, Request, RequestFlags, Target};
 
+/// User mode only, no notification.
+const USER_MODE: RequestFlags = RequestFlags {
+    user: true,
+    system: false,
+    hypervisor: false,
+    notify_overflow: false,
+};
+
 impl Device {
     /// Fold the live bindings into `acc`/`rem` and drop them (and the profile's).
     pub(super) fn unbind(&self, st: &mut State) {
@@ -30,7 +38,19 @@ impl Device {
         self.prof_mut(|p| *unsafe { cell(&p.binding) } = None);
     }
 
-    /// The event request of counter `c` (`None` when it has no Linux counterpart on perf).
+    /// The generic name that stands for counter `c`'s event on perf (`None`: no Linux
+    /// counterpart).
+    fn counterpart(st: &State, c: usize) -> Option<&'static str> {
+        let name = menu_event(st.chip, c as u32, st.code[c])?;
+        st.chip
+            .model()
+            .generics
+            .iter()
+            .find(|g| g.event == name)
+            .map(|g| g.name)
+    }
+
+    /// The event request of counter `c` (`ENOENT` when it has no Linux counterpart on perf).
     fn request(&self, st: &State, c: usize, flags: RequestFlags) -> Result<Request, Errno> {
         let name = menu_event(st.chip, c as u32, st.code[c]).ok_or(libc::EINVAL)?;
         if self.sim.is_some() {
@@ -39,14 +59,7 @@ impl Device {
                 .on_counter(c as u32)
                 .attr("int_every", 1u64 << st.shift[c]));
         }
-        let generic = st
-            .chip
-            .model()
-            .generics
-            .iter()
-            .find(|g| g.event == name)
-            .map(|g| g.name);
-        match generic {
+        match Self::counterpart(st, c) {
             Some(g) => Ok(Request::new(g).flags(flags)),
             None => {
                 crate::stderr_line!(
@@ -58,11 +71,58 @@ impl Device {
         }
     }
 
-    /// Bind the active counters (and the profile) and mark the device enabled.
+    /// Whether the host can count counter `c`'s event: it has a Linux counterpart, and a
+    /// binding of it alone to this thread does not fail for want of the event (any other
+    /// failure is left to the real binding to report).
+    fn countable_here(&self, st: &State, c: usize) -> bool {
+        let Some(g) = Self::counterpart(st, c) else {
+            return false;
+        };
+        let mut set = CounterSet::new();
+        if set.add(Request::new(g).flags(USER_MODE)).is_err() {
+            return false;
+        }
+        !matches!(
+            engine::bind_with(self.backend, &set, Target::CurrentThread),
+            Err(Error::UnknownEvent { .. } | Error::EventUnavailable { .. })
+        )
+    }
+
+    /// The read found counters of pfm(7)'s default selection that the host cannot count (they
+    /// read 0): say so, once per device.
+    pub(super) fn say_pending(&self, st: &mut State) {
+        if st.chosen || st.pending_said || !st.pending.iter().any(|&p| p) {
+            return;
+        }
+        st.pending_said = true;
+        for c in (0..st.chip.ncounters()).filter(|&c| st.pending[c]) {
+            let name = menu_event(st.chip, c as u32, st.code[c]).unwrap_or("?");
+            let why = match Self::counterpart(st, c) {
+                Some(g) => format!("this host cannot count {g}"),
+                None => "it has no Linux counterpart".to_string(),
+            };
+            crate::stderr_line!(
+                "pfm: {name} (counter {c}) is pfm(7)'s default selection and {why}: it reads 0 \
+                 until PCNTSETMUX selects an event"
+            );
+        }
+    }
+
+    /// Bind the active counters (and the profile) and mark the device enabled. On perf, a
+    /// counter of pfm(7)'s default selection (the program has not selected events yet) whose
+    /// event the host cannot count is left out, pending (it reads 0): enabling before
+    /// `PCNTSETMUX`, as programs do, works, and the selection binds what it names.
     pub(super) fn bind(&self, st: &mut State) -> Result<(), Errno> {
         st.enabled = true;
+        st.pending = [false; 3];
         let ncounters = st.chip.ncounters();
-        let counters: Vec<usize> = (0..ncounters).filter(|&c| st.active[c]).collect();
+        let mut counters: Vec<usize> = (0..ncounters).filter(|&c| st.active[c]).collect();
+        if self.sim.is_none() && !st.chosen {
+            for &c in &counters {
+                st.pending[c] = !self.countable_here(st, c);
+            }
+            counters.retain(|&c| !st.pending[c]);
+        }
         if counters.is_empty() {
             return Ok(());
         }
@@ -182,10 +242,8 @@ impl Device {
     pub(super) fn bind_profile(&self, st: &State, counters: &[usize]) -> Result<(), Errno> {
         engine::add_overflow_hook(hook).map_err(|e| errno_of(&e))?;
         let flags = RequestFlags {
-            user: true,
-            system: false,
-            hypervisor: false,
             notify_overflow: true,
+            ..USER_MODE
         };
         let mut set = CounterSet::new();
         let mut periods = [0u64; 3];

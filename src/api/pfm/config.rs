@@ -41,6 +41,9 @@ impl Device {
                 user: true,
                 system: true,
                 ctxt_set: false,
+                chosen: false,
+                pending: [false; 3],
+                pending_said: false,
                 enabled: false,
                 live: Vec::new(),
                 acc: vec![[0; 3]; nslots],
@@ -114,6 +117,7 @@ impl Device {
             st.code = [mux0, mux1, 0];
             st.shift = [if freq0 { 12 } else { 16 }, if freq1 { 8 } else { 12 }, 16];
             st.active = [disable & 1 == 0, disable & 2 == 0, false];
+            st.chosen = true;
             Ok(())
         })
     }
@@ -135,6 +139,7 @@ impl Device {
                 st.active = [false; 3];
             }
             st.code = codes;
+            st.chosen = true;
             Ok(())
         })
     }
@@ -148,6 +153,7 @@ impl Device {
             if st.chip != Chip::Ev5 {
                 st.chip = Chip::Ev5;
                 st.code = [0; 3];
+                st.chosen = false;
                 st.active = [false; 3];
             }
             let low = default_shifts(Chip::Ev5);

@@ -47,6 +47,7 @@ impl Device {
         if st.items & PFM_COUNTERS == 0 {
             return Err(libc::EINVAL);
         }
+        self.say_pending(&mut st);
         Ok(self.counts_locked(&mut st))
     }
 

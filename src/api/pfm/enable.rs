@@ -40,6 +40,7 @@ impl Device {
         if st.chip != Chip::Ev5 {
             st.chip = Chip::Ev5;
             st.code = [0; 3];
+            st.chosen = false;
             st.shift = default_shifts(Chip::Ev5);
             st.active = [false; 3];
         }

@@ -21,6 +21,12 @@
 //! on stderr. `PCNTLOGSELECT` counts the calling process (and the children it creates later,
 //! on the perf backend) as [`Target::Process`](crate::Target::Process).
 //!
+//! **Default selection.** Until the program selects events (`PCNTSETMUX`, `PCNT5MUX`), the
+//! counters count pfm(7)'s default selection (EV4 `PF_ISSUES`, `PF_DCACHE`). On perf a default
+//! counter the host cannot count is left out when the device is enabled and reads 0 (the first
+//! read says so once), so that enabling before selecting, as programs do, works; an event the
+//! program selected that the host cannot count is `ENOENT` at the enable.
+//!
 //! **Profiling.** With `PFM_PROFILING` selected and a user address range set, each counter's
 //! interrupt (every 2^n events) adds the interrupted program counter to a histogram: a second
 //! binding of the calling thread whose requests notify on overflow, restarted from the overflow
@@ -288,6 +294,14 @@ struct State {
     system: bool,
     /// Whether `PCNT5CTXT` chose the modes (else a process is counted in user mode only).
     ctxt_set: bool,
+    /// Whether the program selected the events (`PCNTSETMUX`, `PCNT5MUX`); else they are
+    /// pfm(7)'s default selection, of which the host may lack some.
+    chosen: bool,
+    /// Per counter: active but not counted by the last bind, because it is the default
+    /// selection and the host cannot count its event (it reads 0).
+    pending: [bool; 3],
+    /// The read that found pending counters said so.
+    pending_said: bool,
     enabled: bool,
     live: Vec<Live>,
     /// Per slot and counter: whole periods folded in from earlier bindings.
