@@ -417,7 +417,7 @@ pub fn on_watcher_thread() -> bool {
 }
 
 /// Whether signal `sig` sent to thread `tid` now would only wait in its queue: the thread
-/// blocks it and does not wait for it ([`waits_for`]). Reads `/proc`: for the watcher's
+/// blocks it and does not wait for it (`waits_for`). Reads `/proc`: for the watcher's
 /// thread only (false elsewhere: not known).
 pub fn would_only_wait(tid: i32, sig: i32) -> bool {
     on_watcher_thread() && blocked_on(tid, sig) == Some(true) && !waits_for(tid, sig)
