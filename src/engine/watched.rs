@@ -50,11 +50,18 @@ impl BoundSet {
     /// signal's state (issue 44 item 2): blocked, ignored, taken over by a handler of the
     /// program's, or on its way. So a sample never shows a count past an overflow that it
     /// has not frozen. A signal that comes for it later finds its record taken and changes
-    /// nothing. When the thread blocks the signal, or its action could end the process, the
-    /// binding's signals are turned off first (`crate::base::watch` turns them on again once
-    /// neither holds): one queued per overflow would wait on the thread (and survive an
-    /// `execve`), and a program that restarts after this notification must not get a signal
-    /// that ends it (items 3 and 4). Returns whether it froze the set. Async-signal-safe.
+    /// nothing. When the signal's action could end the process, the binding's signals are
+    /// turned off first (`crate::base::watch` turns them on again once it cannot): a program
+    /// that restarts after this notification must not get a signal that ends it (item 3).
+    /// When the thread blocks the signal, the signals already queued on it are taken off its
+    /// queue, and a group that counts on at its overflow is stopped where the set froze, so
+    /// that no more pile up while the set stays frozen (item 4); the binding's signals stay
+    /// on, as at the bind: a thread that blocks the signal for a moment around its sample gets
+    /// its next overflow's signal where it unblocks it. Turned off here, a group that the
+    /// kernel stops at each overflow would stand stopped from the next one until a sample or
+    /// the watcher found its record, and its events meanwhile would be counted nowhere (the
+    /// signal stress test lost page faults so). The watcher turns them off once it finds the
+    /// thread keeping the signal blocked. Returns whether it froze the set. Async-signal-safe.
     ///
     /// Costs nothing more than the look at the rings' heads when no record waits; a record
     /// that waits costs a read of the counts (a record can outlive its overflow) and the
@@ -83,12 +90,15 @@ impl BoundSet {
         if disposition != crate::base::signal::Disposition::Ours {
             crate::base::watch::tell_taken_over();
         }
-        let blocked = crate::base::signal::blocked_here();
-        if blocked || crate::base::signal::signal_would_kill() {
+        if crate::base::signal::signal_would_kill() {
             self.quieten();
         }
         self.unsignalled(fd, false);
-        if blocked {
+        if crate::base::signal::blocked_here() {
+            // A group that counts on at its overflow would signal again at each period while
+            // the set stays frozen: stop it where it froze (what it counted since is dropped
+            // at the freeze, as when such a signal comes).
+            self.write(|b| b.stop_counting_on());
             // The kernel's signals for this overflow (and any counted on after it) wait on
             // this thread, which blocks them: nothing is left for them to do (item 4).
             crate::base::signal::discard_pending_here();

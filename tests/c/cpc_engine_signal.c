@@ -27,6 +27,11 @@
  *             then execl argv[2] (tests/c/unblock_ok.c, which unblocks every signal and prints
  *             OK): nothing of the library's may be pending there (item 4)
  *   exec-unbind as exec-after, but unbound right after the faults and exec'd at once (item 4)
+ *   blockmoment the set of resethand2 (the kernel stops it at each overflow); every signal
+ *             blocked only for a moment, around the faults and the samples of the even rounds
+ *             (the sample takes the record); in the odd rounds, signals unblocked, the overflow
+ *             must be notified at once, before any call of the library's (item 2: the sample
+ *             must not turn the binding's signals off for a thread that blocks them for a moment)
  * In the modes that block SIGRTMAX-2, at most 20 of it are left pending at the end (the
  * library turns the binding's signals off once it found them blocked). argv[2]: rounds
  * (default 100). Prints the first frozen value, "<n> notifications" and
@@ -117,7 +122,7 @@ int main(int argc, char **argv) {
     cpc_set_t *set = cpc_set_create(cpc);
     int idx = cpc_set_add_request(cpc, set, "page-faults", UINT64_MAX - 99,
                                   CPC_COUNT_USER | CPC_OVF_NOTIFY_EMT, 0, NULL);
-    if (is(mode, "resethand2") &&
+    if ((is(mode, "resethand2") || is(mode, "blockmoment")) &&
         cpc_set_add_request(cpc, set, "context-switches", 0, CPC_COUNT_USER, 0, NULL) < 0)
         return 2;
     cpc_buf_t *buf = cpc_buf_create(cpc, set);
@@ -167,14 +172,22 @@ int main(int argc, char **argv) {
          * without any call of the library's between, and the library's watcher must have seen
          * the handler before (it looks every 100 ms; docs/reliability.md, issue 44 item 3). */
         if (is(mode, "resethand")) sleep_ms(300);
-    } else if (strcmp(mode, "normal")) {
+    } else if (strcmp(mode, "normal") && !is(mode, "blockmoment")) {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;
     }
     int waits = !strcmp(mode, "sigwait");
     uint64_t first = 1;
     for (round = 0; round < rounds; round++) {
+        int moment = is(mode, "blockmoment") && round % 2 == 0;
+        sigset_t before;
+        if (moment) {
+            sigset_t all;
+            sigfillset(&all);
+            sigprocmask(SIG_BLOCK, &all, &before);
+        }
         fault(1000);
+        if (is(mode, "blockmoment") && round % 2 == 1) CHECK(notified == round + 1);
         if (waits) {
             struct timespec five = {5, 0};
             int s = sigtimedwait(&emt, NULL, &five);
@@ -191,6 +204,7 @@ int main(int argc, char **argv) {
         fault(50);
         CHECK(cpc_set_sample(cpc, set, buf) == 0);
         CHECK(cpc_buf_get(cpc, buf, idx, &w) == 0);
+        if (moment) sigprocmask(SIG_SETMASK, &before, NULL);
         if (round == 0) first = v;
         if (v != 0)
             fprintf(stderr, "round %d: sampled %#llx, not the frozen 0\n", round,
