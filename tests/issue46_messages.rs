@@ -35,6 +35,9 @@ fn run(cmd: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
         .expect("the command runs")
 }
 
+/// A command, its arguments and its environment.
+type Case<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)]);
+
 fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -108,7 +111,7 @@ fn json_on_standard_error_stays_json_with_notices_inside() {
 /// Item 11: every conflict exits 2, the documented usage status.
 #[test]
 fn every_conflict_exits_with_the_usage_status() {
-    let cases: [(&str, &[&str], &[(&str, &str)]); 5] = [
+    let cases: [Case; 5] = [
         (PERFEX, &["-a", "-e", "0", "true"], &[]),
         (PERFEX, &["-mp", "-s", "true"], &[]),
         (PERFEX, &["-e", "0", "-e", "1", "true"], &[]),
@@ -133,7 +136,7 @@ fn every_conflict_exits_with_the_usage_status() {
 #[test]
 fn messages_have_no_os_error_suffix_and_one_hint() {
     let missing = "/nonexistent/issue46/x";
-    let cases: [(&str, &[&str], &[(&str, &str)]); 7] = [
+    let cases: [Case; 7] = [
         (PERFEX, &["-o", missing, "true"], &[]),
         (PERFEX, &["-c", missing, "true"], &[]),
         (PERFEX, &["--merge", missing], &[]),

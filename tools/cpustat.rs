@@ -35,7 +35,7 @@ usage: cpustat -c eventspec [-c eventspec]... [-p period] [-sntD] [-T d|u] [inte
 
 Counting every CPU needs perf_event_paranoid 0 or less, CAP_PERFMON or root. After the last
 sample and on Ctrl-C, a total line per set: everything it counted. Exit status: 0, 1 when
-counting failed or the output could not be written, 2 for a usage error. Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (see perfcompat(7)).";
+counting failed or the output could not be written, 2 for a usage error (conflicts included). Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (see perfcompat(7)).";
 
 struct Args {
     specs: Vec<String>,

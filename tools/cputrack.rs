@@ -44,7 +44,7 @@ usage: cputrack -c eventspec [-c eventspec]... [-efntvD] [-N count] [-o file] [-
   -h          this text and the events, generic events and attributes of the backend in force
 
 Exit status: the command's (128 + N when signal N killed it); 0 with -p; 1 when counting
-failed or the output could not be written; 2 for a usage error; 126 or 127 when the command
+failed or the output could not be written; 2 for a usage error (conflicts included); 126 or 127 when the command
 cannot run. Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (see perfcompat(7)).";
 
 struct Args {

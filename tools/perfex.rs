@@ -45,7 +45,8 @@ usage: perfex [-a | -e event0 [-e event1]] [-mp | -s] [-x] [-k] [-y] [-t] [-T] [
   --calibrate  measure this machine's latencies and cache the host cost table
   --quick   with --calibrate: a shorter, rougher measurement
 
-The exit status is the command's (128 + N when signal N killed it); 2 for a usage error,
+The exit status is the command's (128 + N when signal N killed it); 2 for a usage error
+(conflicting options or counters included),
 1 when counting failed or the report could not be written, 126/127 when the command could
 not be run.
 Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (event map), PERFCOMPAT_SYSTEM_COSTS,

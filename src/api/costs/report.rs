@@ -75,7 +75,9 @@ fn report(
             real.unwrap_or_else(|| table.flavor.event_name(c.event))
         )
     };
-    let mut rows: Vec<(EventCount, &str, (f64, f64, f64), String)> = counts
+    // (count, count as shown, its times, its label)
+    type Row<'a> = (EventCount, &'a str, (f64, f64, f64), String);
+    let mut rows: Vec<Row> = counts
         .iter()
         .zip(shown)
         .enumerate()
