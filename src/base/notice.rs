@@ -75,9 +75,12 @@ mod tests {
     fn captured_lines_are_taken_then_released() {
         capture();
         write("first\nsecond\n");
-        assert_eq!(take(), ["first", "second"]);
+        // Other tests of this process may say something meanwhile: look for these lines only.
+        let kept = take();
+        let at = kept.iter().position(|l| l == "first").expect("kept");
+        assert_eq!(kept[at + 1], "second");
         write("third\n");
         release();
-        assert!(take().is_empty());
+        assert!(!take().iter().any(|l| l == "third"));
     }
 }
