@@ -35,21 +35,24 @@
 /// `eprintln!` for a library: a standard error that cannot be written (closed, a closed pipe,
 /// a full disk) loses the line instead of panicking, as C's `fprintf(stderr, ...)` would. The
 /// library's warnings never end the program that prints them (`eprintln!` panics, and a panic
-/// aborts a release build: `perfex -e 0 true 2>&1 | true` died with SIGABRT).
+/// aborts a release build: `perfex -e 0 true 2>&1 | true` died with SIGABRT). The line is
+/// formatted first and written with one `write(2)` ([`base::notice`]), so that lines of
+/// processes sharing a standard error (MPI ranks) never interleave mid-line.
 #[macro_export]
 macro_rules! stderr_line {
     ($($arg:tt)*) => {{
-        use ::std::io::Write as _;
-        let _ = ::std::writeln!(::std::io::stderr(), $($arg)*);
+        let mut line = ::std::format!($($arg)*);
+        line.push('\n');
+        $crate::base::notice::write(&line);
     }};
 }
 
-/// `eprint!` as [`stderr_line!`] is `eprintln!`: text without a newline, never a panic.
+/// `eprint!` as [`stderr_line!`] is `eprintln!`: text without a newline, never a panic, written
+/// with one `write(2)`; a report (`print_counters`), never kept by [`base::notice::capture`].
 #[macro_export]
 macro_rules! stderr_text {
     ($($arg:tt)*) => {{
-        use ::std::io::Write as _;
-        let _ = ::std::write!(::std::io::stderr(), $($arg)*);
+        $crate::base::notice::write_stderr(&::std::format!($($arg)*));
     }};
 }
 

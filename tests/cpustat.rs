@@ -284,9 +284,10 @@ fn refusals_name_the_cause() {
         let out = cpustat(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
-    // Specifications are the tools' grammar, with their messages: 1.
+    // Specifications are the tools' grammar, with their messages; a malformed or conflicting
+    // one is a usage error (2, issue 46 item 11), an unknown event a counting failure (1).
     let out = cpustat(&["-c", "pic0=task-clock,pic0=page-faults", "0.1", "1"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("repeated 'pic0' token"));
     let out = cpustat(&["-c", "no-such-event", "0.1", "1"]);
     assert_eq!(out.status.code(), Some(1));

@@ -486,8 +486,9 @@ fn refusals_name_the_cause() {
     let out = cputrack(&["-c", "no-such-event", "true"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-event"));
+    // Requests that conflict on the counters: a usage error (issue 46 item 11).
     let out = cputrack(&["-c", "pic0=page-faults,pic0=task-clock", "true"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("repeated 'pic0' token"));
     let out = cputrack(&["-c", "page-faults", "/no/such/command"]);
     assert_eq!(out.status.code(), Some(127));

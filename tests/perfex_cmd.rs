@@ -308,15 +308,16 @@ fn bad_arguments_and_files_fail_before_the_command_runs() {
     let bad = dir.0.join("bad.costs");
     std::fs::write(&bad, "clock 100 MHz\n25 1 2 three clks\n").unwrap();
     let bad = bad.to_str().unwrap().to_string();
+    // Conflicting counters are a usage error (2), as conflicting options are (issue 46 item 11).
     let cases: [(&[&str], i32, &str); 7] = [
         (
             &["-e", "0", "-e", "15"],
-            1,
+            2,
             "conflicting counters: requests #0 (0) and #1 (15)",
         ),
         (
             &["-e", "9", "-e", "10"],
-            1,
+            2,
             "can only be counted on hardware counter 0",
         ),
         (&["-e", "32"], 2, "-e 32: not an R10000 event number"),

@@ -13,6 +13,7 @@ use perfcompat::commands::cpustat::CpuStat;
 use perfcompat::CounterSet;
 
 mod solaris;
+use solaris::say;
 
 const USAGE: &str = "\
 usage: cpustat -c eventspec [-c eventspec]... [-p period] [-sntD] [-T d|u] [interval [count]]
@@ -34,7 +35,7 @@ usage: cpustat -c eventspec [-c eventspec]... [-p period] [-sntD] [-T d|u] [inte
 
 Counting every CPU needs perf_event_paranoid 0 or less, CAP_PERFMON or root. After the last
 sample and on Ctrl-C, a total line per set: everything it counted. Exit status: 0, 1 when
-counting failed or the output could not be written, 2 for a usage error. Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (see perfcompat(7)).";
+counting failed or the output could not be written, 2 for a usage error (conflicts included). Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (see perfcompat(7)).";
 
 struct Args {
     specs: Vec<String>,
@@ -124,12 +125,6 @@ fn tsc() -> u64 {
     0
 }
 
-/// A message on standard error. Nothing is left to tell if that fails too (a closed pipe, a
-/// full disk), so a failure is ignored: never a panic.
-fn say(msg: std::fmt::Arguments) {
-    let _ = writeln!(std::io::stderr(), "{msg}");
-}
-
 /// Standard output with every write checked.
 struct Stdout<W: Write>(W);
 
@@ -144,7 +139,8 @@ impl<W: Write> Stdout<W> {
             Ok(()) => true,
             Err(e) => {
                 say(format_args!(
-                    "cpustat: cannot write the standard output: {e}"
+                    "cpustat: cannot write the standard output: {}",
+                    perfcompat::base::error::io_text(&e)
                 ));
                 false
             }
@@ -223,8 +219,8 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::from(!written));
         }
         Err(m) => {
-            say(format_args!("cpustat: {m} (cpustat -h lists the options)"));
-            return ExitCode::from(2);
+            say(format_args!("{}", solaris::usage_message("cpustat", &m)));
+            return ExitCode::from(perfcompat::commands::USAGE_STATUS);
         }
     };
     let who = |f: &str| {
@@ -245,14 +241,14 @@ fn main() -> ExitCode {
         Ok(s) => s,
         Err(e) => {
             say(format_args!("{}{e}", who("cpc_set_add_request")));
-            return ExitCode::from(1);
+            return ExitCode::from(solaris::spec_status(&e));
         }
     };
     let mut stat = match CpuStat::start(b, sets.clone()) {
         Ok(s) => s,
         Err(e) => {
             say(format_args!("{}{e}", who("cpc_bind_cpu")));
-            return ExitCode::from(1);
+            return ExitCode::from(perfcompat::commands::failure_status(&e));
         }
     };
     // SAFETY: installing a handler that only stores to an atomic.

@@ -17,6 +17,7 @@ mod cputrack_out;
 mod solaris;
 
 use cputrack_out::Out;
+use solaris::say;
 
 const USAGE: &str = "\
 usage: cputrack -c eventspec [-c eventspec]... [-efntvD] [-N count] [-o file] [-T interval]
@@ -43,7 +44,7 @@ usage: cputrack -c eventspec [-c eventspec]... [-efntvD] [-N count] [-o file] [-
   -h          this text and the events, generic events and attributes of the backend in force
 
 Exit status: the command's (128 + N when signal N killed it); 0 with -p; 1 when counting
-failed or the output could not be written; 2 for a usage error; 126 or 127 when the command
+failed or the output could not be written; 2 for a usage error (conflicts included); 126 or 127 when the command
 cannot run. Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (see perfcompat(7)).";
 
 struct Args {
@@ -119,12 +120,6 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
     Ok(Some(a))
 }
 
-/// A message on standard error. Nothing is left to tell if that fails too (a closed pipe, a
-/// full disk), so a failure is ignored: never a panic.
-fn say(msg: std::fmt::Arguments) {
-    let _ = writeln!(std::io::stderr(), "{msg}");
-}
-
 /// SIGPIPE's handler: nothing. A write to a closed pipe then fails with EPIPE, which is
 /// reported, and the command, which inherits every ignored signal across exec but no handler,
 /// gets SIGPIPE's default action as it would without cputrack (ignoring it, as Rust programs
@@ -148,13 +143,10 @@ extern "C" fn on_sigint(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
-/// The exit status for an error: 126/127 when the command cannot run, else 1.
+/// The exit status for an error: 126/127 when the command cannot run, 2 for conflicting
+/// requests, else 1 ([`perfcompat::commands::failure_status`]).
 fn failure(e: &Error) -> ExitCode {
-    ExitCode::from(match e {
-        Error::CannotRun { errno, .. } if *errno == libc::ENOENT => 127,
-        Error::CannotRun { .. } => 126,
-        _ => 1,
-    })
+    ExitCode::from(perfcompat::commands::failure_status(e))
 }
 
 fn track<W: Write>(a: &Args, mut out: Out<W>) -> ExitCode {
@@ -217,10 +209,8 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::from(written.is_err()));
         }
         Err(m) => {
-            say(format_args!(
-                "cputrack: {m} (cputrack -h lists the options)"
-            ));
-            return ExitCode::from(2);
+            say(format_args!("{}", solaris::usage_message("cputrack", &m)));
+            return ExitCode::from(perfcompat::commands::USAGE_STATUS);
         }
     };
     let b = match backend::global() {
@@ -239,7 +229,7 @@ fn main() -> ExitCode {
                 "cputrack: "
             };
             say(format_args!("{who}{e}"));
-            return ExitCode::from(1);
+            return ExitCode::from(solaris::spec_status(&e));
         }
     };
     catch_sigpipe();
@@ -252,7 +242,10 @@ fn main() -> ExitCode {
                 track(&a, out)
             }
             Err(e) => {
-                say(format_args!("cputrack: cannot write {path}: {e}"));
+                say(format_args!(
+                    "cputrack: cannot write {path}: {}",
+                    perfcompat::base::error::io_text(&e)
+                ));
                 ExitCode::from(1)
             }
         },

@@ -126,11 +126,11 @@ impl<W: Write> Out<W> {
             .map_err(|e| {
                 self.failed = true;
                 // Standard error may be gone too (a closed pipe): then nothing can tell.
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "cputrack: cannot write {}: {e}",
-                    self.name
-                );
+                perfcompat::base::notice::write_stderr(&format!(
+                    "cputrack: cannot write {}: {}\n",
+                    self.name,
+                    perfcompat::base::error::io_text(&e)
+                ));
                 failed(e.raw_os_error())
             })
     }

@@ -10,6 +10,8 @@ use std::process::ExitCode;
 
 use perfcompat::api::costs;
 use perfcompat::api::perfex;
+use perfcompat::base::error::io_text;
+use perfcompat::base::notice;
 use perfcompat::commands::perfex::mpi;
 use perfcompat::commands::perfex::{self as command, Options};
 
@@ -43,7 +45,8 @@ usage: perfex [-a | -e event0 [-e event1]] [-mp | -s] [-x] [-k] [-y] [-t] [-T] [
   --calibrate  measure this machine's latencies and cache the host cost table
   --quick   with --calibrate: a shorter, rougher measurement
 
-The exit status is the command's (128 + N when signal N killed it); 2 for a usage error,
+The exit status is the command's (128 + N when signal N killed it); 2 for a usage error
+(conflicting options or counters included),
 1 when counting failed or the report could not be written, 126/127 when the command could
 not be run.
 Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (event map), PERFCOMPAT_SYSTEM_COSTS,
@@ -63,10 +66,18 @@ struct Args {
     merge: bool,
 }
 
-/// A line on standard error, never a panic: when standard error is gone (a closed pipe, a full
-/// disk) nothing is left to tell, and the exit status says it.
+/// An error line on standard error, written with one `write(2)` (issue 46 item 6), never a
+/// panic: when standard error is gone (a closed pipe, a full disk) nothing is left to tell, and
+/// the exit status says it. The notices kept for a `--json` report that will not be written go
+/// first, in their order.
 fn say(msg: std::fmt::Arguments) {
-    let _ = writeln!(std::io::stderr(), "perfex: {msg}");
+    notice::release();
+    notice::write_stderr(&format!("perfex: {msg}\n"));
+}
+
+/// A notice: on standard error, or with `--json` in the report's `notices` (issue 46 item 7).
+fn note(msg: std::fmt::Arguments) {
+    notice::write(&format!("perfex: {msg}\n"));
 }
 
 /// Write `text` to standard output, flushed; a failure is said and is status 1.
@@ -75,7 +86,10 @@ fn print(text: &str) -> Result<(), ExitCode> {
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
         .map_err(|e| {
-            say(format_args!("cannot write the standard output: {e}"));
+            say(format_args!(
+                "cannot write the standard output: {}",
+                io_text(&e)
+            ));
             ExitCode::from(1)
         })
 }
@@ -97,7 +111,7 @@ fn default_sigpipe_for_the_command() {
 
 fn usage_error(msg: &str) -> ExitCode {
     say(format_args!("{msg} (perfex --help lists the options)"));
-    ExitCode::from(2)
+    ExitCode::from(perfcompat::commands::USAGE_STATUS)
 }
 
 fn event(v: &OsString) -> Result<u32, String> {
@@ -195,7 +209,10 @@ fn merge(a: &Args) -> ExitCode {
     for f in &a.opts.command {
         let name = f.to_string_lossy();
         let r = std::fs::read(f)
-            .map_err(|e| perfcompat::Error::InvalidArgument(format!("{name}: {e}")))
+            .map_err(|e| perfcompat::Error::FileUnreadable {
+                file: name.to_string(),
+                errno: e.raw_os_error().unwrap_or(libc::EIO),
+            })
             .and_then(|bytes| mpi::RankRecord::decode(&String::from_utf8_lossy(&bytes), &name));
         match r {
             Ok(r) => records.push(r),
@@ -217,11 +234,13 @@ fn merge(a: &Args) -> ExitCode {
         report.push('\n');
     }
     let written = match &a.output {
-        Some(p) => std::fs::write(p, report).map_err(|e| format!("-o {}: {e}", p.display())),
+        Some(p) => {
+            std::fs::write(p, report).map_err(|e| format!("-o {}: {}", p.display(), io_text(&e)))
+        }
         None => std::io::stdout()
             .write_all(report.as_bytes())
             .and_then(|()| std::io::stdout().flush())
-            .map_err(|e| format!("the standard output: {e}")),
+            .map_err(|e| format!("the standard output: {}", io_text(&e))),
     };
     match written {
         Ok(()) => ExitCode::SUCCESS,
@@ -233,6 +252,14 @@ fn merge(a: &Args) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    let code = run();
+    // Notices kept for a JSON report that was not written (an early failure says its error
+    // first) go to standard error last.
+    notice::release();
+    code
+}
+
+fn run() -> ExitCode {
     let a = match parse(std::env::args_os().skip(1).collect()) {
         Ok(Some(a)) => a,
         Ok(None) => {
@@ -240,6 +267,11 @@ fn main() -> ExitCode {
         }
         Err(msg) => return usage_error(&msg),
     };
+    if a.json && !a.merge {
+        // The report may go to standard error, which notices share: keep them for the report's
+        // "notices" so that `2> f.json` is JSON (issue 46 item 7).
+        notice::capture();
+    }
     if a.calibrate {
         return calibrate(a.quick);
     }
@@ -281,7 +313,7 @@ fn main() -> ExitCode {
         Some(p) => match std::fs::File::create(p) {
             Ok(f) => (Box::new(f), p.display().to_string()),
             Err(e) => {
-                say(format_args!("-o {}: {e}", p.display()));
+                say(format_args!("-o {}: {}", p.display(), io_text(&e)));
                 return ExitCode::from(1);
             }
         },
@@ -289,7 +321,7 @@ fn main() -> ExitCode {
         None => (Box::new(std::io::stderr()), "the standard error".into()),
     };
     if a.opts.all {
-        say(format_args!(
+        note(format_args!(
             "-a counts all 32 events multiplexed over the PMU's counters; each total is \
              scaled from the time it was counted and may be inaccurate"
         ));
@@ -306,28 +338,27 @@ fn main() -> ExitCode {
         Ok(o) => o,
         Err(e) => {
             say(format_args!("{e}"));
-            return ExitCode::from(match e {
-                perfcompat::Error::CannotRun { errno, .. } if errno == libc::ENOENT => 127,
-                perfcompat::Error::CannotRun { .. } => 126,
-                _ => 1,
-            });
+            return ExitCode::from(perfcompat::commands::failure_status(&e));
         }
     };
     if let Some((rank, path)) = &mpi_file {
         let record = mpi::RankRecord::from_outcome(*rank, &mpi::hostname(), &outcome);
         if let Err(e) = std::fs::write(path, record.encode()) {
-            say(format_args!("--mpi: {}: {e}", path.display()));
+            say(format_args!("--mpi: {}: {}", path.display(), io_text(&e)));
             return ExitCode::from(1);
         }
     }
     let table = a.costs.then(costs::current);
     let report = if a.json {
-        outcome.json(table.as_ref())
+        outcome.json_with_notices(table.as_ref(), &notice::take())
     } else {
         outcome.text(table.as_ref())
     };
     if let Err(e) = out.write_all(report.as_bytes()).and_then(|_| out.flush()) {
-        say(format_args!("writing the report to {out_name}: {e}"));
+        say(format_args!(
+            "writing the report to {out_name}: {}",
+            io_text(&e)
+        ));
         return ExitCode::from(1);
     }
     ExitCode::from(outcome.status.exit_code().clamp(0, 255) as u8)

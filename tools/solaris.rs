@@ -7,6 +7,34 @@ use perfcompat::backend::Backend;
 use perfcompat::commands::eventspec;
 use perfcompat::CounterSet;
 
+/// A message on standard error, formatted first and written with one `write(2)` (issue 46
+/// item 6). Nothing is left to tell if that fails too (a closed pipe, a full disk), so a failure
+/// is ignored: never a panic.
+pub fn say(msg: std::fmt::Arguments) {
+    perfcompat::base::notice::write_stderr(&format!("{msg}\n"));
+}
+
+/// A usage error's message: `m`, then the hint to `cmd -h`, unless `m` already gives it (one
+/// hint per message; issue 46 item 11).
+pub fn usage_message(cmd: &str, m: &str) -> String {
+    if m.contains(&format!("{cmd} -h ")) {
+        format!("{cmd}: {m}")
+    } else {
+        format!("{cmd}: {m} ({cmd} -h lists the options)")
+    }
+}
+
+/// The exit status for `-c` specifications that cannot be used: a malformed one, or events
+/// that conflict on the counters (both [`perfcompat::Error::InvalidArgument`] from the
+/// specification's parser, or a conflict) are usage errors, as a conflict of options is
+/// (issue 46 item 11); an event this host cannot count is a counting failure (1).
+pub fn spec_status(e: &perfcompat::Error) -> u8 {
+    match e {
+        perfcompat::Error::InvalidArgument(_) => perfcompat::commands::USAGE_STATUS,
+        other => perfcompat::commands::failure_status(other),
+    }
+}
+
 /// The arguments as UTF-8 strings.
 pub fn utf8(argv: Vec<OsString>) -> Result<Vec<String>, String> {
     argv.into_iter()

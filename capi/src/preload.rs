@@ -526,7 +526,7 @@ unsafe fn exec(
     r
 }
 
-/// `errno` as the standard library says it (`No such file or directory (os error 2)`), from
+/// `errno` as strerror(3) says it (`No such file or directory`, no Rust-style `(os error 2)`), from
 /// glibc's static untranslated text: no lock, no allocation.
 struct OsError(c_int);
 
@@ -541,7 +541,9 @@ impl fmt::Display for OsError {
         } else {
             f.write_str("Unknown error")?;
         }
-        write!(f, " (os error {})", self.0)
+        // The text alone, as strerror(3) gives it: no Rust-style " (os error N)" (issue 46
+        // item 11).
+        Ok(())
     }
 }
 

@@ -401,6 +401,26 @@ impl Error {
     }
 }
 
+/// The text of `errno` alone, as `strerror(3)` gives it ("No such file or directory"):
+/// `std::io::Error`'s `Display` adds " (os error 2)", Rust's own detail, which no message of
+/// the library or its commands shows (issue 46 item 11). Every message built from an errno or
+/// an I/O error goes through this or [`io_text`].
+pub fn strerror(errno: i32) -> String {
+    io_text(&std::io::Error::from_raw_os_error(errno))
+}
+
+/// The text of an I/O error without Rust's " (os error N)" (see [`strerror`]).
+pub fn io_text(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match e.raw_os_error() {
+        Some(n) => match text.strip_suffix(&format!(" (os error {n})")) {
+            Some(t) => t.to_string(),
+            None => text,
+        },
+        None => text,
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -463,11 +483,9 @@ impl fmt::Display for Error {
                 write!(f, "{file}:{line}: {reason}")
             }
             Error::BadFile { file, reason, .. } => write!(f, "{file}: {reason}"),
-            Error::FileUnreadable { file, errno } => write!(
-                f,
-                "{file}: cannot read it: {}",
-                std::io::Error::from_raw_os_error(*errno)
-            ),
+            Error::FileUnreadable { file, errno } => {
+                write!(f, "{file}: cannot read it: {}", strerror(*errno))
+            }
             Error::InvalidArgument(s) => write!(f, "invalid argument: {s}"),
             Error::IndexOutOfRange { index, len } => write!(
                 f,
@@ -477,11 +495,9 @@ impl fmt::Display for Error {
                 f,
                 "sample buffer holds {len} values, the set has {need} requests"
             ),
-            Error::CannotRun { command, errno } => write!(
-                f,
-                "cannot run '{command}': {}",
-                std::io::Error::from_raw_os_error(*errno)
-            ),
+            Error::CannotRun { command, errno } => {
+                write!(f, "cannot run '{command}': {}", strerror(*errno))
+            }
             Error::BadArgument(s) | Error::Fault(s) | Error::MissingEvent(s) => write!(f, "{s}"),
             Error::Version {
                 requested,
@@ -530,11 +546,7 @@ impl fmt::Display for Error {
                 "the counter's descriptor {fd} was closed by the program (close_range, close or \
                  dup2 over it): its counts are lost; unbind the set and bind it again"
             ),
-            Error::Os { op, errno } => write!(
-                f,
-                "{op} failed: {}",
-                std::io::Error::from_raw_os_error(*errno)
-            ),
+            Error::Os { op, errno } => write!(f, "{op} failed: {}", strerror(*errno)),
         }
     }
 }
@@ -543,3 +555,20 @@ impl std::error::Error for Error {}
 
 /// The engine's result type.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_error_texts_have_no_rust_suffix() {
+        assert_eq!(strerror(libc::ENOENT), "No such file or directory");
+        let e = Error::CannotRun {
+            command: "x".into(),
+            errno: libc::EACCES,
+        };
+        assert_eq!(e.to_string(), "cannot run 'x': Permission denied");
+        let custom = std::io::Error::other("a custom error");
+        assert_eq!(io_text(&custom), "a custom error");
+    }
+}

@@ -4,7 +4,8 @@
 //!   with its errno and libcpc subcode), [`sys`] (thread id, monotonic clock, the overflow
 //!   signal's number), [`sigsafe`] (blocking every signal around a state change; the sequence
 //!   counter lock-free readers retry on), [`virt`] (the 64-bit virtualisation arithmetic),
-//!   [`held`] (threads of traced processes whose program stopped their counting).
+//!   [`held`] (threads of traced processes whose program stopped their counting), [`notice`]
+//!   (lines on standard error, one `write(2)` each, or kept for a report).
 //! - Sets and placement: [`set`] (requests, flags, attributes, targets), [`sched`] (placing
 //!   requests on counters and explaining conflicts), [`eventmap`] (R10000 event numbers to
 //!   Linux events), [`signal`] (the perf overflow signal's handler, which reaches the engine
@@ -16,6 +17,7 @@ pub mod costfile;
 pub mod error;
 pub mod eventmap;
 pub mod held;
+pub mod notice;
 pub mod sched;
 pub mod set;
 pub mod signal;

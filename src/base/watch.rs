@@ -270,8 +270,9 @@ fn tell_failure(e: &std::io::Error) {
     static ONCE: AtomicBool = AtomicBool::new(false);
     if !ONCE.swap(true, Ordering::Relaxed) {
         crate::stderr_line!(
-            "perfcompat: the overflow watcher thread could not be started ({e}): an overflow \
-             whose signal the program blocks or takes over is found at the next sample only"
+            "perfcompat: the overflow watcher thread could not be started ({}): an overflow \
+             whose signal the program blocks or takes over is found at the next sample only",
+            crate::base::error::io_text(e)
         );
     }
 }

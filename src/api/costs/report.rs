@@ -21,7 +21,7 @@ pub struct EventCount {
 /// the measured time, used when cycles were not counted.
 pub fn format_costs(table: &CostTable, counts: &[EventCount], elapsed_s: Option<f64>) -> String {
     let shown: Vec<String> = counts.iter().map(|c| fmt_count(c.count)).collect();
-    report(table, counts, &shown, elapsed_s)
+    report(table, counts, &shown, &[], elapsed_s)
 }
 
 /// [`format_costs`] for counts read from counters (`print_costs`): each count is printed as
@@ -40,40 +40,57 @@ pub fn format_exact_costs(
             count: count as f64,
         })
         .collect();
-    report(table, &counts, &shown, elapsed_s)
+    report(table, &counts, &shown, &[], elapsed_s)
 }
 
 /// [`format_costs`] with each count printed as `shown` (same order): `perfex -y` prints the
-/// exact integers it read, or its scaled estimates rounded.
+/// exact integers it read, or its scaled estimates rounded. `counted_as` (same order, shorter
+/// means `None`) names the event a count really is when it is not the R10000 event the cost
+/// table assumes (an event map's `25 = page-faults`): its line shows that name, and no derived
+/// statistic uses it (issue 46 item 5: page faults gave a memory time and a bandwidth).
 pub fn format_costs_shown(
     table: &CostTable,
     counts: &[EventCount],
     shown: &[String],
+    counted_as: &[Option<String>],
     elapsed_s: Option<f64>,
 ) -> String {
-    report(table, counts, shown, elapsed_s)
+    report(table, counts, shown, counted_as, elapsed_s)
 }
 
-/// The cost report of `counts`, each count printed as `shown` (same order).
+/// The cost report of `counts`, each count printed as `shown`, counted as `counted_as` (same
+/// order; see [`format_costs_shown`]).
 fn report(
     table: &CostTable,
     counts: &[EventCount],
     shown: &[String],
+    counted_as: &[Option<String>],
     elapsed_s: Option<f64>,
 ) -> String {
-    let mut rows: Vec<(EventCount, &str, (f64, f64, f64))> = counts
+    let as_of = |i: usize| counted_as.get(i).and_then(Option::as_deref);
+    let name_of = |c: &EventCount, real: Option<&str>| {
+        format!(
+            "{:>3} {}",
+            c.event,
+            real.unwrap_or_else(|| table.flavor.event_name(c.event))
+        )
+    };
+    // (count, count as shown, its times, its label)
+    type Row<'a> = (EventCount, &'a str, (f64, f64, f64), String);
+    let mut rows: Vec<Row> = counts
         .iter()
         .zip(shown)
-        .filter(|(c, _)| c.event < EVENTS)
-        .map(|(c, n)| {
+        .enumerate()
+        .filter(|(_, (c, _))| c.event < EVENTS)
+        .map(|(i, (c, n))| {
             let t = table.costs[c.event].seconds(c.count, table.clock_mhz);
-            (*c, n.as_str(), t)
+            (*c, n.as_str(), t, name_of(c, as_of(i)))
         })
         .collect();
     rows.sort_by(|a, b| b.2 .0.total_cmp(&a.2 .0).then(a.0.event.cmp(&b.0.event)));
     let width = rows
         .iter()
-        .map(|r| table.flavor.event_name(r.0.event).len() + 7)
+        .map(|r| r.3.len() + 3)
         .max()
         .unwrap_or(0)
         .max(48);
@@ -97,14 +114,34 @@ fn report(
         " Event", "Count", "time (s)", "time (s)", "time (s)"
     );
     let _ = writeln!(s, "{rule}");
-    for (c, count, (typ, min, max)) in &rows {
-        let label = format!("{:>3} {} ", c.event, table.flavor.event_name(c.event));
+    for (_, count, (typ, min, max), name) in &rows {
+        let label = format!("{name} ");
         let _ = writeln!(
             s,
             "{label:.<width$} {count:>18} {typ:>12.6} {min:>12.6} {max:>12.6}"
         );
     }
-    let stats = statistics(table, counts, elapsed_s);
+    let assumed: Vec<EventCount> = counts
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| as_of(*i).is_none())
+        .map(|(_, c)| *c)
+        .collect();
+    let mapped: Vec<String> = counts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| Some(format!("{} as {}", c.event, as_of(i)?)))
+        .collect();
+    if !mapped.is_empty() {
+        let _ = writeln!(
+            s,
+            "(Counted as another event than the R10000 one the cost table prices: {}; no \
+             statistic is derived from {}.)",
+            mapped.join(", "),
+            if mapped.len() > 1 { "them" } else { "it" }
+        );
+    }
+    let stats = statistics(table, &assumed, elapsed_s);
     if !stats.is_empty() {
         let _ = writeln!(s, "\nStatistics");
         let _ = writeln!(s, "{rule}");

@@ -52,7 +52,7 @@ impl Buffer {
             return Err(format!(
                 "could not map {}: {}",
                 fmt_bytes(len),
-                std::io::Error::last_os_error()
+                crate::base::error::io_text(&std::io::Error::last_os_error())
             ));
         }
         let map = map.cast::<u8>();

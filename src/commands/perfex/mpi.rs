@@ -241,8 +241,9 @@ pub fn write_report(m: &Merged) -> Result<()> {
     match crate::base::sys::env_os("PERFCOMPAT_MPI_OUTPUT").filter(|p| !p.is_empty()) {
         Some(path) => std::fs::write(&path, text).map_err(|e| {
             Error::InvalidArgument(format!(
-                "PERFCOMPAT_MPI_OUTPUT={}: {e}",
-                path.to_string_lossy()
+                "PERFCOMPAT_MPI_OUTPUT={}: {}",
+                path.to_string_lossy(),
+                crate::base::error::io_text(&e)
             ))
         }),
         None => {

@@ -159,7 +159,31 @@ fn json_count(s: &mut String, flavor: Flavor, c: &Count, costs: Option<&CostTabl
     s.push('}');
 }
 
+/// The event `c` really is when it is not the R10000 event its cost table line assumes: the
+/// event of a specification, or the event an event map gives an R10000 number in place of the
+/// built-in one (`25 = page-faults`). `perfex -y` shows that name and derives no statistic
+/// from it (issue 46 item 5).
+fn counted_as(c: &Count) -> Option<String> {
+    if let Some(n) = &c.name {
+        return Some(n.clone());
+    }
+    let linux = c.linux_event.as_deref()?;
+    let builtin = crate::base::eventmap::r10k_event(c.event).and_then(|e| e.host);
+    (builtin != Some(linux)).then(|| linux.to_string())
+}
+
 impl Outcome {
+    /// The counts the cost table's statistics may use: those [`counted_as`] has no other name
+    /// for.
+    fn assumed_cost_counts(&self) -> Vec<CostCount> {
+        self.cost_counts()
+            .into_iter()
+            .zip(&self.counts)
+            .filter(|(_, c)| counted_as(c).is_none())
+            .map(|(k, _)| k)
+            .collect()
+    }
+
     fn cost_counts(&self) -> Vec<CostCount> {
         self.counts
             .iter()
@@ -201,6 +225,7 @@ impl Outcome {
                 t,
                 &self.cost_counts(),
                 &self.counts.iter().map(Count::shown).collect::<Vec<_>>(),
+                &self.counts.iter().map(counted_as).collect::<Vec<_>>(),
                 Some(self.counting_s),
             )),
             None => count_lines(&mut s, flavor, &self.counts),
@@ -298,7 +323,7 @@ impl Outcome {
                     .join(",")
             );
             s.push_str(",\"statistics\":{");
-            let stats = costs::statistics(t, &self.cost_counts(), Some(self.counting_s));
+            let stats = costs::statistics(t, &self.assumed_cost_counts(), Some(self.counting_s));
             for (i, (name, v)) in stats.iter().enumerate() {
                 if i > 0 {
                     s.push(',');
@@ -308,6 +333,22 @@ impl Outcome {
             s.push('}');
         }
         s.push_str("}\n");
+        s
+    }
+}
+
+impl Outcome {
+    /// [`Outcome::json`] with the notices said while counting (each a line, from
+    /// [`crate::base::notice::take`]) as its last member, `"notices"`: perfex `--json` keeps
+    /// them off standard error, which its report may share (`2> f.json` is then JSON; issue 46
+    /// item 7).
+    pub fn json_with_notices(&self, costs: Option<&CostTable>, notices: &[String]) -> String {
+        let mut s = self.json(costs);
+        let end = s.trim_end().len();
+        debug_assert!(s[..end].ends_with('}'));
+        s.truncate(end - 1);
+        let list: Vec<String> = notices.iter().map(|n| json_str(n)).collect();
+        let _ = writeln!(s, ",\"notices\":[{}]}}", list.join(","));
         s
     }
 }

@@ -26,7 +26,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::{Class, PerfCode, PerfEvent};
-use crate::base::error::{Error, Result};
+use crate::base::error::{io_text, Error, Result};
 
 /// Every event alias of every PMU under `sysfs`, named `<pmu>/<event>/`, sorted by name.
 ///
@@ -147,7 +147,10 @@ impl Pmu {
         let text = fs::read_to_string(&tf).map_err(|e| {
             unavailable(
                 spec,
-                format!("PMU '{name}' has no readable type file ({e})"),
+                format!(
+                    "PMU '{name}' has no readable type file ({})",
+                    crate::base::error::io_text(&e)
+                ),
             )
         })?;
         let type_ = text
@@ -168,7 +171,7 @@ impl Pmu {
         if let Some(f) = find_file(&fdir, term) {
             let path = fdir.join(f);
             let text = fs::read_to_string(&path)
-                .map_err(|e| bad_file(&path, format!("cannot read: {e}")))?;
+                .map_err(|e| bad_file(&path, format!("cannot read: {}", io_text(&e))))?;
             return Field::parse(text.trim())
                 .map(Some)
                 .map_err(|r| bad_file(&path, r));
@@ -338,7 +341,7 @@ pub(super) fn resolve_pmu_event(
         }
         let path = pmu.dir.join("events").join(&ev);
         let text = fs::read_to_string(&path)
-            .map_err(|e| bad_file(&path, format!("cannot read event alias: {e}")))?;
+            .map_err(|e| bad_file(&path, format!("cannot read event alias: {}", io_text(&e))))?;
         for (term, value) in split_terms(&text) {
             let Some(field) = pmu.format(term)? else {
                 if IGNORABLE_ALIAS_TERMS
