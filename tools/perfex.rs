@@ -17,6 +17,7 @@ const USAGE: &str = "\
 usage: perfex [-a | -e event0 [-e event1]] [-mp | -s] [-x] [-k] [-y] [-t] [-T] [-o file] [-c file]
               [--json] command [args...]
        perfex -t [-c file]
+       perfex -l
        perfex --calibrate [--quick]
        mpirun ... perfex --mpi PREFIX [options] command [args...]
        perfex --merge [--json] [-o file] PREFIX.0 PREFIX.1 ...
@@ -31,6 +32,8 @@ usage: perfex [-a | -e event0 [-e event1]] [-mp | -s] [-x] [-k] [-y] [-t] [-T] [
             perf_event_paranoid <= 1 or CAP_PERFMON
   -y        report cost estimates and derived statistics instead of bare counts
   -t        print the cost table in force (the cost file format) on standard output
+  -l, --list  list the events: each R10000 number, the Linux event it becomes and whether it
+            counts on this host, then the backend's other events
   -c file   load a cost table file over the default one (for -y and -t)
   -o file   write the report to file instead of standard error
   -T        accepted for compatibility (mixed-CPU systems); no effect
@@ -46,8 +49,8 @@ usage: perfex [-a | -e event0 [-e event1]] [-mp | -s] [-x] [-k] [-y] [-t] [-T] [
 The exit status is the command's (128 + N when signal N killed it); 2 for a usage error,
 1 when counting failed or the report could not be written, 126/127 when the command could
 not be run.
-Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (event map), PERFCOMPAT_SYSTEM_COSTS,
-PERFCOMPAT_HOST_COSTS (see perfcompat(7)).";
+Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (event map), PERFCOMPAT_STANDIN (software
+stand-ins without a PMU), PERFCOMPAT_SYSTEM_COSTS, PERFCOMPAT_HOST_COSTS (see perfcompat(7)).";
 
 #[derive(Default)]
 struct Args {
@@ -61,6 +64,7 @@ struct Args {
     quick: bool,
     mpi: Option<PathBuf>,
     merge: bool,
+    list: bool,
 }
 
 /// A line on standard error, never a panic: when standard error is gone (a closed pipe, a full
@@ -129,6 +133,7 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
             "-k" | "-x" => a.opts.kernel = true,
             "-y" => a.costs = true,
             "-t" => a.table = true,
+            "-l" | "--list" => a.list = true,
             "-T" => {}
             "-o" => a.output = Some(value(&mut it, "-o")?.into()),
             "-c" => a.cost_file = Some(value(&mut it, "-c")?.into()),
@@ -164,7 +169,10 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
     if a.merge && a.opts.command.is_empty() {
         return Err("--merge: no rank files (perfex --mpi PREFIX writes PREFIX.<rank>)".into());
     }
-    if a.opts.command.is_empty() && !a.table && !a.calibrate {
+    if a.list && (!a.opts.command.is_empty() || a.merge || a.calibrate || a.mpi.is_some()) {
+        return Err("-l takes no command".into());
+    }
+    if a.opts.command.is_empty() && !a.table && !a.calibrate && !a.list {
         return Err("no command to count".into());
     }
     Ok(Some(a))
@@ -242,6 +250,15 @@ fn main() -> ExitCode {
     };
     if a.calibrate {
         return calibrate(a.quick);
+    }
+    if a.list {
+        return match command::listing() {
+            Ok(text) => print(&text).map_or_else(|c| c, |()| ExitCode::SUCCESS),
+            Err(e) => {
+                say(format_args!("-l: {e}"));
+                ExitCode::from(1)
+            }
+        };
     }
     if a.merge {
         return merge(&a);

@@ -116,9 +116,11 @@ pub(super) fn not_counted_text(not_counted: &[NotCounted]) -> String {
 /// The count table: one line per event, with a note on scaled counts.
 fn count_lines(s: &mut String, flavor: Flavor, counts: &[Count]) {
     for c in counts {
-        let label = match &c.name {
-            Some(n) => format!("{n} "),
-            None => crate::api::perfex::count_label(flavor, c.event),
+        let label = match (&c.name, &c.stand_in) {
+            (Some(n), Some(s)) => format!("{n} (STAND-IN: {s}) "),
+            (Some(n), None) if c.estimate => format!("{n} (est. from task-clock, user+sys) "),
+            (Some(n), None) => format!("{n} "),
+            (None, _) => crate::api::perfex::count_label(flavor, c.event),
         };
         let _ = write_count(s, &label, c.raw, c.count, [c.enabled_ns, c.running_ns]);
     }
@@ -129,7 +131,7 @@ fn json_count(s: &mut String, flavor: Flavor, c: &Count, costs: Option<&CostTabl
     let _ = write!(
         s,
         "{{\"event\":{},\"name\":{},\"linux_event\":{},\"count\":{},\"raw\":{},\
-         \"scaled\":{},\"enabled_ns\":{},\"running_ns\":{}",
+         \"scaled\":{},\"enabled_ns\":{},\"running_ns\":{},\"estimate\":{},\"stand_in\":{}",
         match c.name {
             Some(_) => "null".to_string(),
             None => c.event.to_string(),
@@ -144,7 +146,9 @@ fn json_count(s: &mut String, flavor: Flavor, c: &Count, costs: Option<&CostTabl
         c.raw,
         c.scaled(),
         c.enabled_ns,
-        c.running_ns
+        c.running_ns,
+        c.estimate,
+        c.stand_in.as_deref().map_or("null".into(), json_str)
     );
     if let Some(t) = costs {
         let (typ, min, max) = t.costs[c.event as usize].seconds(c.count, t.clock_mhz);
