@@ -23,6 +23,13 @@
 //! whitespace. A file with any bad line, a duplicate key, content that is not UTF-8 or a size over
 //! 1 MiB is rejected as a whole: [`EventMap::parse`] and [`EventMap::load`] then return
 //! [`Error::BadFile`] naming the file, the line and the reason, and no part of it is used.
+//!
+//! The process's map ([`EventMap::global`]) is also checked against the backend when the
+//! backend is first made ([`EventMap::init_global`], issue 46 item 9): a spec the perf backend
+//! does not know (`26 = no-such-event`, a PMU alias of another machine written without its
+//! PMU) rejects the file the same way, with its file and line, instead of failing later with
+//! neither. A spec naming a PMU this host lacks (`cpu/event=0x3c/`) is kept: counting it says
+//! why. The emulated backends check nothing here (their specs are model event names).
 
 use std::collections::BTreeMap;
 use std::io::Read;

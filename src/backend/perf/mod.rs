@@ -547,7 +547,7 @@ fn standin_notice() {
         crate::stderr_line!(
             "perfcompat: no hardware PMU on this host; {STANDIN_VAR}=1: hardware events are \
              counted as software stand-ins (page-faults for misses, task-clock for work), not \
-             as themselves"
+             as themselves (`perfex -l` shows each)"
         );
     }
 }
