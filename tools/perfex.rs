@@ -106,8 +106,9 @@ fn usage_error(msg: &str) -> ExitCode {
 
 fn event(v: &OsString) -> Result<u32, String> {
     let s = v.to_string_lossy();
-    perfcompat::api::perfex::parse_event(&s)
-        .map_err(|_| format!("-e {s}: not an R10000 event number (events are 0-31)"))
+    perfcompat::api::perfex::parse_event(&s).map_err(|_| {
+        format!("-e {s}: not an R10000 event number (events are 0-31; perfex -l lists them)")
+    })
 }
 
 /// Parse the command line; `Err` is a usage error message.
