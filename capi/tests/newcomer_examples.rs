@@ -146,4 +146,21 @@ fn the_preload_example_names_the_fix_and_flags_stand_ins() {
         out.contains("25 page-faults STAND-IN for L1-dcache-load-misses"),
         "{out}"
     );
+    // An event specification's report flags its stand-ins and estimates too.
+    let spec = (
+        "PERFCOMPAT_PRELOAD_EVENTS",
+        "instructions,page-faults,cycles",
+    );
+    let o = run(
+        Path::new("/bin/true"),
+        &[spec, ("LD_PRELOAD", ld), ("PERFCOMPAT_STANDIN", "1")],
+    );
+    let out = text(&o);
+    for want in [
+        "pic0 instructions (STAND-IN: task-clock) ...",
+        "pic1 page-faults ...",
+        "pic2 cycles (est. from task-clock, user+sys) ...",
+    ] {
+        assert!(out.contains(want), "{want:?} not in {out}");
+    }
 }

@@ -113,14 +113,22 @@ pub(super) fn not_counted_text(not_counted: &[NotCounted]) -> String {
     s
 }
 
+/// The label of a specification's count (`name`, as [`Count::name`]), flagged when the count is
+/// an estimate or a stand-in (issue 46 items 1, 4), with its trailing space.
+pub(super) fn spec_label(name: &str, estimate: bool, stand_in: Option<&str>) -> String {
+    match (stand_in, estimate) {
+        (Some(s), _) => format!("{name} (STAND-IN: {s}) "),
+        (None, true) => format!("{name} (est. from task-clock, user+sys) "),
+        (None, false) => format!("{name} "),
+    }
+}
+
 /// The count table: one line per event, with a note on scaled counts.
 fn count_lines(s: &mut String, flavor: Flavor, counts: &[Count]) {
     for c in counts {
-        let label = match (&c.name, &c.stand_in) {
-            (Some(n), Some(s)) => format!("{n} (STAND-IN: {s}) "),
-            (Some(n), None) if c.estimate => format!("{n} (est. from task-clock, user+sys) "),
-            (Some(n), None) => format!("{n} "),
-            (None, _) => crate::api::perfex::count_label(flavor, c.event),
+        let label = match &c.name {
+            Some(n) => spec_label(n, c.estimate, c.stand_in.as_deref()),
+            None => crate::api::perfex::count_label(flavor, c.event),
         };
         let _ = write_count(s, &label, c.raw, c.count, [c.enabled_ns, c.running_ns]);
     }
