@@ -158,7 +158,7 @@ fn golden(name: &str, got: &str) {
     // Without a PMU `cycles` is estimated from the task clock and its line says so: written as
     // a host with a PMU labels it (the dotted leader takes the room), so the goldens hold on
     // both.
-    const FALLBACK: &str = ", from task-clock";
+    const FALLBACK: &str = " est. from task-clock, user+sys";
     let got = got.replace(
         &format!("cycles{FALLBACK} (R10000 Cycles) "),
         &format!("cycles (R10000 Cycles) {}", ".".repeat(FALLBACK.len())),

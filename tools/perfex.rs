@@ -19,6 +19,7 @@ const USAGE: &str = "\
 usage: perfex [-a | -e event0 [-e event1]] [-mp | -s] [-x] [-k] [-y] [-t] [-T] [-o file] [-c file]
               [--json] command [args...]
        perfex -t [-c file]
+       perfex -l
        perfex --calibrate [--quick]
        mpirun ... perfex --mpi PREFIX [options] command [args...]
        perfex --merge [--json] [-o file] PREFIX.0 PREFIX.1 ...
@@ -33,6 +34,8 @@ usage: perfex [-a | -e event0 [-e event1]] [-mp | -s] [-x] [-k] [-y] [-t] [-T] [
             perf_event_paranoid <= 1 or CAP_PERFMON
   -y        report cost estimates and derived statistics instead of bare counts
   -t        print the cost table in force (the cost file format) on standard output
+  -l, --list  list the events: each R10000 number, the Linux event it becomes and whether it
+            counts on this host, then the backend's other events
   -c file   load a cost table file over the default one (for -y and -t)
   -o file   write the report to file instead of standard error
   -T        accepted for compatibility (mixed-CPU systems); no effect
@@ -49,8 +52,8 @@ The exit status is the command's (128 + N when signal N killed it); 2 for a usag
 (conflicting options or counters included),
 1 when counting failed or the report could not be written, 126/127 when the command could
 not be run.
-Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (event map), PERFCOMPAT_SYSTEM_COSTS,
-PERFCOMPAT_HOST_COSTS (see perfcompat(7)).";
+Environment: PERFCOMPAT_BACKEND, PERFCOMPAT_EVENTS (event map), PERFCOMPAT_STANDIN (software
+stand-ins without a PMU), PERFCOMPAT_SYSTEM_COSTS, PERFCOMPAT_HOST_COSTS (see perfcompat(7)).";
 
 #[derive(Default)]
 struct Args {
@@ -64,6 +67,7 @@ struct Args {
     quick: bool,
     mpi: Option<PathBuf>,
     merge: bool,
+    list: bool,
 }
 
 /// An error line on standard error, written with one `write(2)` (issue 46 item 6), never a
@@ -116,8 +120,9 @@ fn usage_error(msg: &str) -> ExitCode {
 
 fn event(v: &OsString) -> Result<u32, String> {
     let s = v.to_string_lossy();
-    perfcompat::api::perfex::parse_event(&s)
-        .map_err(|_| format!("-e {s}: not an R10000 event number (events are 0-31)"))
+    perfcompat::api::perfex::parse_event(&s).map_err(|_| {
+        format!("-e {s}: not an R10000 event number (events are 0-31; perfex -l lists them)")
+    })
 }
 
 /// Parse the command line; `Err` is a usage error message.
@@ -143,6 +148,7 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
             "-k" | "-x" => a.opts.kernel = true,
             "-y" => a.costs = true,
             "-t" => a.table = true,
+            "-l" | "--list" => a.list = true,
             "-T" => {}
             "-o" => a.output = Some(value(&mut it, "-o")?.into()),
             "-c" => a.cost_file = Some(value(&mut it, "-c")?.into()),
@@ -178,7 +184,10 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Args>, String> {
     if a.merge && a.opts.command.is_empty() {
         return Err("--merge: no rank files (perfex --mpi PREFIX writes PREFIX.<rank>)".into());
     }
-    if a.opts.command.is_empty() && !a.table && !a.calibrate {
+    if a.list && (!a.opts.command.is_empty() || a.merge || a.calibrate || a.mpi.is_some()) {
+        return Err("-l takes no command".into());
+    }
+    if a.opts.command.is_empty() && !a.table && !a.calibrate && !a.list {
         return Err("no command to count".into());
     }
     Ok(Some(a))
@@ -274,6 +283,15 @@ fn run() -> ExitCode {
     }
     if a.calibrate {
         return calibrate(a.quick);
+    }
+    if a.list {
+        return match command::listing() {
+            Ok(text) => print(&text).map_or_else(|c| c, |()| ExitCode::SUCCESS),
+            Err(e) => {
+                say(format_args!("-l: {e}"));
+                ExitCode::from(1)
+            }
+        };
     }
     if a.merge {
         return merge(&a);

@@ -303,6 +303,26 @@ pub trait Group: Send + Sync {
     fn as_any(&self) -> &dyn Any;
 }
 
+/// What a count is when it is not the event asked for (see [`Backend::substitute`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Substitute {
+    /// An estimate of the event from another one: `cycles` from the task clock times the
+    /// nominal clock, on a host without a PMU. It covers user and system time whatever the
+    /// mode asked (the kernel's clocks cannot exclude the kernel).
+    Estimate {
+        /// The event it is estimated from (`task-clock`).
+        from: String,
+    },
+    /// A software event of a similar nature counted instead of a hardware event this host
+    /// cannot count (`PERFCOMPAT_STANDIN=1`): not the event asked for.
+    StandIn {
+        /// The software event counted (`page-faults`, `task-clock`).
+        event: String,
+        /// The hardware event it stands for (`L1-dcache-load-misses`).
+        stands_for: String,
+    },
+}
+
 /// A source of counters.
 pub trait Backend: Send + Sync + 'static {
     /// What it is.
@@ -326,6 +346,18 @@ pub trait Backend: Send + Sync + 'static {
     fn counted_name(&self, spec: &str) -> Option<String> {
         let _ = spec;
         None
+    }
+    /// Whether the count of `spec` here is not the event itself but an estimate or a stand-in
+    /// for it (issue 46 item 4): what every report flags. `None` for a true count.
+    fn substitute(&self, spec: &str) -> Option<Substitute> {
+        let _ = spec;
+        None
+    }
+    /// Check the perf event spec of one line of a `PERFCOMPAT_EVENTS` file when the map is
+    /// loaded (issue 46 item 9): an error when this backend does not know the event.
+    fn check_map_spec(&self, spec: &str) -> Result<()> {
+        let _ = spec;
+        Ok(())
     }
     /// Check rules that concern the set as a whole (UltraSPARC: one mode for all requests).
     fn check_set(&self, requests: &[Request]) -> Result<()> {
@@ -384,8 +416,14 @@ static GLOBAL: OnceLock<std::result::Result<Box<dyn Backend>, Error>> = OnceLock
 
 /// The process's backend, chosen once from `PERFCOMPAT_BACKEND` (default `auto`).
 pub fn global() -> Result<&'static dyn Backend> {
-    let r =
-        GLOBAL.get_or_init(|| from_name(&env_name(crate::base::sys::env_os("PERFCOMPAT_BACKEND"))));
+    let r = GLOBAL.get_or_init(|| {
+        let b = from_name(&env_name(crate::base::sys::env_os("PERFCOMPAT_BACKEND")))?;
+        // The process's event map is checked against the backend before anything resolves
+        // an event through it (issue 46 item 9): a line naming an event the backend does not
+        // know is reported with its file and line, and the file is not used.
+        crate::base::eventmap::EventMap::init_global(&|spec| b.check_map_spec(spec));
+        Ok(b)
+    });
     match r {
         Ok(b) => Ok(b.as_ref()),
         Err(e) => Err(e.clone()),

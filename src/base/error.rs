@@ -425,7 +425,12 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::UnknownEvent { event, backend } => {
-                write!(f, "unknown event '{event}' on the {backend} backend")
+                // Every unknown event says where the known ones are (issue 46 item 8).
+                write!(
+                    f,
+                    "unknown event '{event}' on the {backend} backend (`perfex -l` lists the \
+                     events that count here)"
+                )
             }
             Error::EventUnavailable { event, reason } => {
                 write!(f, "event '{event}' cannot be counted here: {reason}")

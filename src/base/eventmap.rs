@@ -23,6 +23,13 @@
 //! whitespace. A file with any bad line, a duplicate key, content that is not UTF-8 or a size over
 //! 1 MiB is rejected as a whole: [`EventMap::parse`] and [`EventMap::load`] then return
 //! [`Error::BadFile`] naming the file, the line and the reason, and no part of it is used.
+//!
+//! The process's map ([`EventMap::global`]) is also checked against the backend when the
+//! backend is first made ([`EventMap::init_global`], issue 46 item 9): a spec the perf backend
+//! does not know (`26 = no-such-event`, a PMU alias of another machine written without its
+//! PMU) rejects the file the same way, with its file and line, instead of failing later with
+//! neither. A spec naming a PMU this host lacks (`cpu/event=0x3c/`) is kept: counting it says
+//! why. The emulated backends check nothing here (their specs are model event names).
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -284,15 +291,31 @@ const MAX_FILE_SIZE: usize = 1 << 20;
 /// The environment variable naming the event map file.
 const ENV_VAR: &str = "PERFCOMPAT_EVENTS";
 
+/// The process's map (see [`EventMap::global`]).
+static GLOBAL: OnceLock<EventMap> = OnceLock::new();
+
 /// The user's event mappings: overrides of the R10000 event numbers and names of his own, each
 /// standing for a Linux perf event spec.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct EventMap {
     /// Event number -> perf event spec.
     numbers: BTreeMap<u32, String>,
     /// User-defined name -> perf event spec.
     names: BTreeMap<String, String>,
+    /// The file it was read from, and the line of each key (numbers in decimal): what
+    /// [`EventMap::check`] names.
+    file: String,
+    lines: BTreeMap<String, usize>,
 }
+
+/// Two maps are equal when they map the same keys to the same specs, wherever they were read.
+impl PartialEq for EventMap {
+    fn eq(&self, other: &EventMap) -> bool {
+        self.numbers == other.numbers && self.names == other.names
+    }
+}
+
+impl Eq for EventMap {}
 
 impl EventMap {
     /// A map without any user mapping: every number uses its built-in host event.
@@ -370,7 +393,38 @@ impl EventMap {
             };
             seen.insert(stored_key, line);
         }
+        map.file = file.to_string();
+        map.lines = seen;
         Ok(map)
+    }
+
+    /// Check every line's spec with `known` (the backend's answer: is this an event it
+    /// knows?), in line order; the first unknown one is an [`Error::BadFile`] naming the file,
+    /// the line and the reason (issue 46 item 9: a line `26 = no-such-event` once loaded
+    /// silently and failed later, naming neither). A spec that is a name the map defines (an
+    /// alias of an alias) is not the backend's to know and is not asked about.
+    pub fn check(&self, known: &dyn Fn(&str) -> Result<()>) -> Result<()> {
+        let mut lines: Vec<(usize, &str)> = self
+            .numbers
+            .iter()
+            .map(|(n, spec)| (n.to_string(), spec))
+            .chain(self.names.iter().map(|(k, spec)| (k.clone(), spec)))
+            .map(|(k, spec)| (self.lines.get(&k).copied().unwrap_or(0), spec.as_str()))
+            .collect();
+        lines.sort_unstable();
+        for (line, spec) in lines {
+            if self.names.contains_key(spec) {
+                continue;
+            }
+            if let Err(e) = known(spec) {
+                return Err(Error::BadFile {
+                    file: self.file.clone(),
+                    line,
+                    reason: e.to_string(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Read and parse the event map file at `path`.
@@ -395,14 +449,22 @@ impl EventMap {
     /// The process-wide map, read from `PERFCOMPAT_EVENTS` on first use.
     ///
     /// If the file is bad, the error is printed once to stderr and the built-in mapping is used
-    /// alone.
+    /// alone. The backend's first use ([`crate::backend::global`]) reads it through
+    /// [`EventMap::init_global`], which checks every line's event too.
     pub fn global() -> &'static EventMap {
-        static GLOBAL: OnceLock<EventMap> = OnceLock::new();
+        EventMap::init_global(&|_| Ok(()))
+    }
+
+    /// [`EventMap::global`], read on this first use and every line's spec checked with
+    /// `known` ([`EventMap::check`]); after the first use, the map already read.
+    pub fn init_global(known: &dyn Fn(&str) -> Result<()>) -> &'static EventMap {
         GLOBAL.get_or_init(|| {
-            EventMap::from_env().unwrap_or_else(|e| {
-                crate::stderr_line!("perfcompat: {e}; the {ENV_VAR} file is ignored");
-                EventMap::new()
-            })
+            EventMap::from_env()
+                .and_then(|m| m.check(known).map(|()| m))
+                .unwrap_or_else(|e| {
+                    crate::stderr_line!("perfcompat: {e}; the {ENV_VAR} file is ignored");
+                    EventMap::new()
+                })
         })
     }
 
@@ -428,7 +490,9 @@ impl EventMap {
         ev.host.ok_or_else(|| Error::EventUnavailable {
             event: n.to_string(),
             reason: format!(
-                "R10000 event {n} ({}) has no Linux equivalent; map it in a {ENV_VAR} file",
+                "R10000 event {n} ({}) has no Linux equivalent; map it in a {ENV_VAR} file \
+                 (a line '<number> = <Linux event>'; `perfex -l` lists the events that count \
+                 here)",
                 ev.r10000
             ),
         })
@@ -515,6 +579,14 @@ pub(crate) fn read_config(path: &Path) -> Result<String> {
             reason: format!("the file is not valid UTF-8 (bad byte at offset {at})"),
         }
     })
+}
+
+/// Whether `key` may be the key of a map line: an event number 0-31 or a valid name.
+pub fn valid_key(key: &str) -> bool {
+    match key.parse::<u32>() {
+        Ok(n) => n <= 31,
+        Err(_) => valid_name(key),
+    }
 }
 
 /// Whether `key` is a valid user-defined event name.
@@ -774,7 +846,8 @@ mod tests {
             Err(Error::EventUnavailable {
                 event: "21".into(),
                 reason: "R10000 event 21 (Graduated floating point instructions) has no Linux \
-                         equivalent; map it in a PERFCOMPAT_EVENTS file"
+                         equivalent; map it in a PERFCOMPAT_EVENTS file (a line '<number> = \
+                         <Linux event>'; `perfex -l` lists the events that count here)"
                     .into(),
             })
         );
@@ -789,6 +862,32 @@ mod tests {
         assert_eq!(m.host_spec(21).unwrap(), "r01c7");
         assert_eq!(m.host_spec(0).unwrap(), "ref-cycles");
         assert_eq!(m.host_spec(16).unwrap(), "cycles");
+    }
+
+    #[test]
+    fn check_names_the_file_and_line_of_an_unknown_spec() {
+        let m =
+            EventMap::parse("# c\n5 = r0105\nx = y\ny = bogus\n\n26 = nope\n", "ev.map").unwrap();
+        let known = |spec: &str| match spec {
+            "bogus" | "nope" => Err(Error::UnknownEvent {
+                event: spec.into(),
+                backend: "test".into(),
+            }),
+            _ => Ok(()),
+        };
+        // Line 4 comes first; `x = y` names a name of the map and is not asked about.
+        match m.check(&known) {
+            Err(Error::BadFile { file, line, reason }) => {
+                assert_eq!((file.as_str(), line), ("ev.map", 4));
+                assert!(reason.contains("'bogus'"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(EventMap::parse("5 = r0105\nx = y\n", "f")
+            .unwrap()
+            .check(&known)
+            .is_ok());
+        assert!(valid_key("25") && valid_key("PF_BRANCHMISS") && !valid_key("32"));
     }
 
     #[test]

@@ -216,7 +216,7 @@ pub fn events(e0: i32, e1: i32) -> (i32, i32) {
 pub fn parse_event(text: &str) -> Result<u32> {
     let n = text.trim().parse::<i32>().map_err(|_| {
         Error::InvalidArgument(format!(
-            "{text:?} is not an R10000 event number (events are 0-31)"
+            "{text:?} is not an R10000 event number (events are 0-31; `perfex -l` lists them)"
         ))
     })?;
     check_range(n)
@@ -226,7 +226,7 @@ pub fn parse_event(text: &str) -> Result<u32> {
 pub fn check_range(e: i32) -> Result<u32> {
     u32::try_from(e).ok().filter(|&n| n < 32).ok_or_else(|| {
         Error::InvalidArgument(format!(
-            "event {e} is out of range (R10000 events are 0-31)"
+            "event {e} is out of range (R10000 events are 0-31; `perfex -l` lists them)"
         ))
     })
 }

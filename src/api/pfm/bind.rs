@@ -39,9 +39,17 @@ impl Device {
     }
 
     /// The generic name that stands for counter `c`'s event on perf (`None`: no Linux
-    /// counterpart).
+    /// counterpart), or the event's own `PF_*` name when the `PERFCOMPAT_EVENTS` map defines
+    /// it (issue 46 item 9: such a line was once loaded and never used; the map's name now
+    /// wins over the built-in counterpart, as a name of the map does everywhere).
     fn counterpart(st: &State, c: usize) -> Option<&'static str> {
         let name = menu_event(st.chip, c as u32, st.code[c])?;
+        if crate::base::eventmap::EventMap::global()
+            .alias(name)
+            .is_some()
+        {
+            return Some(name);
+        }
         st.chip
             .model()
             .generics

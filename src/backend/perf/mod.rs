@@ -51,7 +51,9 @@ use std::sync::{Mutex, OnceLock};
 use perf_event_open_sys as sys;
 use sys::bindings::{self as b, perf_event_attr};
 
-use crate::backend::{Backend, BackendInfo, BackendKind, CounterInfo, EventInfo, Group, Shape};
+use crate::backend::{
+    Backend, BackendInfo, BackendKind, CounterInfo, EventInfo, Group, Shape, Substitute,
+};
 use crate::base::error::{Error, Result};
 use crate::base::eventmap::EventMap;
 use crate::base::sched::{Candidate, Slot};
@@ -101,6 +103,8 @@ pub struct PerfBackend {
     caps: OnceLock<HostCaps>,
     info: OnceLock<BackendInfo>,
     cycles_fallback: OnceLock<bool>,
+    /// `PERFCOMPAT_STANDIN=1` (read on first use).
+    standin: OnceLock<bool>,
     /// The PMU's counters, measured when first asked (`None`: no PMU, or the measurement
     /// could not tell; [`VIRTUAL_COUNTERS`] then).
     counters: OnceLock<Option<PmuCounters>>,
@@ -152,6 +156,7 @@ impl PerfBackend {
             caps: OnceLock::new(),
             info: OnceLock::new(),
             cycles_fallback: OnceLock::new(),
+            standin: OnceLock::new(),
             counters: OnceLock::new(),
             opens: Mutex::new(HashMap::new()),
             host: false,
@@ -167,6 +172,7 @@ impl PerfBackend {
             caps: OnceLock::from(caps),
             info: OnceLock::new(),
             cycles_fallback: OnceLock::new(),
+            standin: OnceLock::new(),
             counters: OnceLock::new(),
             opens: Mutex::new(HashMap::new()),
             host: false,
@@ -284,8 +290,15 @@ impl PerfBackend {
         }
         if self.cycles_fallback() {
             notes.push(format!(
-                "'cycles' is estimated as CPU time x {:.0} MHz ({})",
+                "'cycles' is estimated as CPU time x {:.0} MHz ({}); the CPU time is user and \
+                 system time, whatever the mode asked",
                 caps.mhz, caps.clock_source
+            ));
+        }
+        if self.standin() {
+            notes.push(format!(
+                "{STANDIN_VAR}=1: hardware events are counted as software stand-ins \
+                 (page-faults for misses, task-clock for work), flagged in the reports"
             ));
         }
         if !caps.root && caps.paranoid >= 2 {
@@ -316,10 +329,25 @@ impl PerfBackend {
     /// to apply to its counts (the `cycles` fallback).
     pub fn resolve(&self, spec: &str) -> Result<(PerfEvent, Option<f64>)> {
         self.resolve_telling(spec, true)
+            .map(|(ev, scale, _)| (ev, scale))
     }
 
-    /// [`PerfBackend::resolve`]; `notice`: say once that `cycles` is estimated.
-    fn resolve_telling(&self, spec: &str, notice: bool) -> Result<(PerfEvent, Option<f64>)> {
+    /// Whether software stand-ins replace the hardware events a host without a PMU cannot
+    /// count: `PERFCOMPAT_STANDIN=1` (read on the first call).
+    fn standin(&self) -> bool {
+        !self.pmu
+            && *self.standin.get_or_init(|| {
+                crate::base::sys::env_var(STANDIN_VAR).is_some_and(|v| v.trim() == "1")
+            })
+    }
+
+    /// [`PerfBackend::resolve`], with what the count is when it is not the event itself;
+    /// `notice`: say once that `cycles` is estimated, or that stand-ins are counted.
+    fn resolve_telling(
+        &self,
+        spec: &str,
+        notice: bool,
+    ) -> Result<(PerfEvent, Option<f64>, Option<Substitute>)> {
         let map = EventMap::global();
         let mut s = spec;
         for _ in 0..8 {
@@ -352,17 +380,29 @@ impl PerfBackend {
                     scale: None,
                     unit: None,
                 };
-                return Ok((tc, Some(caps.mhz / 1000.0)));
+                let estimate = Substitute::Estimate {
+                    from: "task-clock".into(),
+                };
+                return Ok((tc, Some(caps.mhz / 1000.0), Some(estimate)));
+            }
+            let standin = standin_for(&ev);
+            if let (Some(sw), true) = (standin, self.standin()) {
+                if notice {
+                    standin_notice();
+                }
+                let stood = names::parse(sw, Path::new(names::SYSFS))?;
+                let sub = Substitute::StandIn {
+                    event: stood.name.clone(),
+                    stands_for: ev.name,
+                };
+                return Ok((stood, None, Some(sub)));
             }
             return Err(Error::EventUnavailable {
                 event: spec.to_string(),
-                reason: "this host has no hardware PMU (the kernel answers ENOENT for hardware \
-                         events, as in a VM without PMU passthrough); software events such as \
-                         task-clock and page-faults work"
-                    .into(),
+                reason: no_pmu_fix(spec, &ev.name, standin),
             });
         }
-        Ok((ev, None))
+        Ok((ev, None, None))
     }
 
     /// The counters `name` (a perf event name) can be counted on here (`None`: it cannot),
@@ -371,9 +411,10 @@ impl PerfBackend {
         let ev = names::parse(name, Path::new(names::SYSFS)).ok()?;
         let ok = match ev.class {
             Class::Hardware | Class::Cache | Class::Raw if !self.pmu => {
-                self.cycles_fallback()
+                (self.cycles_fallback()
                     && ev.class == Class::Hardware
-                    && ev.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64
+                    && ev.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64)
+                    || (self.standin() && standin_for(&ev).is_some())
             }
             _ => self.lacks(ev.class, ev.code, &ev.name).is_none(),
         };
@@ -438,12 +479,86 @@ impl PerfBackend {
     }
 }
 
+/// The variable that turns the software stand-ins on (see [`standin_for`]).
+pub const STANDIN_VAR: &str = "PERFCOMPAT_STANDIN";
+
+/// The software event that stands for hardware event `ev` on a host without a PMU when
+/// `PERFCOMPAT_STANDIN=1` (issue 46 item 1), `None` for an event of unknown nature (raw codes,
+/// PMU aliases).
+///
+/// The decision: a stand-in is a software event of a similar nature, never the event itself,
+/// and every report flags it. A miss of any kind (a cache, a TLB, a branch prediction) stands
+/// as `page-faults`, the misses the kernel itself serves for the program; an amount of work
+/// (instructions, branches, loads, stores, cache references, cycles of any kind) as
+/// `task-clock`, the CPU time the work took in nanoseconds. `cycles` is not here: the
+/// estimate (`PERFCOMPAT_CYCLES_FALLBACK`) covers it, and with the estimate off it is work.
+pub fn standin_for(ev: &PerfEvent) -> Option<&'static str> {
+    const WORK: &str = "task-clock";
+    const MISS: &str = "page-faults";
+    match ev.class {
+        Class::Hardware => {
+            let c = ev.code.config;
+            let miss = c == u64::from(b::PERF_COUNT_HW_CACHE_MISSES)
+                || c == u64::from(b::PERF_COUNT_HW_BRANCH_MISSES);
+            Some(if miss { MISS } else { WORK })
+        }
+        Class::Cache => {
+            let result = (ev.code.config >> 16) & 0xff;
+            Some(if result == u64::from(b::PERF_COUNT_HW_CACHE_RESULT_MISS) {
+                MISS
+            } else {
+                WORK
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Why `spec` (perf event `name`) cannot be counted on a host without a PMU, with the fixes in
+/// the same line (issue 46 item 1): the map line that counts a stand-in for it, the built-in
+/// stand-ins, and where the events that count are listed.
+fn no_pmu_fix(spec: &str, name: &str, standin: Option<&str>) -> String {
+    let is = if name == spec {
+        format!("'{name}' is a hardware event and ")
+    } else {
+        format!("'{spec}' is {name}, a hardware event, and ")
+    };
+    let line = match standin {
+        Some(sw) if crate::base::eventmap::valid_key(spec) => format!(
+            "to count a software stand-in, put the line '{spec} = {sw}' in a PERFCOMPAT_EVENTS \
+             file, or set {STANDIN_VAR}=1 for the built-in stand-ins (reports flag them)"
+        ),
+        Some(_) => {
+            format!("to count a software stand-in, set {STANDIN_VAR}=1 (reports flag stand-ins)")
+        }
+        None => "to count something else, map it to a software event in a PERFCOMPAT_EVENTS \
+                 file"
+            .to_string(),
+    };
+    format!(
+        "{is}this host has no hardware PMU (the kernel answers ENOENT for hardware events, as \
+         in a VM without PMU passthrough); {line}; `perfex -l` lists what counts here"
+    )
+}
+
+fn standin_notice() {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        crate::stderr_line!(
+            "perfcompat: no hardware PMU on this host; {STANDIN_VAR}=1: hardware events are \
+             counted as software stand-ins (page-faults for misses, task-clock for work), not \
+             as themselves (`perfex -l` shows each)"
+        );
+    }
+}
+
 fn fallback_notice(mhz: f64, source: &str) {
     static SAID: AtomicBool = AtomicBool::new(false);
     if !SAID.swap(true, Ordering::Relaxed) {
         crate::stderr_line!(
-            "perfcompat: no hardware PMU on this host; 'cycles' is estimated as CPU time x \
-             {mhz:.0} MHz, {source} (set PERFCOMPAT_CYCLES_FALLBACK=0 to refuse it instead)"
+            "perfcompat: no hardware PMU on this host; 'cycles' is estimated as CPU time (user \
+             and system) x {mhz:.0} MHz, {source} (set PERFCOMPAT_CYCLES_FALLBACK=0 to refuse it \
+             instead)"
         );
     }
 }
@@ -466,15 +581,47 @@ impl Backend for PerfBackend {
         self.info.get_or_init(|| self.describe())
     }
 
-    /// The perf event `spec` resolves to (`cycles` estimated from the task clock named so),
-    /// unless `spec` is that event's own name.
+    /// The perf event `spec` resolves to (`cycles` estimated from the task clock, a stand-in,
+    /// named so), unless `spec` is that event's own name.
     fn counted_name(&self, spec: &str) -> Option<String> {
-        let (ev, fallback) = self.resolve_telling(spec, false).ok()?;
-        let name = match fallback {
-            Some(_) => format!("{}, from task-clock", ev.name),
+        let (ev, _, sub) = self.resolve_telling(spec, false).ok()?;
+        let name = match sub {
+            // The task clock cannot leave the kernel out (issue 46 item 4).
+            Some(Substitute::Estimate { from }) => {
+                format!("{} est. from {from}, user+sys", ev.name)
+            }
+            Some(Substitute::StandIn { event, stands_for }) => {
+                format!("{event} STAND-IN for {stands_for}")
+            }
             None => ev.name,
         };
         (name != spec).then_some(name)
+    }
+
+    fn substitute(&self, spec: &str) -> Option<Substitute> {
+        self.resolve_telling(spec, false).ok()?.2
+    }
+
+    /// A spec the perf backend cannot parse, or whose name it does not know, is refused; one
+    /// it knows but cannot count here (a PMU alias of another machine) is kept, and counting
+    /// it says why.
+    fn check_map_spec(&self, spec: &str) -> Result<()> {
+        if let Ok(n) = spec.parse::<u32>() {
+            return match crate::base::eventmap::r10k_event(n) {
+                Some(_) => Ok(()),
+                None => Err(Error::UnknownEvent {
+                    event: spec.into(),
+                    backend: "R10000 event table (events are 0-31)".into(),
+                }),
+            };
+        }
+        if names::generic(spec).is_some() {
+            return Ok(());
+        }
+        match names::parse(spec, Path::new(names::SYSFS)) {
+            Ok(_) | Err(Error::EventUnavailable { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     fn shape(&self) -> Shape<'_> {
@@ -498,8 +645,9 @@ impl Backend for PerfBackend {
             let usable = if self.pmu {
                 self.lacks(bi.class, bi.code, bi.name).is_none()
             } else {
-                !hw || (self.cycles_fallback()
-                    && bi.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64)
+                !hw || self.standin()
+                    || (self.cycles_fallback()
+                        && bi.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64)
             };
             if usable {
                 v.push(EventInfo {

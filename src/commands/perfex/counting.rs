@@ -26,6 +26,8 @@ pub(super) struct Counting {
     pub(super) events: Vec<u32>,
     /// For a specification: each request's name in the report ([`spec_names`]).
     pub(super) names: Vec<String>,
+    /// For a specification: each request's event as given.
+    pub(super) specs: Vec<String>,
     /// For a specification: whether every request counts kernel mode too ([`spec_kernel`]).
     pub(super) spec_kernel: bool,
 }
@@ -80,12 +82,14 @@ pub(super) fn bind_counters(
         let set = crate::commands::eventspec::parse(spec, backend::global()?)?;
         let kernel = spec_kernel(&set);
         let names = spec_names(&set, kernel);
+        let specs = set.requests().iter().map(|r| r.event.clone()).collect();
         let binding = bind(&set, target)?;
         return Ok((
             vec![Counting {
                 binding,
                 events: Vec::new(),
                 names,
+                specs,
                 spec_kernel: kernel,
             }],
             Vec::new(),
@@ -106,6 +110,7 @@ pub(super) fn bind_counters(
                 binding,
                 events,
                 names,
+                specs: Vec::new(),
                 spec_kernel: false,
             }],
             Vec::new(),
@@ -120,6 +125,7 @@ pub(super) fn bind_counters(
                 binding,
                 events: vec![e],
                 names: Vec::new(),
+                specs: Vec::new(),
                 spec_kernel: false,
             }),
             Err(err @ (Error::EventUnavailable { .. } | Error::UnknownEvent { .. })) => not_counted
@@ -137,6 +143,15 @@ pub(super) fn bind_counters(
 /// reason are listed together).
 fn unavailable_reason(e: &Error) -> String {
     match e {
+        // The no-PMU reason names the event's own map line: one reason for all of them here.
+        Error::EventUnavailable { reason, .. }
+            if reason.contains("this host has no hardware PMU") =>
+        {
+            "hardware events, and this host has no hardware PMU; to count software stand-ins, \
+             map each in a PERFCOMPAT_EVENTS file (a line such as '25 = page-faults') or set \
+             PERFCOMPAT_STANDIN=1 (reports flag them); `perfex -l` lists what counts here"
+                .to_string()
+        }
         Error::EventUnavailable { reason, .. } => {
             match reason.split_once(") has no Linux equivalent") {
                 Some((_, rest)) => format!("no Linux equivalent{rest}"),
@@ -150,7 +165,8 @@ fn unavailable_reason(e: &Error) -> String {
 /// Read every binding of `counting` into counts, scaled when the kernel multiplexed them.
 pub(super) fn read_counts(counting: &[Counting]) -> Result<Vec<Count>> {
     let map = EventMap::global();
-    let on_perf = backend::global()?.shape().kind == backend::BackendKind::Perf;
+    let backend = backend::global()?;
+    let on_perf = backend.shape().kind == backend::BackendKind::Perf;
     let mut counts = Vec::new();
     for c in counting {
         let mut v = vec![0u64; c.len()];
@@ -159,7 +175,16 @@ pub(super) fn read_counts(counting: &[Counting]) -> Result<Vec<Count>> {
             let count = scaled(raw, info.enabled_ns, info.running_ns);
             let event = c.events.get(i).copied().unwrap_or(0);
             let name = c.names.get(i).cloned();
+            let sub = match c.specs.get(i) {
+                Some(spec) => backend.substitute(spec),
+                None => backend.substitute(&event.to_string()),
+            };
             counts.push(Count {
+                estimate: matches!(sub, Some(backend::Substitute::Estimate { .. })),
+                stand_in: match sub {
+                    Some(backend::Substitute::StandIn { event, .. }) => Some(event),
+                    _ => None,
+                },
                 event,
                 linux_event: match &name {
                     Some(_) => None,

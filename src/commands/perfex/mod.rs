@@ -39,12 +39,14 @@ use crate::engine::now_ns;
 use crate::{backend, Target};
 
 mod counting;
+mod list;
 pub mod mpi;
 mod report;
 mod selfcount;
 
 use counting::{bind_counters, read_counts, totals, PerThread};
 
+pub use list::listing;
 pub(crate) use report::{json_num, json_str};
 pub use selfcount::{preload_options, Reading, SelfCount, MAX_READINGS};
 
@@ -117,6 +119,12 @@ pub struct Count {
     pub enabled_ns: u64,
     /// Nanoseconds it was really counting; less than `enabled_ns` when multiplexed.
     pub running_ns: u64,
+    /// Whether the count is an estimate (`cycles` from the task clock without a PMU: user
+    /// and system time, whatever the mode).
+    pub estimate: bool,
+    /// The software event counted instead of the event (`PERFCOMPAT_STANDIN=1` without a
+    /// PMU), `None` when the event itself was counted.
+    pub stand_in: Option<String>,
 }
 
 impl Count {
@@ -371,6 +379,8 @@ mod tests {
             count: scaled(10, 3, 2),
             enabled_ns: 3,
             running_ns: 2,
+            estimate: false,
+            stand_in: None,
         };
         assert!(c.scaled());
         let o = outcome(vec![c]);
@@ -422,6 +432,8 @@ mod tests {
             count: raw as f64,
             enabled_ns: 5,
             running_ns: 5,
+            estimate: false,
+            stand_in: None,
         };
         let o = outcome(vec![count(0, (1 << 53) + 1), count(25, i64::MAX as u64)]);
         let table = CostTable::builtin(Flavor::R10000);

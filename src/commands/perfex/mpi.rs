@@ -267,7 +267,11 @@ impl RankRecord {
                 .iter()
                 .map(|c| RankEvent {
                     event: c.event,
-                    linux_event: c.linux_event.clone(),
+                    // A stand-in is named as what was counted, flagged (issue 46 item 1).
+                    linux_event: match &c.stand_in {
+                        Some(s) => Some(format!("{s}(STAND-IN)")),
+                        None => c.linux_event.clone(),
+                    },
                     count: c.count,
                     multiplexed: c.scaled(),
                 })

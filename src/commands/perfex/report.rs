@@ -113,11 +113,21 @@ pub(super) fn not_counted_text(not_counted: &[NotCounted]) -> String {
     s
 }
 
+/// The label of a specification's count (`name`, as [`Count::name`]), flagged when the count is
+/// an estimate or a stand-in (issue 46 items 1, 4), with its trailing space.
+pub(super) fn spec_label(name: &str, estimate: bool, stand_in: Option<&str>) -> String {
+    match (stand_in, estimate) {
+        (Some(s), _) => format!("{name} (STAND-IN: {s}) "),
+        (None, true) => format!("{name} (est. from task-clock, user+sys) "),
+        (None, false) => format!("{name} "),
+    }
+}
+
 /// The count table: one line per event, with a note on scaled counts.
 fn count_lines(s: &mut String, flavor: Flavor, counts: &[Count]) {
     for c in counts {
         let label = match &c.name {
-            Some(n) => format!("{n} "),
+            Some(n) => spec_label(n, c.estimate, c.stand_in.as_deref()),
             None => crate::api::perfex::count_label(flavor, c.event),
         };
         let _ = write_count(s, &label, c.raw, c.count, [c.enabled_ns, c.running_ns]);
@@ -129,7 +139,7 @@ fn json_count(s: &mut String, flavor: Flavor, c: &Count, costs: Option<&CostTabl
     let _ = write!(
         s,
         "{{\"event\":{},\"name\":{},\"linux_event\":{},\"count\":{},\"raw\":{},\
-         \"scaled\":{},\"enabled_ns\":{},\"running_ns\":{}",
+         \"scaled\":{},\"enabled_ns\":{},\"running_ns\":{},\"estimate\":{},\"stand_in\":{}",
         match c.name {
             Some(_) => "null".to_string(),
             None => c.event.to_string(),
@@ -144,7 +154,9 @@ fn json_count(s: &mut String, flavor: Flavor, c: &Count, costs: Option<&CostTabl
         c.raw,
         c.scaled(),
         c.enabled_ns,
-        c.running_ns
+        c.running_ns,
+        c.estimate,
+        c.stand_in.as_deref().map_or("null".into(), json_str)
     );
     if let Some(t) = costs {
         let (typ, min, max) = t.costs[c.event as usize].seconds(c.count, t.clock_mhz);

@@ -125,11 +125,20 @@ impl SelfCount {
                 "per-thread and signal-controlled counting need the perfex command".into(),
             ));
         }
-        let backend = backend::global()?.shape().kind.to_string();
+        let b = backend::global()?;
+        let backend = b.shape().kind.to_string();
         let (counting, not_counted) = bind_counters(opts, Target::CurrentThreadInherit)?;
         let mut labels = Vec::new();
         for c in &counting {
-            labels.extend(c.names.iter().map(|n| format!("{n} ")));
+            labels.extend(c.names.iter().zip(&c.specs).map(|(n, spec)| {
+                let sub = b.substitute(spec);
+                let estimate = matches!(sub, Some(backend::Substitute::Estimate { .. }));
+                let stand_in = match &sub {
+                    Some(backend::Substitute::StandIn { event, .. }) => Some(event.as_str()),
+                    _ => None,
+                };
+                super::report::spec_label(n, estimate, stand_in)
+            }));
             labels.extend(
                 c.events
                     .iter()
