@@ -584,3 +584,150 @@ fn a_broken_example_is_found() {
     );
     assert!(e.len() == 1 && e[0].contains("exit status: 1"), "{e:?}");
 }
+
+/// The man pages rendered as Markdown (`docs/man/*.md`, linked from the manual's index) are
+/// what `tools/man2md.py` makes of `man/` now: a man page edited without regenerating them
+/// fails here, and `PERFCOMPAT_BLESS=1` regenerates them (issue 46 item 12: the index linked
+/// raw troff).
+#[test]
+fn man_pages_rendered_in_the_manual_are_current() {
+    if !have_tool("python3", "python3") {
+        return;
+    }
+    let bless = std::env::var_os("PERFCOMPAT_BLESS").is_some();
+    let committed = repo().join("docs/man");
+    let out = if bless {
+        committed.clone()
+    } else {
+        let d = tmp().join("docs-man");
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    };
+    let run = Command::new("python3")
+        .arg(repo().join("tools/man2md.py"))
+        .arg(&out)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        run.status.success(),
+        "tools/man2md.py failed:\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let names = |d: &Path| -> BTreeSet<String> {
+        std::fs::read_dir(d)
+            .map(|r| {
+                r.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let want = names(&out);
+    assert_eq!(want.len(), 9, "one page per man page: {want:?}");
+    assert_eq!(
+        names(&committed),
+        want,
+        "docs/man/ differs from man/: run PERFCOMPAT_BLESS=1 cargo test -p perfcompat-capi --test docs man_pages"
+    );
+    for name in &want {
+        let new = std::fs::read_to_string(out.join(name)).unwrap();
+        let old = std::fs::read_to_string(committed.join(name)).unwrap();
+        assert!(
+            new == old,
+            "docs/man/{name} is stale: run PERFCOMPAT_BLESS=1 cargo test -p perfcompat-capi --test docs man_pages"
+        );
+    }
+}
+
+/// The maintainers' pages: the design, the test methods, the history of decisions with the
+/// issue numbers, source paths and test names. Every other page of `docs/` is a user's page.
+const MAINTAINER_PAGES: [&str; 8] = [
+    "architecture.md",
+    "benchmarks.md",
+    "kernel-model.md",
+    "layout.md",
+    "reliability.md",
+    "scaling.md",
+    "signal-safety.md",
+    "tested.md",
+];
+
+/// What a user's page must not say: the tracker's issue numbers, the source tree's paths and
+/// the tests' names, each a (what, matcher) pair over a line of prose.
+fn maintainer_words(line: &str) -> Vec<&'static str> {
+    let mut found = Vec::new();
+    let lower = line.to_lowercase();
+    let bytes = lower.as_bytes();
+    for (i, _) in lower.match_indices("issue") {
+        let rest = &lower[i + 5..];
+        let rest = rest.strip_prefix('s').unwrap_or(rest);
+        if rest.starts_with(' ') && rest[1..].starts_with(|c: char| c.is_ascii_digit()) {
+            found.push("an issue number");
+        }
+    }
+    for dir in [
+        "src/",
+        "capi/",
+        "tests/",
+        "benches/",
+        "fuzz/",
+        ".ci/",
+        "mpi/perfcompat",
+    ] {
+        for (i, _) in lower.match_indices(dir) {
+            // A path of the source tree, not the end of a longer word (`/sys/.../src/`).
+            if i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'/') {
+                found.push("a source path");
+            }
+        }
+    }
+    if lower.contains(".rs`") || lower.contains(".rs ") || lower.contains(".rs)") {
+        found.push("a Rust file");
+    }
+    found
+}
+
+#[test]
+fn user_pages_speak_to_users() {
+    let mut errors = Vec::new();
+    for page in manual() {
+        let name = page.file_name().unwrap().to_string_lossy().into_owned();
+        if MAINTAINER_PAGES.contains(&name.as_str()) {
+            continue;
+        }
+        let md = std::fs::read_to_string(&page).unwrap();
+        let mut fenced = false;
+        for (n, line) in md.lines().enumerate() {
+            if line.starts_with("```") {
+                fenced = !fenced;
+                continue;
+            }
+            if fenced {
+                continue;
+            }
+            for what in maintainer_words(line) {
+                errors.push(format!(
+                    "docs/{name}:{}: {what} on a user's page (move it to a maintainers' page, \
+                     docs/tested.md): {line}",
+                    n + 1
+                ));
+            }
+        }
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
+#[test]
+fn maintainer_words_are_found() {
+    assert_eq!(
+        maintainer_words("fixed in issue 45 item 7"),
+        ["an issue number"]
+    );
+    assert_eq!(maintainer_words("(issues 29, 36)"), ["an issue number"]);
+    assert_eq!(maintainer_words("see `src/api/pfm/`"), ["a source path"]);
+    assert_eq!(
+        maintainer_words("tested by `capi/tests/pfm.rs`"),
+        ["a source path", "a Rust file"]
+    );
+    assert!(maintainer_words("an issue of timing; /sys/bus/event_source/devices/").is_empty());
+    assert!(maintainer_words("the tests pass; man/perfex.1").is_empty());
+}
