@@ -28,6 +28,7 @@
 #   lib/libperfcompat-preload.so.1      -> libperfcompat-preload.so.1.0.0 (soname)
 #   lib/pkgconfig/libperfex.pc, libcpc.pc, libpctx.pc, libpfcntr.pc
 #   lib/libperfcompat-mpi.so            the PMPI layer (when an mpicc exists; docs/mpi.md)
+#   lib/pkgconfig/perfcompat-mpi.pc     its pkg-config file (same condition)
 #   include/libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h,
 #   include/perfcompat/solaris.h (optional Solaris compatibility: _lwp_self, gethrtime, PC/SP),
 #   include/sys/pfcntr.h (Tru64's /dev/pfcntr, pfm(7): served by libpfcntr's open/ioctl/read),
@@ -219,6 +220,10 @@ if [ -n "$triple" ]; then
 elif command -v "$mpicc" >/dev/null 2>&1; then
   "$mpicc" -std=c99 -O2 -shared -fPIC -I"$repo/include" -o "$L/libperfcompat-mpi.so" \
     "$repo/mpi/perfcompat_mpi.c" -L"$L" -Wl,-rpath,"$libdir" -lperfcompat
+  # `mpicc app.c $(pkg-config --cflags --libs perfcompat-mpi)`: the layer before libperfex, which
+  # a program counting for itself also calls (issue 46 item 10: -lperfcompat-mpi alone was not
+  # found without a -L).
+  pc perfcompat-mpi "PMPI layer: one counter report per MPI job" "-lperfcompat-mpi -lperfex"
 else
   echo "install.sh: $mpicc not found: libperfcompat-mpi.so (the MPI layer) not built" >&2
 fi

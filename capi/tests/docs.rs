@@ -1,8 +1,9 @@
 //! The documents a user reads cannot rot. Every relative link of `README.md`,
 //! `CONTRIBUTING.md`, `CHANGELOG.md` and `docs/*.md` must name a file that exists and, with a
-//! `#fragment`, a heading of that file (GitHub's anchors). Every example the manual (`docs/`)
-//! marks as code is built or run against an installed perfcompat, as CONTRIBUTING.md
-//! ("Examples in the manual") lays down:
+//! `#fragment`, a heading of that file (GitHub's anchors). Every example the README and the
+//! manual (`docs/`) mark as code is built or run against an installed perfcompat, as
+//! CONTRIBUTING.md ("Examples in the manual") lays down; the README's are complete programs
+//! (issue 46 item 3: its Fortran example did not compile, its C idiom hid a failure):
 //!
 //! - ```` ```c file=NAME.c ```` and ```` ```fortran file=NAME.f ```` blocks are written to a
 //!   scratch directory under that name, and a later `sh` block of the page must use the name:
@@ -350,7 +351,12 @@ fn run_steps(page: &str, steps: &[Step], dir: &Path, prefix: &Path) -> Vec<Strin
                 .env("PREFIX", prefix)
                 .env("PATH", &path)
                 // cargo test's library path would win over the programs' rpath.
-                .env_remove("LD_LIBRARY_PATH");
+                .env_remove("LD_LIBRARY_PATH")
+                // An example's mpirun: Open MPI refuses root (CI) unless told, and several
+                // starting at once race for the default session directory.
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+                .env("OMPI_MCA_orte_tmpdir_base", dir);
                 for (k, _) in std::env::vars_os() {
                     if k.to_string_lossy().starts_with("PERFCOMPAT_") {
                         cmd.env_remove(k);
@@ -395,18 +401,26 @@ fn every_link_resolves() {
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
 
+/// The pages whose examples are run: the README, then the manual's, each with its name from the
+/// repository's root.
+fn example_pages() -> Vec<(String, String)> {
+    let mut pages = vec![(
+        "README.md".to_string(),
+        std::fs::read_to_string(repo().join("README.md")).unwrap(),
+    )];
+    pages.extend(manual().iter().map(|p| {
+        (
+            format!("docs/{}", p.file_name().unwrap().to_string_lossy()),
+            std::fs::read_to_string(p).unwrap(),
+        )
+    }));
+    pages
+}
+
 #[test]
-fn every_example_of_the_manual_builds_and_runs() {
+fn every_example_of_the_readme_and_the_manual_builds_and_runs() {
     // The conventions first: they need no compiler.
-    let pages: Vec<(String, String)> = manual()
-        .iter()
-        .map(|p| {
-            (
-                format!("docs/{}", p.file_name().unwrap().to_string_lossy()),
-                std::fs::read_to_string(p).unwrap(),
-            )
-        })
-        .collect();
+    let pages = example_pages();
     let errors: Vec<String> = pages
         .iter()
         .filter_map(|(page, md)| plan(page, md).err())
@@ -418,7 +432,11 @@ fn every_example_of_the_manual_builds_and_runs() {
     }
     // The tools a page's commands use beyond a C compiler and the installed commands, and the
     // Debian package of each: a page whose tool is missing is skipped, and says so.
-    let tools = [("gfortran", "gfortran"), ("pkg-config", "pkg-config")];
+    let tools = [
+        ("gfortran", "gfortran"),
+        ("pkg-config", "pkg-config"),
+        ("mpicc", "libopenmpi-dev"),
+    ];
     let present: Vec<bool> = tools.iter().map(|(t, p)| have_tool(t, p)).collect();
     let prefix = installed_prefix();
     let mut errors = Vec::new();
@@ -443,6 +461,7 @@ fn every_example_of_the_manual_builds_and_runs() {
             continue;
         }
         let tag = page.trim_start_matches("docs/").trim_end_matches(".md");
+        let tag = if tag == "README" { "README-top" } else { tag };
         ran += plan(page, md).unwrap().len();
         errors.extend(check_page(page, md, tag, prefix));
     }
@@ -564,4 +583,151 @@ fn a_broken_example_is_found() {
         prefix,
     );
     assert!(e.len() == 1 && e[0].contains("exit status: 1"), "{e:?}");
+}
+
+/// The man pages rendered as Markdown (`docs/man/*.md`, linked from the manual's index) are
+/// what `tools/man2md.py` makes of `man/` now: a man page edited without regenerating them
+/// fails here, and `PERFCOMPAT_BLESS=1` regenerates them (issue 46 item 12: the index linked
+/// raw troff).
+#[test]
+fn man_pages_rendered_in_the_manual_are_current() {
+    if !have_tool("python3", "python3") {
+        return;
+    }
+    let bless = std::env::var_os("PERFCOMPAT_BLESS").is_some();
+    let committed = repo().join("docs/man");
+    let out = if bless {
+        committed.clone()
+    } else {
+        let d = tmp().join("docs-man");
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    };
+    let run = Command::new("python3")
+        .arg(repo().join("tools/man2md.py"))
+        .arg(&out)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        run.status.success(),
+        "tools/man2md.py failed:\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let names = |d: &Path| -> BTreeSet<String> {
+        std::fs::read_dir(d)
+            .map(|r| {
+                r.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let want = names(&out);
+    assert_eq!(want.len(), 9, "one page per man page: {want:?}");
+    assert_eq!(
+        names(&committed),
+        want,
+        "docs/man/ differs from man/: run PERFCOMPAT_BLESS=1 cargo test -p perfcompat-capi --test docs man_pages"
+    );
+    for name in &want {
+        let new = std::fs::read_to_string(out.join(name)).unwrap();
+        let old = std::fs::read_to_string(committed.join(name)).unwrap();
+        assert!(
+            new == old,
+            "docs/man/{name} is stale: run PERFCOMPAT_BLESS=1 cargo test -p perfcompat-capi --test docs man_pages"
+        );
+    }
+}
+
+/// The maintainers' pages: the design, the test methods, the history of decisions with the
+/// issue numbers, source paths and test names. Every other page of `docs/` is a user's page.
+const MAINTAINER_PAGES: [&str; 8] = [
+    "architecture.md",
+    "benchmarks.md",
+    "kernel-model.md",
+    "layout.md",
+    "reliability.md",
+    "scaling.md",
+    "signal-safety.md",
+    "tested.md",
+];
+
+/// What a user's page must not say: the tracker's issue numbers, the source tree's paths and
+/// the tests' names, each a (what, matcher) pair over a line of prose.
+fn maintainer_words(line: &str) -> Vec<&'static str> {
+    let mut found = Vec::new();
+    let lower = line.to_lowercase();
+    let bytes = lower.as_bytes();
+    for (i, _) in lower.match_indices("issue") {
+        let rest = &lower[i + 5..];
+        let rest = rest.strip_prefix('s').unwrap_or(rest);
+        if rest.starts_with(' ') && rest[1..].starts_with(|c: char| c.is_ascii_digit()) {
+            found.push("an issue number");
+        }
+    }
+    for dir in [
+        "src/",
+        "capi/",
+        "tests/",
+        "benches/",
+        "fuzz/",
+        ".ci/",
+        "mpi/perfcompat",
+    ] {
+        for (i, _) in lower.match_indices(dir) {
+            // A path of the source tree, not the end of a longer word (`/sys/.../src/`).
+            if i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'/') {
+                found.push("a source path");
+            }
+        }
+    }
+    if lower.contains(".rs`") || lower.contains(".rs ") || lower.contains(".rs)") {
+        found.push("a Rust file");
+    }
+    found
+}
+
+#[test]
+fn user_pages_speak_to_users() {
+    let mut errors = Vec::new();
+    for page in manual() {
+        let name = page.file_name().unwrap().to_string_lossy().into_owned();
+        if MAINTAINER_PAGES.contains(&name.as_str()) {
+            continue;
+        }
+        let md = std::fs::read_to_string(&page).unwrap();
+        let mut fenced = false;
+        for (n, line) in md.lines().enumerate() {
+            if line.starts_with("```") {
+                fenced = !fenced;
+                continue;
+            }
+            if fenced {
+                continue;
+            }
+            for what in maintainer_words(line) {
+                errors.push(format!(
+                    "docs/{name}:{}: {what} on a user's page (move it to a maintainers' page, \
+                     docs/tested.md): {line}",
+                    n + 1
+                ));
+            }
+        }
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
+#[test]
+fn maintainer_words_are_found() {
+    assert_eq!(
+        maintainer_words("fixed in issue 45 item 7"),
+        ["an issue number"]
+    );
+    assert_eq!(maintainer_words("(issues 29, 36)"), ["an issue number"]);
+    assert_eq!(maintainer_words("see `src/api/pfm/`"), ["a source path"]);
+    assert_eq!(
+        maintainer_words("tested by `capi/tests/pfm.rs`"),
+        ["a source path", "a Rust file"]
+    );
+    assert!(maintainer_words("an issue of timing; /sys/bus/event_source/devices/").is_empty());
+    assert!(maintainer_words("the tests pass; man/perfex.1").is_empty());
 }
