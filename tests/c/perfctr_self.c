@@ -1,0 +1,250 @@
+/* A self-monitoring program written from perfctr's documentation: a-mode counters and the
+ * TSC, then an a-mode and an i-mode counter whose overflow handler checks SI_PMC_OVF and the
+ * mask and calls vperfctr_iresume; then control data perfctr refused. It picks its events by
+ * the CPU type vperfctr_info reports, as perfctr's clients did (capi/tests/perfctr.rs):
+ *   Pentium III (sim:pentium3)  EVNTSEL 0x79 cycles, 0xC0 instructions retired
+ *   PowerPC 750 (sim:ppc750)    PMC1 cycles (1), PMC2 instructions completed (2)
+ *   perf                        software page faults (PERFCTR_EVNTSEL_SOFTWARE(2))
+ * On the emulated PMUs the work is perfcompat_sim_advance, and every count is checked exactly;
+ * on perf it touches a page once for every 10 "instructions". It prints its counts and "N failures". */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <libperfctr.h>
+#include <perfcompat.h>
+
+static int failures;
+#define CHECK(c)                                                              \
+    do {                                                                      \
+        if (!(c)) {                                                           \
+            printf("FAILED line %d: %s\n", __LINE__, #c);                     \
+            failures++;                                                       \
+        }                                                                     \
+    } while (0)
+
+static struct vperfctr *vp;
+static volatile sig_atomic_t signals, bad_code, bad_mask, resume_failed;
+static volatile unsigned int mask_or;
+
+static void on_overflow(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)uc;
+    signals++;
+    if (si->si_code != SI_PMC_OVF)
+        bad_code++;
+    if ((unsigned int)si->si_pmc_ovf_mask != 2u)
+        bad_mask++;
+    mask_or |= (unsigned int)si->si_pmc_ovf_mask;
+    if (vperfctr_iresume(vp) != 0)
+        resume_failed++;
+}
+
+enum family { P6, PPC, PERF };
+
+/* Counter i's evntsel for "cycles" (which = 0) or "instructions"/"faults" (which = 1). */
+static unsigned int evntsel(enum family f, unsigned int pmc, int which, int imode)
+{
+    unsigned int usr_os = 0x30000u, en = pmc == 0 ? 0x400000u : 0, intr = imode ? 0x100000u : 0;
+    switch (f) {
+    case P6:
+        return (which ? 0xC0u : 0x79u) | usr_os | en | intr;
+    case PPC:
+        return which ? 2u : 1u;
+    default:
+        return PERFCTR_EVNTSEL_SOFTWARE(which ? 2 : 3) | usr_os | intr;
+    }
+}
+
+static char *pages;
+static size_t npages, touched;
+static long page;
+
+/* The work: cycles and instructions (emulated), or page faults (perf). */
+static void work(enum family f, uint64_t cycles, uint64_t insns)
+{
+    if (f == PERF) {
+        size_t i;
+        for (i = 0; i < insns / 10 && touched < npages; i++)
+            pages[(touched++) * (size_t)page] = 1;
+        return;
+    }
+    CHECK(perfcompat_sim_advance("PAPI_tot_cyc", cycles) >= 0);
+    CHECK(perfcompat_sim_advance("PAPI_tot_ins", insns) >= 0);
+}
+
+static int control(enum family f, int nractrs, int nrictrs, int ireset_events)
+{
+    struct vperfctr_control c;
+    int i;
+    memset(&c, 0, sizeof c);
+    c.cpu_control.tsc_on = 1;
+    c.cpu_control.nractrs = (unsigned int)nractrs;
+    c.cpu_control.nrictrs = (unsigned int)nrictrs;
+    for (i = 0; i < nractrs + nrictrs; i++) {
+        c.cpu_control.pmc_map[i] = (unsigned int)i;
+        c.cpu_control.evntsel[i] = evntsel(f, (unsigned int)i, i, i >= nractrs);
+    }
+    if (nrictrs) {
+        c.si_signo = SIGUSR2;
+        /* x86 (and perf): overflow after -ireset events; PowerPC: when bit 31 sets. */
+        c.cpu_control.ireset[1] =
+            f == PPC ? (int)(0x80000000u - (unsigned int)ireset_events) : -ireset_events;
+    }
+    return vperfctr_control(vp, &c);
+}
+
+/* Control data perfctr refused: each must fail with EINVAL and change nothing. */
+static void bad_controls(enum family f, unsigned int nrctrs)
+{
+    struct vperfctr_control c;
+    memset(&c, 0, sizeof c);
+    c.cpu_control.nractrs = nrctrs + 1; /* too many counters */
+    errno = 0;
+    CHECK(vperfctr_control(vp, &c) == -1 && errno == EINVAL);
+
+    memset(&c, 0, sizeof c);
+    c.cpu_control.nractrs = 2; /* a pmc_map collision */
+    c.cpu_control.pmc_map[0] = c.cpu_control.pmc_map[1] = 0;
+    c.cpu_control.evntsel[0] = c.cpu_control.evntsel[1] = evntsel(f, 0, 0, 0);
+    errno = 0;
+    CHECK(vperfctr_control(vp, &c) == -1 && errno == EINVAL);
+
+    memset(&c, 0, sizeof c);
+    c.si_signo = SIGUSR2; /* an ireset out of range */
+    c.cpu_control.nrictrs = 1;
+    c.cpu_control.evntsel[0] = evntsel(f, 0, 1, 1);
+    c.cpu_control.ireset[0] = f == PPC ? -5 : 5;
+    errno = 0;
+    CHECK(vperfctr_control(vp, &c) == -1 && errno == EINVAL);
+
+    memset(&c, 0, sizeof c);
+    c.cpu_control.nractrs = 1; /* an unknown evntsel */
+    c.cpu_control.evntsel[0] = f == PPC ? 99u : (f == P6 ? 0x4300EEu : 0x2300EEu);
+    errno = 0;
+    CHECK(vperfctr_control(vp, &c) == -1 && errno == EINVAL);
+
+    errno = 0;
+    CHECK(vperfctr_control(vp, NULL) == -1 && errno == EFAULT);
+}
+
+int main(void)
+{
+    struct perfctr_info info;
+    struct perfctr_sum_ctrs sum;
+    struct vperfctr_control now;
+    struct sigaction sa;
+    enum family f;
+    uint64_t cycles = 0, insns = 0;
+    int round;
+
+    page = sysconf(_SC_PAGESIZE);
+    npages = 20000;
+    pages = mmap(NULL, npages * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                 -1, 0);
+    CHECK(pages != MAP_FAILED);
+
+    vp = vperfctr_open();
+    if (!vp) {
+        perror("vperfctr_open");
+        return 1;
+    }
+    CHECK(vperfctr_info(vp, &info) == 0);
+    switch (info.cpu_type) {
+    case PERFCTR_X86_INTEL_PIII: f = P6; break;
+    case PERFCTR_PPC_750: f = PPC; break;
+    case PERFCTR_PERFCOMPAT_PERF: f = PERF; break;
+    default:
+        printf("cpu type %u (%s): no events\n", info.cpu_type, perfctr_info_cpu_name(&info));
+        return 1;
+    }
+    printf("cpu %s, %u counters, features %#x\n", perfctr_info_cpu_name(&info),
+           perfctr_info_nrctrs(&info), info.cpu_features);
+    CHECK(info.cpu_features & PERFCTR_FEATURE_RDTSC);
+    CHECK(info.cpu_features & PERFCTR_FEATURE_PCINT);
+    CHECK(perfctr_mk_cstatus(1, 2, 1) != 0 && perfctr_cstatus_has_tsc(perfctr_mk_cstatus(1, 2, 1)));
+    CHECK(perfctr_cstatus_nrctrs(perfctr_mk_cstatus(1, 2, 1)) == 3);
+    CHECK(perfctr_cstatus_has_ictrs(perfctr_mk_cstatus(0, 2, 1)));
+    CHECK(!perfctr_cstatus_has_ictrs(perfctr_mk_cstatus(1, 2, 0)));
+
+    /* 1. Two a-mode counters and the TSC. */
+    CHECK(vperfctr_is_running(vp) == 0);
+    CHECK(control(f, 2, 0, 0) == 0);
+    CHECK(vperfctr_is_running(vp) == 1);
+    for (round = 1; round <= 20; round++) {
+        work(f, 7919u * (unsigned)round, 331u * (unsigned)round + 5);
+        cycles += 7919u * (unsigned)round;
+        insns += 331u * (unsigned)round + 5;
+    }
+    CHECK(vperfctr_read_ctrs(vp, &sum) == 0);
+    printf("a-mode: tsc %" PRIu64 " pmc0 %" PRIu64 " pmc1 %" PRIu64 "\n", (uint64_t)sum.tsc,
+           (uint64_t)sum.pmc[0], (uint64_t)sum.pmc[1]);
+    if (f == PERF) {
+        CHECK(sum.pmc[1] >= touched && sum.pmc[1] <= touched + 64);
+        CHECK(sum.tsc > 0);
+    } else {
+        CHECK(sum.pmc[0] == cycles && sum.pmc[1] == insns && sum.tsc == cycles);
+        CHECK(vperfctr_read_pmc(vp, 1) == insns && vperfctr_read_tsc(vp) == cycles);
+    }
+    CHECK(vperfctr_read_state(vp, NULL, &now) == 0 && now.cpu_control.nractrs == 2);
+    CHECK(vperfctr_iresume(vp) == -1 && errno == EPERM); /* no overflow to resume from */
+    CHECK(vperfctr_stop(vp) == 0 && vperfctr_is_running(vp) == 0);
+    work(f, 1000, 1000); /* stopped: not counted */
+    {
+        struct perfctr_sum_ctrs after;
+        CHECK(vperfctr_read_ctrs(vp, &after) == 0);
+        CHECK(memcmp(&after, &sum, sizeof sum) == 0 || f == PERF);
+    }
+
+    /* 2. An a-mode counter and an i-mode counter that overflows every 1000 events (100 page
+     * faults on perf); the handler resumes it. */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_overflow;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGUSR2, &sa, NULL) == 0);
+    CHECK(control(f, 1, 1, f == PERF ? 100 : 1000) == 0);
+    cycles = insns = 0;
+    for (round = 1; round <= 50; round++) {
+        unsigned n = f == PERF ? 1730 : 137u * (unsigned)round % 997 + 1;
+        work(f, 1000, n);
+        cycles += 1000;
+        insns += n;
+    }
+    CHECK(vperfctr_read_ctrs(vp, &sum) == 0);
+    printf("i-mode: tsc %" PRIu64 " pmc0 %" PRIu64 " pmc1 %" PRIu64 " signals %d mask %#x\n",
+           (uint64_t)sum.tsc, (uint64_t)sum.pmc[0], (uint64_t)sum.pmc[1], (int)signals, mask_or);
+    CHECK(bad_code == 0 && bad_mask == 0 && resume_failed == 0 && mask_or == 2);
+    if (f == PERF) {
+        CHECK(signals == (int)(sum.pmc[1] / 100) && signals >= 50);
+    } else {
+        CHECK(sum.pmc[0] == cycles && sum.pmc[1] == insns && sum.tsc == cycles);
+        CHECK(signals == (int)(insns / 1000));
+    }
+
+    /* 3. preserve keeps the sums; a new control without it starts from 0. */
+    {
+        struct vperfctr_control c;
+        CHECK(vperfctr_read_state(vp, NULL, &c) == 0);
+        c.preserve = 1;
+        CHECK(vperfctr_control(vp, &c) == 0);
+        CHECK(vperfctr_read_pmc(vp, 0) == sum.pmc[0]);
+        c.preserve = 0;
+        CHECK(vperfctr_control(vp, &c) == 0);
+        CHECK(vperfctr_read_pmc(vp, 0) == 0 || f == PERF);
+    }
+
+    bad_controls(f, perfctr_info_nrctrs(&info));
+    CHECK(vperfctr_unlink(vp) == 0 && vperfctr_is_running(vp) == 0);
+    CHECK(vperfctr_read_pmc(vp, 0) == 0);
+    vperfctr_close(vp);
+    printf("%d failures\n", failures);
+    return failures != 0;
+}
