@@ -217,3 +217,93 @@ fn a_cpu_without_translated_control_data_takes_only_the_tsc() {
     };
     refused(Family::TscOnly, &one, "this CPU has 0");
 }
+
+#[test]
+fn p4_control_finds_the_event_by_escr_select_and_event_select() {
+    let p4 = Family::P4(model("pentium4").unwrap());
+    const ENABLE: u32 = 1 << 12;
+    const ACTIVE: u32 = 3 << 16;
+    const PMI: u32 = 1 << 26;
+    let mut c = CpuControl {
+        nractrs: 1,
+        nrictrs: 1,
+        ..CpuControl::default()
+    };
+    // Counter 0: FSB_ESCR0 (select 6), global_power_events (0x13, mask 1), user only.
+    c.pmc_map[0] = 0x8000_0000;
+    c.evntsel[0] = ENABLE | 6 << 13 | ACTIVE;
+    c.p4_escr[0] = 0x13 << 25 | 1 << 9 | 1 << 2;
+    // Counter 14: CRU_ESCR3 (select 5), branch_retired (6, mask 0xc), interrupting.
+    c.pmc_map[1] = 14;
+    c.evntsel[1] = ENABLE | 5 << 13 | ACTIVE | PMI;
+    c.p4_escr[1] = 0x6 << 25 | 0xC << 9 | 1 << 2 | 1 << 3;
+    c.ireset[1] = -100;
+    let r = requests(p4, &c).unwrap();
+    assert_eq!(
+        (r[0].event.as_str(), r[0].counter),
+        ("global_power_events", Some(0))
+    );
+    assert!(r[0].flags.user && !r[0].flags.system);
+    assert_eq!(r[0].attrs[0].value, 1, "the event mask");
+    assert_eq!(
+        (r[1].event.as_str(), r[1].counter),
+        ("branch_retired", Some(14))
+    );
+    assert!(r[1].flags.notify_overflow && r[1].flags.system);
+    assert_eq!(r[1].preset.wrapping_add(100), 0);
+
+    let with = |f: &dyn Fn(&mut CpuControl)| {
+        let mut b = c;
+        f(&mut b);
+        b
+    };
+    refused(
+        p4,
+        &with(&|b| b.evntsel[0] |= 1 << 31),
+        "CCCR bits 0xb80007ff are reserved",
+    );
+    refused(
+        p4,
+        &with(&|b| b.evntsel[0] &= !ENABLE),
+        "ENABLE must be set",
+    );
+    refused(p4, &with(&|b| b.evntsel[0] &= !(1 << 17)), "ACTIVE_THREAD");
+    refused(p4, &with(&|b| b.evntsel[1] &= !PMI), "OVF_PMI_T0");
+    refused(p4, &with(&|b| b.evntsel[0] |= 1 << 25), "FORCE_OVF");
+    refused(p4, &with(&|b| b.p4_escr[0] |= 1), "thread-1 CPL bits");
+    refused(
+        p4,
+        &with(&|b| b.pmc_map[0] = 4),
+        "select 6 names no ESCR of counter 4",
+    );
+    refused(
+        p4,
+        &with(&|b| b.p4_escr[0] = 0x3f << 25 | 1 << 2),
+        "event select 0x3f is no event of FSB_ESCR0",
+    );
+    refused(
+        p4,
+        &with(&|b| b.pmc_map[1] = 0),
+        "counter 0 is mapped twice",
+    );
+    refused(p4, &with(&|b| b.pmc_map[1] = 18), "no such counter");
+    refused(
+        p4,
+        &with(&|b| b.ireset[1] = 1),
+        "restart from a negative value",
+    );
+    refused(
+        p4,
+        &with(&|b| b.p4_pebs_matrix_vert = 1),
+        "only replay tagging",
+    );
+    assert!(requests(
+        p4,
+        &with(&|b| {
+            b.p4_pebs_enable = 1 << 24 | 1;
+            b.p4_pebs_matrix_vert = 1;
+        })
+    )
+    .is_ok());
+    refused(p4, &with(&|b| b.p4_pebs_enable = 1), "only replay tagging");
+}

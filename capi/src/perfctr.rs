@@ -101,7 +101,7 @@ pub struct vperfctr_control {
 pub struct perfctr_info {
     /// perfcompat's `PERFCTR_ABI_VERSION`.
     pub abi_version: c_uint,
-    /// "perfcompat <version>".
+    /// `perfcompat <version>`.
     pub driver_version: [c_char; 32],
     /// `PERFCTR_*` CPU type.
     pub cpu_type: c_uint,

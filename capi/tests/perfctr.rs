@@ -1,5 +1,6 @@
 //! perfctr's interface (issue 47): tests/c/perfctr_self.c, a self-monitoring program written
-//! from perfctr's documentation, counts exactly on the emulated Pentium III and PowerPC 750
+//! from perfctr's documentation, counts exactly on the emulated Pentium III, Pentium 4 and
+//! PowerPC 750
 //! (a-mode counters and the TSC, then an i-mode counter whose handler calls
 //! `vperfctr_iresume`: one signal per overflow, the mask naming the counter), and on perf with
 //! software events; bad control data fails with `EINVAL`. The headers compile with
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use common::{c_program, compile, repo, run_output, tmp};
+use common::{build_installed, c_program, compile, installed_prefix, repo, run_output, tmp};
 use perfcompat_capi::perfctr::{
     perfctr_cpu_control, perfctr_info, perfctr_sum_ctrs, vperfctr_control,
 };
@@ -62,6 +63,11 @@ fn counts_exactly_on_the_emulated_pentium_iii() {
 }
 
 #[test]
+fn counts_exactly_on_the_emulated_pentium_4() {
+    check_emulated("sim:pentium4", "Intel Pentium 4, 18 counters");
+}
+
+#[test]
 fn counts_exactly_on_the_emulated_powerpc_750() {
     check_emulated("sim:ppc750", "PowerPC 750, 4 counters");
 }
@@ -72,6 +78,34 @@ fn counts_software_events_on_perf() {
     assert!(out.contains("cpu Linux perf events (software)"), "{out}");
     // The program checks signals == faults / 100 itself; the line is there.
     assert!(out.contains("mask 0x2\n"), "{out}");
+}
+
+/// The same program built as a user builds it against the installed library:
+/// `cc prog.c $(pkg-config --cflags --libs libperfctr)`, so with `-lperfctr`.
+#[test]
+fn builds_with_lperfctr_against_the_install() {
+    let prefix = installed_prefix();
+    let bin = build_installed(
+        "cc",
+        &["-std=c99", "-Wall", "-Wpedantic", "-Werror"],
+        "tests/c/perfctr_self.c",
+        prefix,
+        "perfctr",
+        "perfctr_self_installed",
+    );
+    let out = run_output(&bin, "sim:pentium3", &[], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("\n0 failures"),
+        "{stdout}"
+    );
+    let (c1, i1, ..) = expected();
+    assert!(
+        stdout.contains(&format!("a-mode: tsc {c1} pmc0 {c1} pmc1 {i1}\n")),
+        "{stdout}"
+    );
+    let pc = std::fs::read_to_string(prefix.join("lib/pkgconfig/libperfctr.pc")).unwrap();
+    assert!(pc.contains("Libs: -L${libdir} -lperfctr\n"), "{pc}");
 }
 
 /// The three headers, alone and together, in strict C89 with every pedantic warning an error.

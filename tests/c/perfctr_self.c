@@ -3,6 +3,9 @@
  * mask and calls vperfctr_iresume; then control data perfctr refused. It picks its events by
  * the CPU type vperfctr_info reports, as perfctr's clients did (capi/tests/perfctr.rs):
  *   Pentium III (sim:pentium3)  EVNTSEL 0x79 cycles, 0xC0 instructions retired
+ *   Pentium 4 (sim:pentium4)    counter 0: CCCR with FSB_ESCR0 (select 6), ESCR event 0x13
+ *                               (global_power_events, mask 1); counter 12: CRU_ESCR0 (select
+ *                               4), event 2 (instr_retired, mask 3); pmc_map with fast RDPMC
  *   PowerPC 750 (sim:ppc750)    PMC1 cycles (1), PMC2 instructions completed (2)
  *   perf                        software page faults (PERFCTR_EVNTSEL_SOFTWARE(2))
  * On the emulated PMUs the work is perfcompat_sim_advance, and every count is checked exactly;
@@ -47,7 +50,7 @@ static void on_overflow(int sig, siginfo_t *si, void *uc)
         resume_failed++;
 }
 
-enum family { P6, PPC, PERF };
+enum family { P6, P4, PPC, PERF };
 
 /* Counter i's evntsel for "cycles" (which = 0) or "instructions"/"faults" (which = 1). */
 static unsigned int evntsel(enum family f, unsigned int pmc, int which, int imode)
@@ -56,11 +59,27 @@ static unsigned int evntsel(enum family f, unsigned int pmc, int which, int imod
     switch (f) {
     case P6:
         return (which ? 0xC0u : 0x79u) | usr_os | en | intr;
+    case P4: /* CCCR: ENABLE, ESCR select, ACTIVE_THREAD, OVF_PMI_T0 for i-mode */
+        return 0x1000u | (which ? 4u : 6u) << 13 | 0x30000u | (imode ? 0x4000000u : 0);
     case PPC:
         return which ? 2u : 1u;
     default:
         return PERFCTR_EVNTSEL_SOFTWARE(which ? 2 : 3) | usr_os | intr;
     }
+}
+
+/* The Pentium 4's ESCR of counter i: event select, event mask, T0_OS and T0_USR. */
+static unsigned int escr(int which)
+{
+    return which ? (0x2u << 25 | 0x3u << 9 | 0xCu) : (0x13u << 25 | 0x1u << 9 | 0xCu);
+}
+
+/* The hardware counter of counter i. */
+static unsigned int pmc(enum family f, int i)
+{
+    if (f == P4)
+        return 0x80000000u | (i ? 12u : 0u);
+    return (unsigned int)i;
 }
 
 static char *pages;
@@ -89,8 +108,9 @@ static int control(enum family f, int nractrs, int nrictrs, int ireset_events)
     c.cpu_control.nractrs = (unsigned int)nractrs;
     c.cpu_control.nrictrs = (unsigned int)nrictrs;
     for (i = 0; i < nractrs + nrictrs; i++) {
-        c.cpu_control.pmc_map[i] = (unsigned int)i;
+        c.cpu_control.pmc_map[i] = pmc(f, i);
         c.cpu_control.evntsel[i] = evntsel(f, (unsigned int)i, i, i >= nractrs);
+        c.cpu_control.p4.escr[i] = escr(i);
     }
     if (nrictrs) {
         c.si_signo = SIGUSR2;
@@ -114,13 +134,16 @@ static void bad_controls(enum family f, unsigned int nrctrs)
     c.cpu_control.nractrs = 2; /* a pmc_map collision */
     c.cpu_control.pmc_map[0] = c.cpu_control.pmc_map[1] = 0;
     c.cpu_control.evntsel[0] = c.cpu_control.evntsel[1] = evntsel(f, 0, 0, 0);
+    c.cpu_control.p4.escr[0] = c.cpu_control.p4.escr[1] = escr(0);
     errno = 0;
     CHECK(vperfctr_control(vp, &c) == -1 && errno == EINVAL);
 
     memset(&c, 0, sizeof c);
     c.si_signo = SIGUSR2; /* an ireset out of range */
     c.cpu_control.nrictrs = 1;
+    c.cpu_control.pmc_map[0] = pmc(f, 1);
     c.cpu_control.evntsel[0] = evntsel(f, 0, 1, 1);
+    c.cpu_control.p4.escr[0] = escr(1);
     c.cpu_control.ireset[0] = f == PPC ? -5 : 5;
     errno = 0;
     CHECK(vperfctr_control(vp, &c) == -1 && errno == EINVAL);
@@ -128,6 +151,10 @@ static void bad_controls(enum family f, unsigned int nrctrs)
     memset(&c, 0, sizeof c);
     c.cpu_control.nractrs = 1; /* an unknown evntsel */
     c.cpu_control.evntsel[0] = f == PPC ? 99u : (f == P6 ? 0x4300EEu : 0x2300EEu);
+    if (f == P4) { /* FSB_ESCR0 with event select 0x3f */
+        c.cpu_control.evntsel[0] = evntsel(f, 0, 0, 0);
+        c.cpu_control.p4.escr[0] = 0x3Fu << 25 | 0xCu;
+    }
     errno = 0;
     CHECK(vperfctr_control(vp, &c) == -1 && errno == EINVAL);
 
@@ -159,6 +186,7 @@ int main(void)
     CHECK(vperfctr_info(vp, &info) == 0);
     switch (info.cpu_type) {
     case PERFCTR_X86_INTEL_PIII: f = P6; break;
+    case PERFCTR_X86_INTEL_P4: f = P4; break;
     case PERFCTR_PPC_750: f = PPC; break;
     case PERFCTR_PERFCOMPAT_PERF: f = PERF; break;
     default:

@@ -1,6 +1,6 @@
 //! perfctr's control data (`struct perfctr_cpu_control`) checked and turned into requests,
-//! per CPU family: the emulated Pentium III (P6), PowerPC 750 and 7450 (ppc32), and the perf
-//! backend's software events. Errors are `EINVAL`, as perfctr's low-level drivers refused
+//! per CPU family: the emulated Pentium III (P6), Pentium 4 (`super::p4`), PowerPC 750 and
+//! 7450 (ppc32), and the perf backend's software events. Errors are `EINVAL`, as perfctr's low-level drivers refused
 //! control data they could not program (`perfctr_cpu_update_control`).
 
 use crate::backend::sim::model::Model;
@@ -51,12 +51,14 @@ impl CpuControl {
 pub enum Family {
     /// The emulated Pentium III: P6 EVNTSEL values, two counters.
     P6(&'static Model),
+    /// The emulated Pentium 4: CCCR values in `evntsel`, ESCR values in `p4_escr`.
+    P4(&'static Model),
     /// The emulated PowerPC 750 or 7450: PMCnSEL codes, MMCR0/MMCR2.
     Ppc(&'static Model),
     /// The perf backend: software events named in the P6 layout (see [`SOFTWARE`]).
     Perf,
-    /// A backend whose control data is not translated yet (the emulated Pentium 4 and the
-    /// others): the TSC only.
+    /// A backend whose control data is not translated (the other emulated PMUs): the TSC
+    /// only.
     TscOnly,
 }
 
@@ -66,6 +68,7 @@ impl Family {
         match kind {
             BackendKind::Perf => Family::Perf,
             BackendKind::Sim(m) if m.name == "pentium3" => Family::P6(m),
+            BackendKind::Sim(m) if m.name == "pentium4" => Family::P4(m),
             BackendKind::Sim(m) if m.name.starts_with("ppc") => Family::Ppc(m),
             _ => Family::TscOnly,
         }
@@ -74,12 +77,15 @@ impl Family {
     /// How many counters control data may program.
     pub fn nrctrs(self) -> u32 {
         match self {
-            Family::P6(m) | Family::Ppc(m) => m.ncounters,
+            Family::P6(m) | Family::P4(m) | Family::Ppc(m) => m.ncounters,
             Family::Perf => MAX_CTRS as u32,
             Family::TscOnly => 0,
         }
     }
 }
+
+/// Bit 31 of a Pentium 4 `pmc_map` entry: read with fast RDPMC.
+pub const P4_FAST_RDPMC: u32 = 0x8000_0000;
 
 /// P6 EVNTSEL fields.
 pub mod p6 {
@@ -135,7 +141,8 @@ const P6_GENERIC: [(u32, &str); 4] = [
     (0xC5, "branch-misses"),
 ];
 
-fn bad(msg: String) -> Error {
+/// `EINVAL` with its cause.
+pub(super) fn bad(msg: String) -> Error {
     Error::InvalidArgument(msg)
 }
 
@@ -157,7 +164,11 @@ pub fn requests(family: Family, c: &CpuControl) -> Result<Vec<Request>> {
     let mut out = Vec::with_capacity(n as usize);
     for i in 0..n as usize {
         let imode = i >= c.nractrs as usize;
-        let pmc = c.pmc_map[i];
+        // The Pentium 4's pmc_map is the RDPMC operand: bit 31 asks for fast reads.
+        let pmc = match family {
+            Family::P4(_) => c.pmc_map[i] & !P4_FAST_RDPMC,
+            _ => c.pmc_map[i],
+        };
         if pmc >= family.nrctrs() {
             return Err(bad(format!(
                 "pmc_map[{i}] = {pmc}: no such counter (0..{})",
@@ -172,6 +183,7 @@ pub fn requests(family: Family, c: &CpuControl) -> Result<Vec<Request>> {
         used |= 1 << pmc;
         let r = match family {
             Family::P6(m) => p6_request(m, i, c.evntsel[i], pmc, imode)?,
+            Family::P4(m) => super::p4::request(m, i, c, pmc, imode)?,
             Family::Ppc(m) => ppc_request(m, i, c, pmc)?,
             Family::Perf => perf_request(i, c.evntsel[i], imode)?,
             Family::TscOnly => unreachable!("no counters"),
@@ -182,8 +194,10 @@ pub fn requests(family: Family, c: &CpuControl) -> Result<Vec<Request>> {
             r
         });
     }
-    if let Family::Ppc(m) = family {
-        ppc_globals(m, c)?;
+    match family {
+        Family::Ppc(m) => ppc_globals(m, c)?,
+        Family::P4(_) => super::p4::pebs(c)?,
+        _ => {}
     }
     Ok(out)
 }
@@ -226,7 +240,7 @@ fn check_int(i: usize, evntsel: u32, imode: bool) -> Result<()> {
 }
 
 /// The event of `m` that counter `pmc` counts with select `code`.
-fn event_on(m: &Model, pmc: u32, code: u32) -> Option<&'static str> {
+pub(super) fn event_on(m: &Model, pmc: u32, code: u32) -> Option<&'static str> {
     m.events
         .iter()
         .find(|e| {

@@ -2,7 +2,7 @@
 //!
 //! A thread has at most one vperfctr state, as a task had under perfctr's driver: every
 //! `vperfctr_open` on the thread reaches the same one, and a handle is only a way to it.
-//! [`control`] checks the control data for the backend's CPU family ([`control::requests`])
+//! [`control()`] checks the control data for the backend's CPU family ([`control::requests`])
 //! and binds the counters to the calling thread (not inherited by new threads or children, as
 //! perfctr 2.6's per-task counters were not); counter `i` is the binding's request `i`, so its
 //! 64-bit sum is the request's total ([`crate::engine::BoundSet::sample_totals`]), plus what
@@ -23,6 +23,7 @@
 //! `vperfctr_read_*`) touch is in [`Cell`]s of the thread's own state: no lock, no allocation.
 
 pub mod control;
+mod p4;
 
 use std::cell::{Cell, RefCell};
 use std::ffi::c_int;
