@@ -167,7 +167,7 @@ fn ppc_control_programs_its_counters_and_refuses_bad_data() {
 }
 
 #[test]
-fn perf_takes_software_events_and_the_generic_p6_ones() {
+fn perf_takes_software_events_generic_p6_ones_and_raw_events() {
     let mut c = CpuControl {
         nractrs: 2,
         nrictrs: 1,
@@ -186,10 +186,21 @@ fn perf_takes_software_events_and_the_generic_p6_ones() {
     refused(
         Family::Perf,
         &c,
-        "evntsel[1] = 0x210009: no such event on the perf backend",
+        "evntsel[1] = 0x210009: no such software event on the perf backend",
     );
-    c.evntsel[1] = 0x2E | USR;
-    refused(Family::Perf, &c, "no such event on the perf backend");
+    // Any other evntsel is the CPU's raw event: L2 requests with unit mask 0x41, edge, count
+    // mask 2, OS only: the kernel's x86 raw config, the modes as flags.
+    c.evntsel[1] = 0x0206_412E | OS;
+    let r = requests(Family::Perf, &c).unwrap();
+    assert_eq!(r[1].event, "r204412e", "OS is a flag, not config");
+    assert!(!r[1].flags.user && r[1].flags.system);
+    // A generic code with a unit mask is raw too.
+    c.evntsel[1] = 0x0100 | 0xC0 | USR;
+    assert_eq!(requests(Family::Perf, &c).unwrap()[1].event, "r1c0");
+    c.evntsel[1] = 0x2E | USR | 0x80000;
+    refused(Family::Perf, &c, "bits 19 and 21 are reserved");
+    c.evntsel[1] = 0x2E;
+    refused(Family::Perf, &c, "counts in no mode");
     let many = CpuControl {
         nractrs: 19,
         ..CpuControl::default()

@@ -43,6 +43,8 @@ struct perfctr_info {
  * cpu-clock, 1 task-clock, 2 page-faults, 3 context-switches, 4 cpu-migrations, 5 minor
  * faults, 6 major faults, 7 alignment faults, 8 emulation faults); event 0x79 is cycles, 0xC0
  * instructions, 0xC4 branches, 0xC5 branch misses. */
+/* Any other evntsel is the CPU's raw event (PERF_TYPE_RAW, the x86 layout; on arm64 bits 0-15
+ * are the event number), USR and OS its modes. */
 #define PERFCTR_PERFCOMPAT_PERF 0x200
 #define PERFCTR_EVNTSEL_SOFTWARE(n) (0x00200000U | ((unsigned int)(n) & 0xFFU))
 

@@ -319,18 +319,25 @@ fn ppc_globals(m: &Model, c: &CpuControl) -> Result<()> {
 fn perf_request(i: usize, evntsel: u32, imode: bool) -> Result<Request> {
     check_int(i, evntsel, imode)?;
     let code = evntsel & p6::EVENT;
-    let name = if evntsel & SOFTWARE != 0 {
-        SW_EVENTS.get(code as usize).copied()
-    } else {
-        P6_GENERIC.iter().find(|(c, _)| *c == code).map(|(_, n)| *n)
-    };
-    let name = name.ok_or_else(|| {
-        bad(format!(
-            "evntsel[{i}] = {evntsel:#x}: no such event on the perf backend (software events: \
-             PERFCTR_EVNTSEL_SOFTWARE(0..8); hardware: 0x79, 0xc0, 0xc4, 0xc5)"
-        ))
-    })?;
-    Ok(Request::new(name).flags(p6_flags(evntsel)))
+    if evntsel & SOFTWARE != 0 {
+        let name = SW_EVENTS.get(code as usize).ok_or_else(|| {
+            bad(format!(
+                "evntsel[{i}] = {evntsel:#x}: no such software event on the perf backend \
+                 (PERFCTR_EVNTSEL_SOFTWARE(0..8))"
+            ))
+        })?;
+        return Ok(Request::new(*name).flags(p6_flags(evntsel)));
+    }
+    // The four architectural events by the kernel's generic names when nothing else is set
+    // (portable, and `cycles` is estimated where there is no PMU); any other evntsel is the
+    // CPU's own raw event.
+    if evntsel & !(p6::USR | p6::OS | p6::INT | p6::EN | p6::EVENT) == 0 {
+        if let Some((_, name)) = P6_GENERIC.iter().find(|(c, _)| *c == code) {
+            return Ok(Request::new(*name).flags(p6_flags(evntsel)));
+        }
+    }
+    let raw = raw_event(evntsel).map_err(|e| bad(format!("evntsel[{i}]: {e}")))?;
+    Ok(Request::new(format!("r{:x}", raw.config)).flags(p6_flags(evntsel)))
 }
 
 /// A `PERF_TYPE_RAW` event: the kernel's x86 raw `config` and the modes to exclude.
@@ -344,8 +351,9 @@ pub struct RawEvent {
     pub exclude_kernel: bool,
 }
 
-/// A P6/K7/K8/Core-family evntsel as a `PERF_TYPE_RAW` event (issue 47's real-x86 mapping; not
-/// yet used by the perf backend): the event select (bits 0-7), unit mask (8-15), edge (18),
+/// A P6/K7/K8/Core-family evntsel as a `PERF_TYPE_RAW` event (issue 47's real-x86 mapping:
+/// the perf backend's `r<hex>` event for an evntsel that is not a software event or one of the
+/// four generic ones): the event select (bits 0-7), unit mask (8-15), edge (18),
 /// invert (23) and count mask (24-31) keep their places in `config`, which is the layout of
 /// the kernel's x86 raw events; USR and OS become the exclude bits; INT and EN are the
 /// kernel's to set and are dropped. `EINVAL` for the reserved bits 19 and 21, and for a value
