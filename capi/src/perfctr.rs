@@ -127,9 +127,10 @@ pub struct vperfctr {
     _private: [u8; 0],
 }
 
-/// What a `struct vperfctr *` holds: the thread it belongs to.
+/// What a `struct vperfctr *` holds: the thread it belongs to, and its process.
 pub struct Vp {
     tid: i32,
+    pid: i32,
 }
 
 // SAFETY: only `vperfctr_open` registers Kind::Vperfctr pointers, boxes of Vp.
@@ -146,9 +147,13 @@ impl Tells for Vp {
 }
 
 impl Vp {
-    /// The handle's thread must be the caller.
+    /// The handle's thread must be the caller (in a `fork` child, the copy of that thread:
+    /// the child's first thread).
     fn own(&self) -> perfcompat::Result<()> {
-        if self.tid == perfcompat::base::sys::gettid() {
+        let tid = perfcompat::base::sys::gettid();
+        // SAFETY: a plain system call.
+        let pid = unsafe { libc::getpid() };
+        if self.tid == tid || (self.pid != pid && tid == pid) {
             Ok(())
         } else {
             Err(Error::InvalidArgument(format!(
@@ -238,7 +243,9 @@ pub extern "C" fn vperfctr_open() -> *mut vperfctr {
     edge::run(Tell::Stderr, c"vperfctr_open", std::ptr::null_mut(), || {
         pc::open()?;
         let tid = perfcompat::base::sys::gettid();
-        edge::new_handle::<vperfctr>(Vp { tid }, |p| registry::insert(p, Kind::Vperfctr))
+        // SAFETY: a plain system call.
+        let pid = unsafe { libc::getpid() };
+        edge::new_handle::<vperfctr>(Vp { tid, pid }, |p| registry::insert(p, Kind::Vperfctr))
     })
 }
 

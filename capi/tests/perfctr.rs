@@ -20,7 +20,7 @@ use perfcompat_capi::perfctr::{
 
 fn program() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| c_program("perfctr_self", &["-Wpedantic"]))
+    BIN.get_or_init(|| c_program("perfctr_self", &["-Wpedantic", "-pthread"]))
 }
 
 /// Run the program on `backend`: its standard output, after checking it succeeded.
@@ -87,7 +87,7 @@ fn builds_with_lperfctr_against_the_install() {
     let prefix = installed_prefix();
     let bin = build_installed(
         "cc",
-        &["-std=c99", "-Wall", "-Wpedantic", "-Werror"],
+        &["-std=c99", "-Wall", "-Wpedantic", "-Werror", "-pthread"],
         "tests/c/perfctr_self.c",
         prefix,
         "perfctr",

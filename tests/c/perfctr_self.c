@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <libperfctr.h>
@@ -121,6 +123,46 @@ static int control(enum family f, int nractrs, int nrictrs, int ireset_events)
     return vperfctr_control(vp, &c);
 }
 
+/* A new thread's counters are its own: none until it programs them, and what it does is not
+ * in its creator's sums. */
+static void *other_thread(void *arg)
+{
+    struct vperfctr *mine = vperfctr_open();
+    struct perfctr_sum_ctrs s;
+    int *bad = arg;
+    *bad = !mine || vperfctr_is_running(mine) != 0 || vperfctr_read_ctrs(mine, &s) != 0 ||
+           s.tsc != 0 || s.pmc[0] != 0 || s.pmc[1] != 0;
+    perfcompat_sim_advance("PAPI_tot_ins", 777);
+    perfcompat_sim_advance("PAPI_tot_cyc", 777);
+    if (mine)
+        vperfctr_close(mine);
+    return NULL;
+}
+
+/* Not inherited: a new thread and a fork child start without counters. */
+static void not_inherited(enum family f)
+{
+    struct perfctr_sum_ctrs before, after;
+    pthread_t t;
+    pid_t child;
+    int bad = 1, status = -1;
+    CHECK(vperfctr_read_ctrs(vp, &before) == 0);
+    CHECK(pthread_create(&t, NULL, other_thread, &bad) == 0 && pthread_join(t, NULL) == 0);
+    CHECK(bad == 0);
+    child = fork();
+    if (child == 0) {
+        struct perfctr_sum_ctrs s;
+        _exit(vperfctr_is_running(vp) != 0 || vperfctr_read_ctrs(vp, &s) != 0 || s.tsc != 0 ||
+              s.pmc[0] != 0 || s.pmc[1] != 0);
+    }
+    CHECK(child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+          WEXITSTATUS(status) == 0);
+    CHECK(vperfctr_read_ctrs(vp, &after) == 0);
+    if (f != PERF) /* the thread's and the child's events are not the parent's */
+        CHECK(after.pmc[0] == before.pmc[0] && after.pmc[1] == before.pmc[1] &&
+              after.tsc == before.tsc);
+}
+
 /* Control data perfctr refused: each must fail with EINVAL and change nothing. */
 static void bad_controls(enum family f, unsigned int nrctrs)
 {
@@ -222,6 +264,7 @@ int main(void)
         CHECK(vperfctr_read_pmc(vp, 1) == insns && vperfctr_read_tsc(vp) == cycles);
     }
     CHECK(vperfctr_read_state(vp, NULL, &now) == 0 && now.cpu_control.nractrs == 2);
+    not_inherited(f);
     CHECK(vperfctr_iresume(vp) == -1 && errno == EPERM); /* no overflow to resume from */
     CHECK(vperfctr_stop(vp) == 0 && vperfctr_is_running(vp) == 0);
     work(f, 1000, 1000); /* stopped: not counted */

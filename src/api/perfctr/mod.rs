@@ -4,7 +4,7 @@
 //! `vperfctr_open` on the thread reaches the same one, and a handle is only a way to it.
 //! [`control()`] checks the control data for the backend's CPU family ([`control::requests`])
 //! and binds the counters to the calling thread (not inherited by new threads or children, as
-//! perfctr 2.6's per-task counters were not); counter `i` is the binding's request `i`, so its
+//! perfctr 2.6's per-task counters were not: a `fork` child starts with none); counter `i` is the binding's request `i`, so its
 //! 64-bit sum is the request's total ([`crate::engine::BoundSet::sample_totals`]), plus what
 //! earlier controls with `preserve` carried. An i-mode counter notifies: at its overflow the
 //! engine freezes the whole set (a-mode counters and the TSC stop too, as perfctr suspended
@@ -258,9 +258,36 @@ fn tsc_resume(f: &Fast) {
     }
 }
 
-/// Install the overflow hook (idempotent).
+/// Install the overflow hook and the fork handler (idempotent).
 fn install() -> Result<()> {
+    static ATFORK: std::sync::Once = std::sync::Once::new();
+    ATFORK.call_once(|| {
+        // SAFETY: registers a plain function.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    });
     engine::add_overflow_hook(hook)
+}
+
+/// In the child of `fork`: no counters, as a perfctr child had none (the binding is the
+/// parent's thread's: forgotten, not dropped, so that nothing touches its counters).
+extern "C" fn after_fork_in_child() {
+    let _ = SLOW.try_with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            std::mem::forget(s.binding.take());
+            s.control = Control::default();
+        }
+    });
+    let _ = FAST.try_with(|f| {
+        f.binding.set(0);
+        f.n.set(0);
+        f.signo.set(0);
+        for x in &f.base {
+            x.set(0);
+        }
+        f.tsc_on.set(false);
+        f.tsc_running.set(false);
+        f.tsc_sum.set(0);
+    });
 }
 
 /// The overflow hook: freeze the TSC, queue the program's signal. Async-signal-safe.
