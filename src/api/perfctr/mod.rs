@@ -355,7 +355,7 @@ pub fn open() -> Result<()> {
 }
 
 /// `vperfctr_control`: check `c` and (re)program the calling thread's counters. On an error
-/// the earlier counters are left as they were.
+/// (checks, placement, the kernel) the earlier counters are left as they were.
 pub fn control(c: &Control) -> Result<()> {
     let b = backend()?;
     let family = Family::of(b.shape().kind);
@@ -382,11 +382,29 @@ pub fn control(c: &Control) -> Result<()> {
         let mut s = s
             .try_borrow_mut()
             .map_err(|_| Error::Busy("vperfctr_control from a signal handler".into()))?;
+        // The new counters are bound before the earlier ones go, which stop meanwhile (so that
+        // no event is in both): a set the engine cannot place or the kernel cannot count (a
+        // raw event without a PMU: ENOENT) leaves the earlier counters as they were.
+        let stopped = s.binding.as_ref().is_some_and(|o| o.stop().is_ok());
+        let new = if set.is_empty() {
+            None
+        } else {
+            match engine::bind_tagged(b, &set, Target::CurrentThread, TAG) {
+                Ok(bd) => Some(bd),
+                Err(e) => {
+                    if let (true, Some(o)) = (stopped, &s.binding) {
+                        let _ = o.resume();
+                    }
+                    return Err(e);
+                }
+            }
+        };
         FAST.with(|f| {
             // The earlier counters' sums, then start afresh or keep them.
             fold(f, &s);
-            s.binding = None;
-            f.binding.set(0);
+            f.binding.set(new.as_ref().map_or(0, |n| n.id()));
+            let old = std::mem::replace(&mut s.binding, new);
+            drop(old);
             tsc_suspend(f);
             if c.preserve == 0 {
                 for x in &f.base {
@@ -398,21 +416,6 @@ pub fn control(c: &Control) -> Result<()> {
             f.signo.set(c.si_signo);
             f.tsc_on.set(c.cpu.tsc_on != 0);
             s.control = *c;
-            if !set.is_empty() {
-                let bound = engine::bind_tagged(b, &set, Target::CurrentThread, TAG);
-                match bound {
-                    Ok(bd) => {
-                        f.binding.set(bd.id());
-                        s.binding = Some(bd);
-                    }
-                    Err(e) => {
-                        f.n.set(0);
-                        f.tsc_on.set(false);
-                        s.control = Control::default();
-                        return Err(e);
-                    }
-                }
-            }
             tsc_resume(f);
             Ok(())
         })
