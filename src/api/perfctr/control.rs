@@ -142,7 +142,7 @@ const P6_GENERIC: [(u32, &str); 4] = [
 ];
 
 /// `EINVAL` with its cause.
-pub(super) fn bad(msg: String) -> Error {
+fn bad(msg: String) -> Error {
     Error::InvalidArgument(msg)
 }
 
@@ -183,7 +183,17 @@ pub fn requests(family: Family, c: &CpuControl) -> Result<Vec<Request>> {
         used |= 1 << pmc;
         let r = match family {
             Family::P6(m) => p6_request(m, i, c.evntsel[i], pmc, imode)?,
-            Family::P4(m) => super::p4::request(m, i, c, pmc, imode)?,
+            Family::P4(m) => super::p4::request(
+                m,
+                i,
+                &super::p4::Counter {
+                    cccr: c.evntsel[i],
+                    escr: c.p4_escr[i],
+                    ireset: c.ireset[i],
+                    pmc,
+                    imode,
+                },
+            )?,
             Family::Ppc(m) => ppc_request(m, i, c, pmc)?,
             Family::Perf => perf_request(i, c.evntsel[i], imode)?,
             Family::TscOnly => unreachable!("no counters"),
@@ -196,7 +206,7 @@ pub fn requests(family: Family, c: &CpuControl) -> Result<Vec<Request>> {
     }
     match family {
         Family::Ppc(m) => ppc_globals(m, c)?,
-        Family::P4(_) => super::p4::pebs(c)?,
+        Family::P4(_) => super::p4::pebs(c.p4_pebs_enable, c.p4_pebs_matrix_vert)?,
         _ => {}
     }
     Ok(out)
@@ -240,7 +250,7 @@ fn check_int(i: usize, evntsel: u32, imode: bool) -> Result<()> {
 }
 
 /// The event of `m` that counter `pmc` counts with select `code`.
-pub(super) fn event_on(m: &Model, pmc: u32, code: u32) -> Option<&'static str> {
+fn event_on(m: &Model, pmc: u32, code: u32) -> Option<&'static str> {
     m.events
         .iter()
         .find(|e| {

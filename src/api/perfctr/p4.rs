@@ -3,9 +3,8 @@
 //! HyperThreading, and the event found in the emulated model by the ESCR the CCCR selects and
 //! the ESCR's event select.
 
-use super::control::{bad, CpuControl};
 use crate::backend::sim::model::Model;
-use crate::base::error::Result;
+use crate::base::error::{Error, Result};
 use crate::base::set::{Request, RequestFlags};
 
 /// CCCR bits that control data must leave clear: OVF, OVF_PMI_T1 and the reserved ones.
@@ -50,15 +49,29 @@ fn escr_select(name: &str) -> Option<u32> {
     })
 }
 
-/// Counter `i`'s request (`pmc` without the fast-RDPMC bit).
-pub(super) fn request(
-    m: &Model,
-    i: usize,
-    c: &CpuControl,
-    pmc: u32,
-    imode: bool,
-) -> Result<Request> {
-    let (cccr, escr) = (c.evntsel[i], c.p4_escr[i]);
+/// `EINVAL` with its cause.
+fn bad(msg: String) -> Error {
+    Error::InvalidArgument(msg)
+}
+
+/// Counter `i`'s control: its CCCR, its ESCR, its `ireset`, its counter (`pmc`, without the
+/// fast-RDPMC bit), whether it is an i-mode counter.
+pub(super) struct Counter {
+    /// `evntsel[i]`.
+    pub cccr: u32,
+    /// `p4.escr[i]`.
+    pub escr: u32,
+    /// `ireset[i]`.
+    pub ireset: i32,
+    /// The hardware counter.
+    pub pmc: u32,
+    /// An i-mode counter.
+    pub imode: bool,
+}
+
+/// Counter `i`'s request.
+pub(super) fn request(m: &Model, i: usize, k: &Counter) -> Result<Request> {
+    let (cccr, escr, pmc, imode) = (k.cccr, k.escr, k.pmc, k.imode);
     if cccr & CCCR_RESERVED != 0 {
         return Err(bad(format!(
             "evntsel[{i}] = {cccr:#x}: CCCR bits 0xb80007ff are reserved"
@@ -79,7 +92,7 @@ pub(super) fn request(
             "evntsel[{i}] = {cccr:#x}: OVF_PMI_T0 (0x4000000) must be set exactly on i-mode counters"
         )));
     }
-    if cccr & CCCR_FORCE_OVF != 0 && c.ireset[i] != -1 {
+    if cccr & CCCR_FORCE_OVF != 0 && k.ireset != -1 {
         return Err(bad(format!(
             "evntsel[{i}] = {cccr:#x}: with FORCE_OVF, ireset[{i}] must be -1"
         )));
@@ -125,9 +138,8 @@ pub(super) fn request(
     Ok(r)
 }
 
-/// PEBS_ENABLE and PEBS_MATRIX_VERT: replay tagging only, as perfctr allowed it.
-pub(super) fn pebs(c: &CpuControl) -> Result<()> {
-    let (en, mv) = (c.p4_pebs_enable, c.p4_pebs_matrix_vert);
+/// PEBS_ENABLE (`en`) and PEBS_MATRIX_VERT (`mv`): replay tagging only, as perfctr allowed it.
+pub(super) fn pebs(en: u32, mv: u32) -> Result<()> {
     let ok = if en == 0 {
         mv == 0
     } else {
