@@ -50,6 +50,7 @@ fn the_new_models_are_listed_and_described() {
         ("ev5", 3, &[16, 16, 14][..], "21164"),
         ("ppc750", 4, &[32; 4][..], "PowerPC 750"),
         ("ppc7450", 6, &[32; 6][..], "PowerPC 7450"),
+        ("pentium3", 2, &[40; 2][..], "Pentium III"),
     ] {
         assert!(MODEL_NAMES.contains(&name), "{name}");
         let b = perfcompat::backend::from_name(&format!("sim:{name}")).unwrap();

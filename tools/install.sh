@@ -13,11 +13,11 @@
 # The layout (see man/libperfex.3, FILES):
 #   lib/libperfcompat.so.1.0.0          the one library: libperfex, libcpc, libpctx, perfcompat_*
 #   lib/libperfcompat.so.1              -> libperfcompat.so.1.0.0 (its soname)
-#   lib/libperfex.so.1, lib/libcpc.so.1, lib/libpctx.so.1
+#   lib/libperfex.so.1, lib/libcpc.so.1, lib/libpctx.so.1, lib/libperfctr.so.1
 #                                       -> libperfcompat.so.1.0.0 (the names legacy binaries need)
-#   lib/libperfcompat.so, libperfex.so, libcpc.so, libpctx.so
-#                                       development links (-lperfex, -lcpc, -lpctx)
-#   lib/libperfex.a, libcpc.a, libpctx.a  static archives (Libs.private in the .pc files)
+#   lib/libperfcompat.so, libperfex.so, libcpc.so, libpctx.so, libperfctr.so
+#                                       development links (-lperfex, -lcpc, -lpctx, -lperfctr)
+#   lib/libperfex.a, libcpc.a, libpctx.a, libperfctr.a  static archives (Libs.private in the .pc files)
 #   lib/libpfcntr.so.1.0.0              Tru64's /dev/pfcntr (pfm(7)): the open/ioctl/read/close
 #                                       interposers (capi/pfcntr/pfcntr.c), over libperfcompat.so.1
 #   lib/libpfcntr.so.1, libpfcntr.so    -> libpfcntr.so.1.0.0 (soname; -lpfcntr)
@@ -26,15 +26,16 @@
 #                                       libperfcompat.so.1, so that the report comes however the
 #                                       program ends
 #   lib/libperfcompat-preload.so.1      -> libperfcompat-preload.so.1.0.0 (soname)
-#   lib/pkgconfig/libperfex.pc, libcpc.pc, libpctx.pc, libpfcntr.pc
+#   lib/pkgconfig/libperfex.pc, libcpc.pc, libpctx.pc, libpfcntr.pc, libperfctr.pc
 #   lib/libperfcompat-mpi.so            the PMPI layer (when an mpicc exists; docs/mpi.md)
 #   lib/pkgconfig/perfcompat-mpi.pc     its pkg-config file (same condition)
 #   include/libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h,
 #   include/perfcompat/solaris.h (optional Solaris compatibility: _lwp_self, gethrtime, PC/SP),
 #   include/sys/pfcntr.h (Tru64's /dev/pfcntr, pfm(7): served by libpfcntr's open/ioctl/read),
+#   include/libperfctr.h, include/linux/perfctr.h, include/asm/perfctr.h (perfctr, libperfctr(3)),
 #   include/perfex.mod (when gfortran exists)
 #   share/perfcompat/fortran/perfex.f90 the module's source, for other gfortran versions
-#   bin/perfex, bin/cpustat, bin/cputrack, share/man/man1/{perfex,cpustat,cputrack}.1, share/man/man3/{libperfex,libcpc,libpctx}.3 and function links,
+#   bin/perfex, bin/cpustat, bin/cputrack, share/man/man1/{perfex,cpustat,cputrack}.1, share/man/man3/{libperfex,libcpc,libpctx,libperfctr}.3 and function links,
 #   share/man/man3/pfcntr.h.3 (<sys/pfcntr.h>), share/man/man7/pfm.7, share/man/man7/perfcompat.7 (the overview)
 #
 # The shared library is linked here from the release staticlib with a version script generated
@@ -156,8 +157,8 @@ mkdir -p "$L/pkgconfig" "$(dest "$includedir")" "$(dest "$bindir")" \
   "$(dest "$datadir")/fortran"
 
 install -m 0755 "$work/$real" "$L/$real"
-for link in $soname libperfex.so.1 libcpc.so.1 libpctx.so.1 libperfcompat.so libperfex.so \
-  libcpc.so libpctx.so; do
+for link in $soname libperfex.so.1 libcpc.so.1 libpctx.so.1 libperfctr.so.1 libperfcompat.so \
+  libperfex.so libcpc.so libpctx.so libperfctr.so; do
   ln -sfn "$real" "$L/$link"
 done
 install -m 0755 "$work/$pfcntr" "$L/$pfcntr"
@@ -166,17 +167,23 @@ for link in libpfcntr.so.1 libpfcntr.so; do
 done
 install -m 0755 "$work/$preload" "$L/$preload"
 ln -sfn "$preload" "$L/libperfcompat-preload.so.1"
-for a in libperfex.a libcpc.a libpctx.a; do
+for a in libperfex.a libcpc.a libpctx.a libperfctr.a; do
   install -m 0644 "$rel/libperfcompat_capi.a" "$L/$a"
 done
 
-for h in libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h; do
+for h in libperfex.h libcpc.h libpctx.h perfcompat.h perfcompat_mpi.h libperfctr.h; do
   install -m 0644 "$repo/include/$h" "$(dest "$includedir")/$h"
 done
 mkdir -p "$(dest "$includedir")/perfcompat"
 install -m 0644 "$repo/include/perfcompat/solaris.h" "$(dest "$includedir")/perfcompat/solaris.h"
 mkdir -p "$(dest "$includedir")/sys"
 install -m 0644 "$repo/include/sys/pfcntr.h" "$(dest "$includedir")/sys/pfcntr.h"
+# perfctr's headers where its programs include them from (<linux/perfctr.h>, <asm/perfctr.h>):
+# a prefix's include directory is searched before /usr/include, file by file.
+for h in linux/perfctr.h asm/perfctr.h; do
+  mkdir -p "$(dest "$includedir")/${h%/*}"
+  install -m 0644 "$repo/include/$h" "$(dest "$includedir")/$h"
+done
 install -m 0644 "$repo/fortran/perfex.f90" "$(dest "$datadir")/fortran/perfex.f90"
 if [ -n "$triple" ]; then
   echo "install.sh: cross install: perfex.mod not built (its source is in $datadir/fortran)" >&2
@@ -204,6 +211,7 @@ EOF
 pc libperfex "IRIX libperfex hardware counter interface" -lperfex "$static_libs"
 pc libcpc "Solaris libcpc v2 hardware counter interface" -lcpc "$static_libs"
 pc libpctx "Solaris libpctx process contexts (pctx_capture(3CPC))" -lpctx "$static_libs"
+pc libperfctr "perfctr virtual per-thread counters (vperfctr_*)" -lperfctr "$static_libs"
 # -lperfcompat too: the perfcompat_* extensions (perfcompat_sim_advance) are libperfcompat's, which
 # libpfcntr needs anyway. No static archive: a static program's calls cannot be interposed.
 pc libpfcntr "Tru64 UNIX pfm(7) /dev/pfcntr pseudo-device" "-lpfcntr -lperfcompat"
@@ -232,7 +240,7 @@ M=$(dest "$mandir")
 install -m 0644 "$repo/man/perfex.1" "$M/man1/perfex.1"
 install -m 0644 "$repo/man/cpustat.1" "$M/man1/cpustat.1"
 install -m 0644 "$repo/man/cputrack.1" "$M/man1/cputrack.1"
-for page in libperfex.3 libcpc.3 libpctx.3 pfcntr.h.3; do
+for page in libperfex.3 libcpc.3 libpctx.3 libperfctr.3 pfcntr.h.3; do
   install -m 0644 "$repo/man/$page" "$M/man3/$page"
 done
 for page in pfm.7 perfcompat.7; do
@@ -246,6 +254,10 @@ for f in $(awk '/^[ \t]*(#|$)/ { next } $1 == "version" { v = $2; next }
     v ~ /^SUNW/ { print $1 }' "$repo/capi/abi.manifest"); do
   case $f in pctx_*) page=libpctx.3 ;; *) page=libcpc.3 ;; esac
   printf '.so man3/%s\n' "$page" >"$M/man3/$f.3"
+done
+for f in $(awk '/^[ \t]*(#|$)/ { next } $1 == "version" { v = $2; next }
+    v == "PERFCTR_1" { print $1 }' "$repo/capi/abi.manifest"); do
+  printf '.so man3/libperfctr.3\n' >"$M/man3/$f.3"
 done
 
 echo "install.sh: installed under ${destdir}${prefix}" >&2

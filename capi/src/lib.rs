@@ -14,6 +14,7 @@ pub mod cpc;
 pub(crate) mod edge;
 pub mod mpi;
 pub mod pctx;
+pub mod perfctr;
 pub mod perfex;
 pub mod pfm;
 pub mod preload;

@@ -7,6 +7,8 @@
 //!   MPI layer;
 //! - [`pctx`]: libpctx's process control under `ptrace` (thread create/exit callbacks), which
 //!   libcpc's `cpc_bind_pctx`, cputrack and `perfex -mp` use;
+//! - [`perfctr`]: perfctr's virtual per-thread counters (`vperfctr_*`): control data per CPU
+//!   family, a-mode and i-mode counters, the virtual TSC, the overflow signal;
 //! - [`pfm`]: Tru64's `/dev/pfcntr` device;
 //! - [`costs`]: libperfex's cost tables, time estimates and statistics (`print_costs`,
 //!   `perfex -y`);
@@ -18,6 +20,7 @@
 pub mod costs;
 pub mod cpc;
 pub mod pctx;
+pub mod perfctr;
 pub mod perfex;
 pub mod pfm;
 pub mod preload;

@@ -7,7 +7,7 @@
 //! - `perf`: Linux `perf_event_open`, hardware events where the host has a PMU, software events
 //!   always (see [`perf`]);
 //! - `sim:<model>`: emulated historical PMUs (`r10000`, `r12000`, `ultrasparc`, `ultrasparc2`,
-//!   `pentium4`, `ev4`, `ev5`, `ppc750`, `ppc7450`) whose counts advance only when the program
+//!   `pentium4`, `ev4`, `ev5`, `ppc750`, `ppc7450`, `pentium3`) whose counts advance only when the program
 //!   calls the test hook (see [`sim`]).
 //!
 //! `auto` (the default) is `perf`: emulated counts are never chosen silently.

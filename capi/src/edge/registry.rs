@@ -25,6 +25,8 @@ pub(crate) enum Kind {
     Buf = 3,
     /// A `pctx_t`.
     Pctx = 4,
+    /// A `struct vperfctr` (perfctr, issue 47).
+    Vperfctr = 5,
 }
 
 const BITS: u32 = 15;

@@ -25,7 +25,7 @@
 //!
 //! Here the backend ([`SimBackend`]: resolving names, placing, binding, advancing) and the
 //! registry of models ([`MODELS`]); `group.rs` the counters of one bound set at work; each
-//! family's models in a file of its own ([`mips`], [`sparc`], [`p4`], [`ppc`], [`alpha`]), the
+//! family's models in a file of its own ([`mips`], [`sparc`], [`p4`], [`p6`], [`ppc`], [`alpha`]), the
 //! model description in [`model`](mod@model), the PAPI presets they map in [`papi`].
 
 use std::any::Any;
@@ -44,6 +44,7 @@ mod group;
 pub mod mips;
 pub mod model;
 pub mod p4;
+pub mod p6;
 pub mod papi;
 pub mod ppc;
 pub mod sparc;
@@ -51,7 +52,7 @@ pub mod sparc;
 use model::{IrqRule, Model};
 
 /// Every emulated PMU: the one table that [`MODEL_NAMES`] and [`model()`] are derived from.
-pub static MODELS: [&Model; 9] = [
+pub static MODELS: [&Model; 10] = [
     &mips::R10000,
     &mips::R12000,
     &sparc::ULTRASPARC,
@@ -61,6 +62,7 @@ pub static MODELS: [&Model; 9] = [
     &alpha::EV5,
     &ppc::PPC750,
     &ppc::PPC7450,
+    &p6::PENTIUM3,
 ];
 
 /// Names accepted after `sim:`, in [`MODELS`] order.
@@ -257,6 +259,16 @@ impl SimBackend {
         out
     }
 
+    /// Whether event `e` is the model's processor cycles (its `PAPI_tot_cyc`): the event the
+    /// emulated time-stamp counter ([`thread_tsc`]) ticks with.
+    fn is_cycles(&self, e: usize) -> bool {
+        let m = self.model;
+        m.generics
+            .iter()
+            .find(|g| g.name == papi::TOT_CYC)
+            .is_some_and(|g| m.events.get(e).is_some_and(|ev| ev.name == g.event))
+    }
+
     /// Advance `event` by `n` for the calling thread: see the module documentation.
     /// Returns the number of bound sets that counted it.
     pub fn advance(&self, event: &str, n: u64) -> Result<usize> {
@@ -266,6 +278,9 @@ impl SimBackend {
                 event: event.to_string(),
                 backend: self.info.kind.to_string(),
             })?;
+        if self.is_cycles(r.event) {
+            let _ = TSC.try_with(|t| t.set(t.get().wrapping_add(n)));
+        }
         let tid = crate::base::sys::gettid();
         // SAFETY: plain libc calls.
         let (pid, cpu) = unsafe { (libc::getpid(), libc::sched_getcpu()) };
@@ -301,6 +316,20 @@ impl SimBackend {
         }
         Ok(hit)
     }
+}
+
+thread_local! {
+    /// The calling thread's emulated time-stamp counter: see [`thread_tsc`].
+    static TSC: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The calling thread's emulated time-stamp counter (perfctr's TSC on an emulated PMU, issue
+/// 47): the processor cycles (the model's `PAPI_tot_cyc` event) the thread has advanced with
+/// [`SimBackend::advance`] since it started, counted or not by a bound set, as the Pentium III
+/// and Pentium 4 TSC ticks with the core clock. The PowerPC's time base ticks at a fraction of
+/// it; here it ticks with the cycles too. Async-signal-safe.
+pub fn thread_tsc() -> u64 {
+    TSC.try_with(|t| t.get()).unwrap_or(0)
 }
 
 /// Parse an integer the way C's `strtol(s, &end, 0)` does when it must consume all of `s`:
