@@ -623,7 +623,11 @@ fn man_pages_rendered_in_the_manual_are_current() {
     };
     let want = names(&out);
     let pages = names(&repo().join("man"));
-    assert_eq!(want.len(), pages.len(), "one page per man page of man/ {pages:?}: {want:?}");
+    assert_eq!(
+        want.len(),
+        pages.len(),
+        "one page per man page of man/ {pages:?}: {want:?}"
+    );
     assert_eq!(
         names(&committed),
         want,
