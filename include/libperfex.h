@@ -32,8 +32,7 @@ int start_counters(int e0, int e1);
  The generation number: equal to the one `start_counters` returned when the counts cover the
  whole interval. -1 with `errno` set and a message on stderr when the counters were not
  started on this thread, the events differ from the started ones or are not counted by
- perfex (`EINVAL`), or a pointer is NULL (`EFAULT`); the counts are then set to 0 (those a
- non-NULL pointer reaches), so a program that misses the -1 does not print garbage.
+ perfex (`EINVAL`), or a pointer is NULL (`EFAULT`). The counts are written only on success.
 
  # Safety
  `c0` and `c1` are NULL or point to writable `long long`s.

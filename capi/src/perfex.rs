@@ -18,22 +18,12 @@ fn start_impl(e0: c_int, e1: c_int) -> c_int {
     }
 }
 
-/// On any failure the counts a pointer reaches are set to 0 (a decision: IRIX's page leaves them
-/// unspecified). A program that ignores the -1, as the common idiom `read_counters(...) != gen`
-/// does when `start_counters` failed too, then prints zeros, not whatever its variables held
-/// (uninitialised in C, garbage from Fortran's stack).
 fn read_impl(e0: c_int, c0: Option<&mut i64>, e1: c_int, c1: Option<&mut i64>) -> c_int {
-    let (c0, c1) = match (c0, c1) {
-        (Some(c0), Some(c1)) => (c0, c1),
-        (c0, c1) => {
-            for c in [c0, c1].into_iter().flatten() {
-                *c = 0;
-            }
-            return fail_with(
-                c"read_counters",
-                &perfcompat::Error::Fault("NULL count pointer"),
-            );
-        }
+    let (Some(c0), Some(c1)) = (c0, c1) else {
+        return fail_with(
+            c"read_counters",
+            &perfcompat::Error::Fault("NULL count pointer"),
+        );
     };
     match perfex::read(e0, e1) {
         Ok(c) => {
@@ -41,11 +31,7 @@ fn read_impl(e0: c_int, c0: Option<&mut i64>, e1: c_int, c1: Option<&mut i64>) -
             *c1 = c.c1;
             c.generation as c_int
         }
-        Err(e) => {
-            *c0 = 0;
-            *c1 = 0;
-            fail_with(c"read_counters", &e)
-        }
+        Err(e) => fail_with(c"read_counters", &e),
     }
 }
 
@@ -100,8 +86,7 @@ pub extern "C" fn start_counters(e0: c_int, e1: c_int) -> c_int {
 /// The generation number: equal to the one `start_counters` returned when the counts cover the
 /// whole interval. -1 with `errno` set and a message on stderr when the counters were not
 /// started on this thread, the events differ from the started ones or are not counted by
-/// perfex (`EINVAL`), or a pointer is NULL (`EFAULT`); the counts are then set to 0 (those a
-/// non-NULL pointer reaches), so a program that misses the -1 does not print garbage.
+/// perfex (`EINVAL`), or a pointer is NULL (`EFAULT`). The counts are written only on success.
 ///
 /// # Safety
 /// `c0` and `c1` are NULL or point to writable `long long`s.
