@@ -11,7 +11,6 @@
 //! captured lines are kept in memory until [`take`], and [`release`] writes what is left.
 //! Never called from a signal handler: it allocates and locks.
 
-use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
@@ -36,9 +35,24 @@ pub fn write(text: &str) {
 /// Write `text` to standard error with one `write(2)` when the kernel takes it whole (always
 /// for a line on a pipe or a terminal), never a panic.
 pub fn write_stderr(text: &str) {
-    // `Stderr::write_all` passes the whole buffer to one `write(2)` and continues after a
-    // short write only.
-    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    // `write(2)` itself, not `std::io::stderr()`: no lock (whose synchronisation, inside the
+    // uninstrumented standard library, ThreadSanitizer reports as a race), and the whole buffer
+    // in one call; a short write or `EINTR` goes on with the rest.
+    let mut rest = text.as_bytes();
+    while !rest.is_empty() {
+        // SAFETY: writes from a live buffer of `rest.len()` bytes.
+        let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
+        if n < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return;
+        }
+        if n == 0 {
+            return;
+        }
+        rest = &rest[n as usize..];
+    }
 }
 
 /// From now on keep the notices instead of writing them.
