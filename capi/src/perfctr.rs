@@ -458,7 +458,8 @@ fn info_text(i: &perfctr_info) -> String {
     let v: Vec<u8> = i.driver_version[..31]
         .iter()
         .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
+        // `c_char` is `i8` on x86-64 and `u8` on arm64: the same byte either way.
+        .map(|&c| u8::from_ne_bytes(c.to_ne_bytes()))
         .collect();
     format!(
         "abi_version\t\t{:#x}\ndriver_version\t\t{}\ncpu_type\t\t{} ({})\ncpu_features\t\t{:#x}\ncpu_khz\t\t\t{}\ntsc_to_cpu_mult\t\t{}\nnrctrs\t\t\t{}\n",
