@@ -6,7 +6,7 @@
 //! thread that opened it must make the calls. Errors: -1 (or NULL) with `errno`, and the cause
 //! on standard error as `<function>: <message>`.
 
-use std::ffi::{c_char, c_int, c_uint, CStr};
+use std::ffi::{c_char, c_int, c_uint};
 
 use perfcompat::api::perfctr::{self as pc, Control, CpuControl, MAX_CTRS};
 use perfcompat::Error;
@@ -408,21 +408,8 @@ pub unsafe extern "C" fn perfctr_info_cpu_name(info: *const perfctr_info) -> *co
     crate::ffi_boundary("perfctr_info_cpu_name", || {
         // SAFETY: a non-null `info` points to a struct perfctr_info.
         let t = unsafe { info.as_ref() }.map_or(u32::MAX, |i| i.cpu_type);
-        cpu_name(t).as_ptr()
+        pc::cpu_name(t).as_ptr()
     })
-}
-
-/// The names as C strings.
-fn cpu_name(t: u32) -> &'static CStr {
-    match pc::cpu_name(t) {
-        "Intel Pentium III" => c"Intel Pentium III",
-        "Intel Pentium 4" => c"Intel Pentium 4",
-        "PowerPC 750" => c"PowerPC 750",
-        "PowerPC 7450" => c"PowerPC 7450",
-        "Linux perf events (software)" => c"Linux perf events (software)",
-        "Generic x86 with TSC" => c"Generic x86 with TSC",
-        _ => c"unknown",
-    }
 }
 
 /// The number of counters of `info`'s CPU type (0 for NULL).
@@ -466,7 +453,7 @@ fn info_text(i: &perfctr_info) -> String {
         i.abi_version,
         String::from_utf8_lossy(&v),
         i.cpu_type,
-        pc::cpu_name(i.cpu_type),
+        pc::cpu_name(i.cpu_type).to_string_lossy(),
         i.cpu_features,
         i.cpu_khz,
         i.tsc_to_cpu_mult,

@@ -261,6 +261,30 @@ pub fn queue_overflow_signal(tid: i32, fd: i32) -> bool {
     }
 }
 
+/// Queue a signal with the 128 bytes of `info` (a `siginfo_t`: `si_signo` at 0, `si_code` at 8)
+/// to thread `tid` of this process, with `info`'s own `si_code`; where Linux refuses that code
+/// (`EPERM`: another thread may queue only a negative one) again with `SI_QUEUE`, the rest
+/// unchanged. The one way libcpc's SIGEMT and perfctr's overflow signal are queued. Returns
+/// whether the kernel queued it. Async-signal-safe.
+pub fn queue_siginfo(tid: i32, info: &mut [u8; 128]) -> bool {
+    let sig = i32::from_ne_bytes([info[0], info[1], info[2], info[3]]);
+    // SAFETY: plain system calls with a whole, live siginfo buffer.
+    unsafe {
+        let pid = libc::getpid();
+        let send = |b: &[u8; 128]| {
+            libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, tid, sig, b.as_ptr()) == 0
+        };
+        if send(info) {
+            return true;
+        }
+        if *libc::__errno_location() != libc::EPERM {
+            return false;
+        }
+        info[8..12].copy_from_slice(&libc::SI_QUEUE.to_ne_bytes());
+        send(info)
+    }
+}
+
 /// Whether the calling thread blocks the overflow signal. Async-signal-safe (one system call).
 pub fn blocked_here() -> bool {
     // SAFETY: a query of the calling thread's mask into a local.

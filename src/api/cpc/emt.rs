@@ -316,21 +316,13 @@ pub fn send(tid: i32, pc: usize, mask: u64) {
 
 /// Queue SIGEMT to thread `tid` now (see [`send`]). Async-signal-safe.
 fn queue(tid: i32, pc: usize, mask: u64) {
-    let sig = signal();
-    let info = info(sig, EMT_CPCOVF, pc, mask);
+    let info = info(signal(), EMT_CPCOVF, pc, mask);
     if tid == crate::base::sys::gettid() {
         let _ = MAYBE_PENDING.try_with(|m| m.set(true));
     } else {
         SENT_TO_ANOTHER.store(true, Ordering::Relaxed);
     }
-    // SAFETY: plain system calls with a valid siginfo buffer.
-    unsafe {
-        let pid = libc::getpid();
-        let r = libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, tid, sig, info.0.as_ptr());
-        if r != 0 && *libc::__errno_location() == libc::EPERM {
-            // Another thread: the kernel accepts only a negative si_code.
-            let info = self::info(sig, libc::SI_QUEUE, pc, mask);
-            libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, tid, sig, info.0.as_ptr());
-        }
-    }
+    // Another thread: the kernel accepts only a negative si_code, `SI_QUEUE`.
+    let mut info = info;
+    crate::base::signal::queue_siginfo(tid, &mut info.0);
 }

@@ -185,16 +185,16 @@ pub fn info() -> Result<Info> {
     })
 }
 
-/// The name of `cpu_type` (`perfctr_info_cpu_name`).
-pub fn cpu_name(t: u32) -> &'static str {
+/// The name of `cpu_type` (`perfctr_info_cpu_name`), NUL-terminated for the C layer.
+pub fn cpu_name(t: u32) -> &'static std::ffi::CStr {
     match t {
-        cpu_type::X86_INTEL_PIII => "Intel Pentium III",
-        cpu_type::X86_INTEL_P4 => "Intel Pentium 4",
-        cpu_type::PPC_750 => "PowerPC 750",
-        cpu_type::PPC_7450 => "PowerPC 7450",
-        cpu_type::PERF => "Linux perf events (software)",
-        cpu_type::X86_GENERIC => "Generic x86 with TSC",
-        _ => "unknown",
+        cpu_type::X86_INTEL_PIII => c"Intel Pentium III",
+        cpu_type::X86_INTEL_P4 => c"Intel Pentium 4",
+        cpu_type::PPC_750 => c"PowerPC 750",
+        cpu_type::PPC_7450 => c"PowerPC 7450",
+        cpu_type::PERF => c"Linux perf events (software)",
+        cpu_type::X86_GENERIC => c"Generic x86 with TSC",
+        _ => c"unknown",
     }
 }
 
@@ -323,27 +323,8 @@ fn queue(tid: i32, signo: c_int, mask: u32) {
     info.0[0..4].copy_from_slice(&signo.to_ne_bytes());
     info.0[8..12].copy_from_slice(&SI_PMC_OVF.to_ne_bytes());
     info.0[union_at..union_at + 4].copy_from_slice(&mask.to_ne_bytes());
-    // SAFETY: plain system calls with a whole siginfo.
-    unsafe {
-        let pid = libc::getpid();
-        let r = libc::syscall(
-            libc::SYS_rt_tgsigqueueinfo,
-            pid,
-            tid,
-            signo,
-            info.0.as_ptr(),
-        );
-        if r != 0 {
-            info.0[8..12].copy_from_slice(&libc::SI_QUEUE.to_ne_bytes());
-            libc::syscall(
-                libc::SYS_rt_tgsigqueueinfo,
-                pid,
-                tid,
-                signo,
-                info.0.as_ptr(),
-            );
-        }
-    }
+    // From another thread Linux refuses a positive code: then `SI_QUEUE`.
+    crate::base::signal::queue_siginfo(tid, &mut info.0);
 }
 
 /// `vperfctr_open`: make sure the backend works and the hook is in place; the thread's state
