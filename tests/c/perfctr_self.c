@@ -25,14 +25,7 @@
 #include <libperfctr.h>
 #include <perfcompat.h>
 
-static int failures;
-#define CHECK(c)                                                              \
-    do {                                                                      \
-        if (!(c)) {                                                           \
-            printf("FAILED line %d: %s\n", __LINE__, #c);                     \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
+#include "perfctr_check.h"
 
 static struct vperfctr *vp;
 static volatile sig_atomic_t signals, bad_code, bad_mask, resume_failed;
