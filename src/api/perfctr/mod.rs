@@ -382,7 +382,12 @@ pub fn open() -> Result<()> {
 /// `vperfctr_control`: check `c` and (re)program the calling thread's counters. On an error
 /// (checks, placement, the kernel) the earlier counters are left as they were.
 pub fn control(c: &Control) -> Result<()> {
-    let b = backend()?;
+    control_with(backend()?, c)
+}
+
+/// [`control`] on backend `b` rather than the process's (a test's model kernel); the thread's
+/// later calls read the binding made here.
+pub fn control_with(b: &'static dyn Backend, c: &Control) -> Result<()> {
     let set = checked_set(b, c)?;
     install()?;
     SLOW.with(|s| -> Result<()> {
