@@ -385,7 +385,7 @@ pub fn control(c: &Control) -> Result<()> {
     control_with(backend()?, c)
 }
 
-/// [`control`] on backend `b` rather than the process's (a test's model kernel); the thread's
+/// [`control()`] on backend `b` rather than the process's (a test's model kernel); the thread's
 /// later calls read the binding made here.
 pub fn control_with(b: &'static dyn Backend, c: &Control) -> Result<()> {
     let set = checked_set(b, c)?;
