@@ -102,15 +102,21 @@ impl Remote {
         }
         let set = checked_set(self.backend, c)?;
         let mut s = self.state();
+        // The new counters are bound before the earlier ones go, which stop meanwhile (so that
+        // no event is in both): a failure leaves the earlier counters as they were.
+        let stopped = s.binding.as_ref().is_some_and(|o| o.stop().is_ok());
         let new = if set.is_empty() {
             None
         } else {
-            // Bound before the earlier counters go: a failure leaves them as they were.
-            Some(engine::bind_with(
-                self.backend,
-                &set,
-                Target::Thread(self.tid),
-            )?)
+            match engine::bind_with(self.backend, &set, Target::Thread(self.tid)) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    if let (true, Some(o)) = (stopped, &s.binding) {
+                        let _ = o.resume();
+                    }
+                    return Err(e);
+                }
+            }
         };
         let sums = s.sums(self).unwrap_or(s.base);
         let old = std::mem::replace(&mut s.binding, new);
