@@ -1,7 +1,8 @@
 /*
  * <libperfctr.h>: perfctr's user library on perfcompat: per-thread virtual counters with
- * 64-bit sums, a virtual TSC and i-mode overflow signals, over Linux perf events or an emulated
- * PMU (PERFCOMPAT_BACKEND=sim:pentium3, sim:ppc750, ...). Link with -lperfctr
+ * 64-bit sums, a virtual TSC and i-mode overflow signals, another thread's counters
+ * (rvperfctr_*) and whole CPUs' (gperfctr_*), over Linux perf events or an emulated PMU
+ * (PERFCOMPAT_BACKEND=sim:pentium3, sim:ppc750, ...). Link with -lperfctr
  * (pkg-config libperfctr). Written by hand from perfctr's documented calls; see
  * libperfctr(3) and docs/perfctr.md for the differences from perfctr's driver.
  *
