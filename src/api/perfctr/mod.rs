@@ -19,6 +19,9 @@
 //! the counters do: from the control to the stop, the unlink or an overflow's freeze, and again
 //! from `vperfctr_iresume`.
 //!
+//! Another thread's counters (`rvperfctr_*`) are [`remote`]'s, whole CPUs' (`gperfctr_*`)
+//! [`global`]'s: both hold their state in their handle, not in a thread.
+//!
 //! Everything the overflow hook and the calls a signal handler makes (`vperfctr_iresume`,
 //! `vperfctr_read_*`) touch is in [`Cell`]s of the thread's own state: no lock, no allocation.
 
