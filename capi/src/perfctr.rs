@@ -13,6 +13,9 @@ use perfcompat::Error;
 
 use crate::edge::{self, registry, Handle, Kind, Tell, Tells};
 
+pub mod global;
+pub mod remote;
+
 /// `struct perfctr_sum_ctrs`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -119,9 +122,6 @@ pub struct perfctr_info {
     pub _reserved4: c_uint,
 }
 
-/// `PERFCTR_ABI_VERSION` as this library reports it (perfcompat's own number).
-pub const ABI_VERSION: c_uint = 0x0500;
-
 /// The opaque `struct vperfctr`.
 pub struct vperfctr {
     _private: [u8; 0],
@@ -180,28 +180,71 @@ fn cpu_in(c: &perfctr_cpu_control) -> CpuControl {
     }
 }
 
+fn control_in(c: &vperfctr_control) -> Control {
+    Control {
+        si_signo: c.si_signo,
+        cpu: cpu_in(&c.cpu_control),
+        preserve: c.preserve,
+        flags: c.flags,
+    }
+}
+
+fn cpu_out(u: &CpuControl) -> perfctr_cpu_control {
+    perfctr_cpu_control {
+        tsc_on: u.tsc_on,
+        nractrs: u.nractrs,
+        nrictrs: u.nrictrs,
+        pmc_map: u.pmc_map,
+        evntsel: u.evntsel,
+        p4: perfctr_cpu_control_p4 {
+            escr: u.p4_escr,
+            pebs_enable: u.p4_pebs_enable,
+            pebs_matrix_vert: u.p4_pebs_matrix_vert,
+        },
+        ireset: u.ireset,
+        ppc: perfctr_cpu_control_ppc {
+            mmcr0: u.ppc_mmcr0,
+            mmcr2: u.ppc_mmcr2,
+        },
+        ..Default::default()
+    }
+}
+
+/// `*p = v`, or `EFAULT` naming `what` for a NULL `p`; 0.
+///
+/// # Safety
+/// `p` is NULL or points to a writable `T`.
+unsafe fn write_to<T>(p: *mut T, v: T, what: &'static str) -> perfcompat::Result<c_int> {
+    // SAFETY: as the caller promises.
+    unsafe { p.as_mut() }.map(|o| *o = v).ok_or(null(what))?;
+    Ok(0)
+}
+
+/// `vperfctr_read_state`'s writes: the sums and the control, each where its pointer is not
+/// NULL.
+///
+/// # Safety
+/// `sum` and `control` are NULL or point to writable structures of their types.
+unsafe fn write_state(
+    sum: *mut perfctr_sum_ctrs,
+    s: &pc::Sums,
+    control: *mut vperfctr_control,
+    c: &Control,
+) {
+    // SAFETY: as the caller promises.
+    if let Some(o) = unsafe { sum.as_mut() } {
+        *o = sums_out(s);
+    }
+    // SAFETY: as the caller promises.
+    if let Some(o) = unsafe { control.as_mut() } {
+        *o = control_out(c);
+    }
+}
+
 fn control_out(c: &Control) -> vperfctr_control {
-    let u = &c.cpu;
     vperfctr_control {
         si_signo: c.si_signo,
-        cpu_control: perfctr_cpu_control {
-            tsc_on: u.tsc_on,
-            nractrs: u.nractrs,
-            nrictrs: u.nrictrs,
-            pmc_map: u.pmc_map,
-            evntsel: u.evntsel,
-            p4: perfctr_cpu_control_p4 {
-                escr: u.p4_escr,
-                pebs_enable: u.p4_pebs_enable,
-                pebs_matrix_vert: u.p4_pebs_matrix_vert,
-            },
-            ireset: u.ireset,
-            ppc: perfctr_cpu_control_ppc {
-                mmcr0: u.ppc_mmcr0,
-                mmcr2: u.ppc_mmcr2,
-            },
-            ..Default::default()
-        },
+        cpu_control: cpu_out(&c.cpu),
         preserve: c.preserve,
         flags: c.flags,
         ..Default::default()
@@ -217,18 +260,29 @@ fn sums_out(s: &pc::Sums) -> perfctr_sum_ctrs {
 
 fn info_out(i: &pc::Info) -> perfctr_info {
     let mut out = perfctr_info {
-        abi_version: ABI_VERSION,
+        abi_version: i.abi_version,
         cpu_type: i.cpu_type,
         cpu_features: i.features,
         cpu_khz: i.cpu_khz,
         tsc_to_cpu_mult: i.tsc_to_cpu_mult,
         ..Default::default()
     };
-    let v = concat!("perfcompat ", env!("CARGO_PKG_VERSION"));
-    for (d, s) in out.driver_version.iter_mut().zip(v.bytes().take(31)) {
-        *d = s as c_char;
+    for (d, s) in out.driver_version.iter_mut().zip(i.driver_version) {
+        *d = c_char::from_ne_bytes([s]);
     }
     out
+}
+
+fn info_in(i: &perfctr_info) -> pc::Info {
+    pc::Info {
+        abi_version: i.abi_version,
+        // `c_char` is `i8` on x86-64 and `u8` on arm64: the same byte either way.
+        driver_version: i.driver_version.map(|c| u8::from_ne_bytes(c.to_ne_bytes())),
+        cpu_type: i.cpu_type,
+        features: i.cpu_features,
+        cpu_khz: i.cpu_khz,
+        tsc_to_cpu_mult: i.tsc_to_cpu_mult,
+    }
 }
 
 /// A `NULL` argument.
@@ -257,11 +311,8 @@ pub extern "C" fn vperfctr_open() -> *mut vperfctr {
 pub unsafe extern "C" fn vperfctr_info(vp: *mut vperfctr, info: *mut perfctr_info) -> c_int {
     edge::call(c"vperfctr_info", vp, Tell::Stderr, -1, |_| {
         let i = info_out(&pc::info()?);
-        // SAFETY: a non-null `info` points to a writable struct perfctr_info (the contract).
-        unsafe { info.as_mut() }
-            .map(|o| *o = i)
-            .ok_or(null("info is NULL"))?;
-        Ok(0)
+        // SAFETY: as the contract says.
+        unsafe { write_to(info, i, "info is NULL") }
     })
 }
 
@@ -279,13 +330,7 @@ pub unsafe extern "C" fn vperfctr_control(
         h.own()?;
         // SAFETY: a non-null `control` points to a struct vperfctr_control (the contract).
         let c = unsafe { control.as_ref() }.ok_or(null("control is NULL"))?;
-        pc::control(&Control {
-            si_signo: c.si_signo,
-            cpu: cpu_in(&c.cpu_control),
-            preserve: c.preserve,
-            flags: c.flags,
-        })?;
-        Ok(0)
+        pc::control(&control_in(c)).map(|()| 0)
     })
 }
 
@@ -301,11 +346,8 @@ pub unsafe extern "C" fn vperfctr_read_ctrs(
     edge::call(c"vperfctr_read_ctrs", vp, Tell::Stderr, -1, |h| {
         h.own()?;
         let s = sums_out(&pc::read()?);
-        // SAFETY: a non-null `sum` points to a writable struct perfctr_sum_ctrs.
-        unsafe { sum.as_mut() }
-            .map(|o| *o = s)
-            .ok_or(null("sum is NULL"))?;
-        Ok(0)
+        // SAFETY: as the contract says.
+        unsafe { write_to(sum, s, "sum is NULL") }
     })
 }
 
@@ -322,11 +364,9 @@ pub unsafe extern "C" fn vperfctr_read_state(
 ) -> c_int {
     edge::call(c"vperfctr_read_state", vp, Tell::Stderr, -1, |h| {
         h.own()?;
-        let (s, c) = (sums_out(&pc::read()?), control_out(&pc::current_control()?));
-        // SAFETY: non-null pointers point to writable structures of their types.
-        unsafe { sum.as_mut().map(|o| *o = s).unwrap_or(()) };
-        // SAFETY: as above.
-        unsafe { control.as_mut().map(|o| *o = c).unwrap_or(()) };
+        let (s, c) = pc::read_state()?;
+        // SAFETY: as the contract says.
+        unsafe { write_state(sum, &s, control, &c) };
         Ok(0)
     })
 }
@@ -433,30 +473,7 @@ pub unsafe extern "C" fn perfctr_info_print(info: *const perfctr_info) {
     crate::ffi_boundary("perfctr_info_print", || {
         // SAFETY: a non-null `info` points to a struct perfctr_info.
         if let Some(i) = unsafe { info.as_ref() } {
-            print!("{}", info_text(i));
+            print!("{}", pc::info_text(&info_in(i)));
         }
     })
-}
-
-/// `perfctr_info_print`'s text.
-fn info_text(i: &perfctr_info) -> String {
-    // SAFETY: `driver_version` is NUL-terminated within its 32 bytes when it came from
-    // vperfctr_info; a program's own may not be: read at most 31 bytes.
-    let v: Vec<u8> = i.driver_version[..31]
-        .iter()
-        .take_while(|&&c| c != 0)
-        // `c_char` is `i8` on x86-64 and `u8` on arm64: the same byte either way.
-        .map(|&c| u8::from_ne_bytes(c.to_ne_bytes()))
-        .collect();
-    format!(
-        "abi_version\t\t{:#x}\ndriver_version\t\t{}\ncpu_type\t\t{} ({})\ncpu_features\t\t{:#x}\ncpu_khz\t\t\t{}\ntsc_to_cpu_mult\t\t{}\nnrctrs\t\t\t{}\n",
-        i.abi_version,
-        String::from_utf8_lossy(&v),
-        i.cpu_type,
-        pc::cpu_name(i.cpu_type).to_string_lossy(),
-        i.cpu_features,
-        i.cpu_khz,
-        i.tsc_to_cpu_mult,
-        pc::nrctrs(i.cpu_type)
-    )
 }

@@ -56,7 +56,8 @@ struct perfctr_cpu_control {
 };
 
 /* The counter state as perfctr's driver kept it (declared for source compatibility: this
- * library maps no state page; vperfctr_read_ctrs gives the sums). */
+ * library maps no state page; vperfctr_read_ctrs gives the sums, read in user space where the
+ * backend can, and vperfctr_read_state the control in force). */
 struct perfctr_cpu_state_k1 {
 	unsigned int id;
 	int isuspend_cpu;

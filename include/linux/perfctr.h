@@ -23,6 +23,12 @@ struct perfctr_info {
 	unsigned int _reserved4;
 };
 
+/* A set of CPUs: bit i % 32 of mask[i / 32] for CPU i; nrwords words follow. */
+struct perfctr_cpu_mask {
+	unsigned int nrwords;
+	unsigned int mask[1];
+};
+
 /* perfcompat's ABI number (not perfctr's). */
 #define PERFCTR_ABI_VERSION 0x0500
 
@@ -62,5 +68,26 @@ struct vperfctr_control {
 
 /* flags: end the counters at an exec (always so with this library). */
 #define VPERFCTR_CONTROL_CLOEXEC 0x01
+
+/* Global mode: one CPU's control data (gperfctr_control). */
+struct gperfctr_cpu_control {
+	unsigned int cpu;
+	struct perfctr_cpu_control cpu_control;
+	unsigned int _reserved1;
+	unsigned int _reserved2;
+	unsigned int _reserved3;
+	unsigned int _reserved4;
+};
+
+/* Global mode: one CPU's control data and sums (gperfctr_read; the caller sets cpu). */
+struct gperfctr_cpu_state {
+	unsigned int cpu;
+	struct perfctr_cpu_control cpu_control;
+	struct perfctr_sum_ctrs sum;
+	unsigned int _reserved1;
+	unsigned int _reserved2;
+	unsigned int _reserved3;
+	unsigned int _reserved4;
+};
 
 #endif

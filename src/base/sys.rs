@@ -262,6 +262,26 @@ fn choose_signals(
     }
 }
 
+/// The CPUs that are online now (`/sys/devices/system/cpu/online`, else every CPU `sysconf`
+/// counts).
+pub fn online_cpus() -> Vec<u32> {
+    if let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/online") {
+        let mut v = Vec::new();
+        for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+                v.extend(a..=b);
+            }
+        }
+        if !v.is_empty() {
+            return v;
+        }
+    }
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u32;
+    (0..n).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

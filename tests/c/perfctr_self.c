@@ -25,14 +25,7 @@
 #include <libperfctr.h>
 #include <perfcompat.h>
 
-static int failures;
-#define CHECK(c)                                                              \
-    do {                                                                      \
-        if (!(c)) {                                                           \
-            printf("FAILED line %d: %s\n", __LINE__, #c);                     \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
+#include "perfctr_check.h"
 
 static struct vperfctr *vp;
 static volatile sig_atomic_t signals, bad_code, bad_mask, resume_failed;
@@ -278,6 +271,9 @@ int main(void)
     not_inherited(f);
     CHECK(vperfctr_iresume(vp) == -1 && errno == EPERM); /* no overflow to resume from */
     CHECK(vperfctr_stop(vp) == 0 && vperfctr_is_running(vp) == 0);
+    /* Stopped as perfctr's library stopped, with an empty control: the control reads as zeros. */
+    CHECK(vperfctr_read_state(vp, NULL, &now) == 0 && now.cpu_control.nractrs == 0 &&
+          now.cpu_control.tsc_on == 0);
     work(f, 1000, 1000); /* stopped: not counted */
     {
         struct perfctr_sum_ctrs after;
@@ -332,6 +328,12 @@ int main(void)
         CHECK(vperfctr_read_state(vp, NULL, &c) == 0);
         c.preserve = 1;
         CHECK(vperfctr_control(vp, &c) == 0);
+        {
+            /* preserve belongs to the control made, not to the state read back. */
+            struct vperfctr_control r;
+            CHECK(vperfctr_read_state(vp, NULL, &r) == 0 && r.preserve == 0 &&
+                  r.cpu_control.nrictrs == 1);
+        }
         /* On perf counter 0 counts context switches, which go on between the two calls. */
         CHECK(vperfctr_read_pmc(vp, 0) == sum.pmc[0] || (f == PERF && vperfctr_read_pmc(vp, 0) > sum.pmc[0]));
         c.preserve = 0;

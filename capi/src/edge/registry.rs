@@ -27,6 +27,10 @@ pub(crate) enum Kind {
     Pctx = 4,
     /// A `struct vperfctr` (perfctr, issue 47).
     Vperfctr = 5,
+    /// A `struct rvperfctr` (perfctr's remote form).
+    Rvperfctr = 6,
+    /// A `struct gperfctr` (perfctr's global mode).
+    Gperfctr = 7,
 }
 
 const BITS: u32 = 15;

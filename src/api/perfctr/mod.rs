@@ -19,11 +19,16 @@
 //! the counters do: from the control to the stop, the unlink or an overflow's freeze, and again
 //! from `vperfctr_iresume`.
 //!
+//! Another thread's counters (`rvperfctr_*`) are [`remote`]'s, whole CPUs' (`gperfctr_*`)
+//! [`global`]'s: both hold their state in their handle, not in a thread.
+//!
 //! Everything the overflow hook and the calls a signal handler makes (`vperfctr_iresume`,
 //! `vperfctr_read_*`) touch is in [`Cell`]s of the thread's own state: no lock, no allocation.
 
 pub mod control;
+pub mod global;
 mod p4;
+pub mod remote;
 
 use std::cell::{Cell, RefCell};
 use std::ffi::c_int;
@@ -113,9 +118,14 @@ fn backend() -> Result<&'static dyn Backend> {
     backend::global()
 }
 
-/// What `vperfctr_info` reports.
+/// What `vperfctr_info` reports: `struct perfctr_info`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Info {
+    /// `PERFCTR_ABI_VERSION` ([`ABI_VERSION`] when this library filled it).
+    pub abi_version: u32,
+    /// The driver's version, NUL-terminated within its 32 bytes when this library filled it
+    /// ([`DRIVER_VERSION`]); a program's own may not be (see [`info_text`]).
+    pub driver_version: [u8; 32],
     /// perfctr's `cpu_type` number (see the header's `PERFCTR_*` types).
     pub cpu_type: u32,
     /// `PERFCTR_FEATURE_*` bits.
@@ -125,6 +135,12 @@ pub struct Info {
     /// CPU cycles per TSC tick.
     pub tsc_to_cpu_mult: u32,
 }
+
+/// `PERFCTR_ABI_VERSION` as this library reports it (perfcompat's own number, not perfctr's).
+pub const ABI_VERSION: u32 = 0x0500;
+
+/// `perfctr_info.driver_version` as this library reports it.
+pub const DRIVER_VERSION: &str = concat!("perfcompat ", env!("CARGO_PKG_VERSION"));
 
 /// `PERFCTR_FEATURE_RDPMC`: user-space counter reads.
 pub const FEATURE_RDPMC: u32 = 0x01;
@@ -177,7 +193,16 @@ pub fn info() -> Result<Info> {
     if kind == BackendKind::Perf {
         features |= FEATURE_RDPMC;
     }
+    let mut driver_version = [0u8; 32];
+    for (d, s) in driver_version
+        .iter_mut()
+        .zip(DRIVER_VERSION.bytes().take(31))
+    {
+        *d = s;
+    }
     Ok(Info {
+        abi_version: ABI_VERSION,
+        driver_version,
         cpu_type,
         features,
         cpu_khz: khz,
@@ -208,6 +233,28 @@ pub fn nrctrs(t: u32) -> u32 {
         cpu_type::PERF => MAX_CTRS as u32,
         _ => 0,
     }
+}
+
+/// `perfctr_info_print`'s text: one field a line, the name, tabs to the same column, the
+/// value; the CPU type with its name, and the counters it has. At most 31 bytes of
+/// `driver_version`, up to its first NUL (a program's own structure may not end it).
+pub fn info_text(i: &Info) -> String {
+    let v: Vec<u8> = i.driver_version[..31]
+        .iter()
+        .copied()
+        .take_while(|&c| c != 0)
+        .collect();
+    format!(
+        "abi_version\t\t{:#x}\ndriver_version\t\t{}\ncpu_type\t\t{} ({})\ncpu_features\t\t{:#x}\ncpu_khz\t\t\t{}\ntsc_to_cpu_mult\t\t{}\nnrctrs\t\t\t{}\n",
+        i.abi_version,
+        String::from_utf8_lossy(&v),
+        i.cpu_type,
+        cpu_name(i.cpu_type).to_string_lossy(),
+        i.features,
+        i.cpu_khz,
+        i.tsc_to_cpu_mult,
+        nrctrs(i.cpu_type)
+    )
 }
 
 /// The calling thread's virtual TSC now (see the module's documentation). Async-signal-safe.
@@ -338,26 +385,13 @@ pub fn open() -> Result<()> {
 /// `vperfctr_control`: check `c` and (re)program the calling thread's counters. On an error
 /// (checks, placement, the kernel) the earlier counters are left as they were.
 pub fn control(c: &Control) -> Result<()> {
-    let b = backend()?;
-    let family = Family::of(b.shape().kind);
-    let reqs = control::requests(family, &c.cpu)?;
-    if c.cpu.nrictrs > 0 && !(1..=libc::SIGRTMAX()).contains(&c.si_signo) {
-        return Err(Error::InvalidArgument(format!(
-            "si_signo {}: i-mode counters need a signal number (1..{})",
-            c.si_signo,
-            libc::SIGRTMAX()
-        )));
-    }
-    if c.flags & !CLOEXEC != 0 {
-        return Err(Error::InvalidArgument(format!(
-            "flags {:#x}: only VPERFCTR_CONTROL_CLOEXEC (1)",
-            c.flags
-        )));
-    }
-    let mut set = CounterSet::new();
-    for r in reqs {
-        set.add(r)?;
-    }
+    control_with(backend()?, c)
+}
+
+/// [`control()`] on backend `b` rather than the process's (a test's model kernel); the thread's
+/// later calls read the binding made here.
+pub fn control_with(b: &'static dyn Backend, c: &Control) -> Result<()> {
+    let set = checked_set(b, c)?;
     install()?;
     SLOW.with(|s| -> Result<()> {
         let mut s = s
@@ -401,6 +435,31 @@ pub fn control(c: &Control) -> Result<()> {
             Ok(())
         })
     })
+}
+
+/// The counter set `c` programs on backend `b`, after checking the control data for its CPU
+/// family, the signal i-mode counters need and the flags (`EINVAL` with the cause).
+fn checked_set(b: &dyn Backend, c: &Control) -> Result<CounterSet> {
+    let family = Family::of(b.shape().kind);
+    let reqs = control::requests(family, &c.cpu)?;
+    if c.cpu.nrictrs > 0 && !(1..=libc::SIGRTMAX()).contains(&c.si_signo) {
+        return Err(Error::InvalidArgument(format!(
+            "si_signo {}: i-mode counters need a signal number (1..{})",
+            c.si_signo,
+            libc::SIGRTMAX()
+        )));
+    }
+    if c.flags & !CLOEXEC != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "flags {:#x}: only VPERFCTR_CONTROL_CLOEXEC (1)",
+            c.flags
+        )));
+    }
+    let mut set = CounterSet::new();
+    for r in reqs {
+        set.add(r)?;
+    }
+    Ok(set)
 }
 
 /// Add the binding's totals to the carried sums (before it goes).
@@ -447,14 +506,19 @@ pub fn read() -> Result<Sums> {
     })
 }
 
-/// `vperfctr_read_state`'s control: the last control made on this thread (zeros after an
-/// unlink).
-pub fn current_control() -> Result<Control> {
-    SLOW.with(|s| {
+/// `vperfctr_read_state`: the sums ([`read`]) and the control in force, as perfctr's driver
+/// reported it: the last control made on this thread with `preserve` 0 (it applies to a
+/// control, it is not a state); all zeros while nothing is programmed (before a control,
+/// after [`stop`], which is a control with nothing in it as perfctr's library made it, and
+/// after [`unlink`]), so that `cpu_control` counts exactly the counters
+/// `vperfctr_is_running` says run.
+pub fn read_state() -> Result<(Sums, Control)> {
+    let c = SLOW.with(|s| {
         s.try_borrow()
             .map(|s| s.control)
             .map_err(|_| Error::Busy("vperfctr_read_state during a vperfctr_control".into()))
-    })
+    })?;
+    Ok((read()?, Control { preserve: 0, ..c }))
 }
 
 /// `vperfctr_iresume`: after an overflow, reload the overflowed i-mode counters from their
@@ -498,6 +562,8 @@ pub fn stop() -> Result<()> {
             fold(f, &s);
             f.binding.set(0);
             s.binding = None;
+            // perfctr's library stopped with an empty control: the control reads as zeros.
+            s.control = Control::default();
             tsc_suspend(f);
             f.tsc_on.set(false);
             Ok(())
