@@ -235,14 +235,7 @@ pub fn requests(family: Family, c: &CpuControl) -> Result<Vec<Request>> {
             Family::P4(m) => super::p4::request(m, i, &p4)?,
             Family::Ppc(m) => ppc_request(m, i, c, pmc)?,
             Family::Perf | Family::PerfArm64 => perf_request(family, i, c.evntsel[i], imode)?,
-            Family::PerfP4 => {
-                let raw = super::p4::perf_raw(i, &p4, c.p4_pebs_enable, c.p4_pebs_matrix_vert)?;
-                Request::new(format!("r{:x}", raw.config)).flags(RequestFlags {
-                    user: !raw.exclude_user,
-                    system: !raw.exclude_kernel,
-                    ..RequestFlags::default()
-                })
-            }
+            Family::PerfP4 => super::p4::perf_raw(i, &p4, c.p4_pebs_enable, c.p4_pebs_matrix_vert)?,
             Family::TscOnly => unreachable!("no counters"),
         };
         out.push(if imode {

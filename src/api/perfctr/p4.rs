@@ -12,8 +12,6 @@ use crate::backend::sim::model::Model;
 use crate::base::error::{Error, Result};
 use crate::base::set::{Request, RequestFlags};
 
-use super::control::RawEvent;
-
 /// CCCR bits that control data must leave clear: OVF, OVF_PMI_T1 and the reserved ones.
 const CCCR_RESERVED: u32 = 0xB800_07FF;
 /// CCCR EXTENDED_CASCADE (bit 11) and CASCADE (bit 30): counter cascading, refused.
@@ -239,7 +237,7 @@ const PEBS_METRICS: [(u32, u32); 9] = [
 ];
 
 /// Counter `i`'s CCCR/ESCR pair as a raw event of Linux's P4 driver (the perf backend on a
-/// Pentium 4), after the checks the emulated Pentium 4 makes. The layout of that driver's
+/// Pentium 4: the request `r<config>`, a `PERF_TYPE_RAW` event), after the checks the emulated Pentium 4 makes. The layout of that driver's
 /// `config`: the ESCR in bits 32-63 and the CCCR in bits 0-31, where
 /// - ESCR bits 25-30 hold the driver's event number ([`KERNEL_EVENTS`]), found from the
 ///   CCCR's ESCR select, the ESCR's event select and the counter (`pmc_map`: two ESCRs with the
@@ -253,12 +251,7 @@ const PEBS_METRICS: [(u32, u32); 9] = [
 ///
 /// The driver picks the counter itself. `EINVAL` for what the emulated Pentium 4 refuses, a
 /// pair that is none of the driver's events, and replay tagging it has no metric for.
-pub fn perf_raw(
-    i: usize,
-    k: &Counter,
-    pebs_enable: u32,
-    pebs_matrix_vert: u32,
-) -> Result<RawEvent> {
+pub fn perf_raw(i: usize, k: &Counter, pebs_enable: u32, pebs_matrix_vert: u32) -> Result<Request> {
     check(i, k)?;
     let (cccr, escr, pmc) = (k.cccr, k.escr, k.pmc);
     let select = (cccr >> 13) & 7;
@@ -288,11 +281,12 @@ pub fn perf_raw(
     };
     let escr_part = (escr & ESCR_TAG_AND_MASK) | (n as u32) << 25;
     let cccr_part = (cccr & (CCCR_ACTIVE_THREAD | CCCR_THRESHOLD_LOGIC)) | metric;
-    Ok(RawEvent {
-        config: u64::from(escr_part) << 32 | u64::from(cccr_part),
-        exclude_user: escr & ESCR_T0_USR == 0,
-        exclude_kernel: escr & ESCR_T0_OS == 0,
-    })
+    let config = u64::from(escr_part) << 32 | u64::from(cccr_part);
+    Ok(Request::new(format!("r{config:x}")).flags(RequestFlags {
+        user: escr & ESCR_T0_USR != 0,
+        system: escr & ESCR_T0_OS != 0,
+        ..RequestFlags::default()
+    }))
 }
 
 /// PEBS_ENABLE (`en`) and PEBS_MATRIX_VERT (`mv`): replay tagging only, as perfctr allowed it.
