@@ -427,6 +427,14 @@ fn perf_on_a_pentium_4_takes_its_pairs_as_the_kernels_p4_raw_events() {
         &t,
         "no replay-tagging metric of Linux's P4 driver",
     );
+    // UOP_TAG without a tagging bit: metric 6's placeholder matches nothing.
+    t.p4_pebs_enable = 1 << 24;
+    t.p4_pebs_matrix_vert = 0;
+    refused(
+        Family::PerfP4,
+        &t,
+        "no replay-tagging metric of Linux's P4 driver",
+    );
 
     let with = |f: &dyn Fn(&mut CpuControl)| {
         let mut b = c;

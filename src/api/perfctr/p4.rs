@@ -230,15 +230,16 @@ const PEBS_METRICS: [(u32, u32); 9] = [
     (0x004, 1), // 3: DTLB load miss retired
     (0x004, 2), // 4: DTLB store miss retired
     (0x004, 3), // 5: DTLB all miss retired
-    (0, 0),     // 6: tagged mispredicted branch (PEBS_ENABLE bits perfctr does not allow)
+    (!0, !0),   // 6: tagged mispredicted branch (PEBS_ENABLE bits perfctr does not allow)
     (0x200, 1), // 7: MOB load replay retired
     (0x400, 1), // 8: split load retired
     (0x400, 2), // 9: split store retired
 ];
 
 /// Counter `i`'s CCCR/ESCR pair as a raw event of Linux's P4 driver (the perf backend on a
-/// Pentium 4: the request `r<config>`, a `PERF_TYPE_RAW` event), after the checks the emulated Pentium 4 makes. The layout of that driver's
-/// `config`: the ESCR in bits 32-63 and the CCCR in bits 0-31, where
+/// Pentium 4: the request `r<config>`, a `PERF_TYPE_RAW` event), after the checks the emulated
+/// Pentium 4 makes. The layout of that driver's `config`: the ESCR in bits 32-63 and the CCCR
+/// in bits 0-31, where
 /// - ESCR bits 25-30 hold the driver's event number ([`KERNEL_EVENTS`]), found from the
 ///   CCCR's ESCR select, the ESCR's event select and the counter (`pmc_map`: two ESCRs with the
 ///   same select serve different counters); TAG_ENABLE, TAG_VALUE and EVENT_MASK (bits 4-24)
