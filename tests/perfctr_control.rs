@@ -1,9 +1,14 @@
 //! perfctr's control data checked per CPU family (issue 47): the requests a valid control
 //! programs (event, counter, modes, the preset that overflows after the hardware's distance),
 //! and the `EINVAL` (with its cause) of too many counters, a `pmc_map` collision or out of
-//! range, an `ireset` out of the family's range, an unknown `evntsel`, reserved bits.
+//! range, an `ireset` out of the family's range, an unknown `evntsel`, reserved bits; and the
+//! perf backend's translations on hosts this one is not (issue 47 items 1 and 2 of the second
+//! part): arm64's event numbers, a Pentium 4's CCCR/ESCR pairs as Linux's P4 raw events, pinned
+//! bit by bit (no hardware PMU here to count them).
 
-use perfcompat::api::perfctr::control::{requests, CpuControl, Family, SOFTWARE};
+use perfcompat::api::perfctr::control::{
+    arm64_event, is_netburst, raw_event, requests, CpuControl, Family, SOFTWARE,
+};
 use perfcompat::backend::sim::{model, ppc};
 use perfcompat::Error;
 
@@ -30,6 +35,10 @@ const USR: u32 = 0x10000;
 const OS: u32 = 0x20000;
 const INT: u32 = 0x100000;
 const EN: u32 = 0x400000;
+/// Pentium 4 CCCR bits: ENABLE, ACTIVE_THREAD (both, without HyperThreading), OVF_PMI_T0.
+const ENABLE: u32 = 1 << 12;
+const ACTIVE: u32 = 3 << 16;
+const PMI: u32 = 1 << 26;
 
 #[test]
 fn p6_control_programs_its_counters() {
@@ -232,9 +241,6 @@ fn a_cpu_without_translated_control_data_takes_only_the_tsc() {
 #[test]
 fn p4_control_finds_the_event_by_escr_select_and_event_select() {
     let p4 = Family::P4(model("pentium4").unwrap());
-    const ENABLE: u32 = 1 << 12;
-    const ACTIVE: u32 = 3 << 16;
-    const PMI: u32 = 1 << 26;
     let mut c = CpuControl {
         nractrs: 1,
         nrictrs: 1,
@@ -317,4 +323,215 @@ fn p4_control_finds_the_event_by_escr_select_and_event_select() {
     )
     .is_ok());
     refused(p4, &with(&|b| b.p4_pebs_enable = 1), "only replay tagging");
+}
+
+#[test]
+fn p4_refuses_cascaded_counters_with_the_cause() {
+    let mut c = CpuControl {
+        nractrs: 1,
+        ..CpuControl::default()
+    };
+    c.pmc_map[0] = 12;
+    // CRU_ESCR0 (select 4), instr_retired (2, mask 1), user mode.
+    c.evntsel[0] = 1 << 12 | 4 << 13 | 3 << 16;
+    c.p4_escr[0] = 2 << 25 | 1 << 9 | 1 << 2;
+    let p4 = Family::P4(model("pentium4").unwrap());
+    assert!(requests(p4, &c).is_ok());
+    for cascade in [1u32 << 30, 1 << 11] {
+        let mut b = c;
+        b.evntsel[0] |= cascade;
+        refused(p4, &b, "cascaded counters are not supported");
+        refused(Family::PerfP4, &b, "cascaded counters are not supported");
+    }
+}
+
+/// The ESCR and CCCR halves of a P4 raw event's name `r<config>`.
+fn p4_config(event: &str) -> (u32, u32) {
+    let config = u64::from_str_radix(event.strip_prefix('r').unwrap(), 16).unwrap();
+    ((config >> 32) as u32, config as u32)
+}
+
+#[test]
+fn perf_on_a_pentium_4_takes_its_pairs_as_the_kernels_p4_raw_events() {
+    let mut c = CpuControl {
+        nractrs: 2,
+        nrictrs: 1,
+        ..CpuControl::default()
+    };
+    // Counter 0 (fast RDPMC): FSB_ESCR0 (select 6), global_power_events (0x13, mask 1),
+    // user mode: the kernel's event 24.
+    c.pmc_map[0] = 0x8000_0000;
+    c.evntsel[0] = ENABLE | 6 << 13 | ACTIVE;
+    c.p4_escr[0] = 0x13 << 25 | 1 << 9 | 1 << 2;
+    // Counter 12: ALF_ESCR0 (select 1), event 1: resource_stall (the kernel's 29), whose
+    // select and event select are also tc_deliver_mode's (0) on counters 4-7.
+    c.pmc_map[1] = 12;
+    c.evntsel[1] = ENABLE | 1 << 13 | ACTIVE;
+    c.p4_escr[1] = 1 << 25 | 1 << 14 | 1 << 3;
+    // Counter 14, interrupting: CRU_ESCR3 (select 5), branch_retired (6, mask 0xc: the
+    // kernel's 41), tag value 5 enabled, user and kernel mode; COMPARE, COMPLEMENT, THRESHOLD
+    // 3 and EDGE.
+    c.pmc_map[2] = 14;
+    c.evntsel[2] = ENABLE | 5 << 13 | ACTIVE | PMI | 1 << 18 | 1 << 19 | 3 << 20 | 1 << 24;
+    c.p4_escr[2] = 6 << 25 | 0xC << 9 | 5 << 5 | 1 << 4 | 1 << 3 | 1 << 2;
+    c.ireset[2] = -100;
+    let r = requests(Family::PerfP4, &c).unwrap();
+    assert_eq!(r[0].event, "r3000020000030000");
+    assert_eq!(p4_config(&r[0].event), (24 << 25 | 1 << 9, ACTIVE));
+    assert!(r[0].flags.user && !r[0].flags.system, "T0_USR only");
+    assert_eq!(r[0].counter, None, "the kernel places P4 events");
+    assert_eq!(p4_config(&r[1].event), (29 << 25 | 1 << 14, ACTIVE));
+    assert!(!r[1].flags.user && r[1].flags.system, "T0_OS only");
+    assert_eq!(
+        p4_config(&r[2].event),
+        (
+            41 << 25 | 0xC << 9 | 5 << 5 | 1 << 4,
+            ACTIVE | 1 << 18 | 1 << 19 | 3 << 20 | 1 << 24
+        ),
+        "{}",
+        r[2].event
+    );
+    assert!(r[2].flags.user && r[2].flags.system && r[2].flags.notify_overflow);
+    assert_eq!(r[2].preset.wrapping_add(100), 0);
+
+    // The same select and event select on counter 4 is tc_deliver_mode, the kernel's 0.
+    let mut tc = c;
+    tc.pmc_map[1] = 4;
+    assert_eq!(
+        p4_config(&requests(Family::PerfP4, &tc).unwrap()[1].event).0,
+        1 << 14
+    );
+    // FORCE_OVF (with ireset -1) is the kernel's: a period of one event.
+    let mut f = c;
+    f.evntsel[2] |= 1 << 25;
+    f.ireset[2] = -1;
+    let r = requests(Family::PerfP4, &f).unwrap();
+    assert_eq!(p4_config(&r[2].event).1 & (1 << 25), 0);
+    assert_eq!(r[2].preset, u64::MAX);
+    // Replay tagging: DTLB store misses (PEBS_ENABLE bit 2, matrix 2) is the kernel's metric 4,
+    // in every counter's CCCR half.
+    let mut t = c;
+    t.p4_pebs_enable = 1 << 24 | 4;
+    t.p4_pebs_matrix_vert = 2;
+    let r = requests(Family::PerfP4, &t).unwrap();
+    assert!(r.iter().all(|r| p4_config(&r.event).1 & 0x7f == 4), "{r:?}");
+    t.p4_pebs_enable = 1 << 24 | 0x200;
+    t.p4_pebs_matrix_vert = 1;
+    assert_eq!(
+        p4_config(&requests(Family::PerfP4, &t).unwrap()[0].event).1 & 0x7f,
+        7
+    );
+    t.p4_pebs_enable = 1 << 24 | 3;
+    refused(
+        Family::PerfP4,
+        &t,
+        "no replay-tagging metric of Linux's P4 driver",
+    );
+    // UOP_TAG without a tagging bit: metric 6's placeholder matches nothing.
+    t.p4_pebs_enable = 1 << 24;
+    t.p4_pebs_matrix_vert = 0;
+    refused(
+        Family::PerfP4,
+        &t,
+        "no replay-tagging metric of Linux's P4 driver",
+    );
+
+    let with = |f: &dyn Fn(&mut CpuControl)| {
+        let mut b = c;
+        f(&mut b);
+        b
+    };
+    refused(
+        Family::PerfP4,
+        &with(&|b| b.p4_escr[0] = 0x3f << 25 | 1 << 2),
+        "ESCR select 6 with event select 0x3f on counter 0 is no event of Linux's P4 driver",
+    );
+    refused(
+        Family::PerfP4,
+        &with(&|b| b.pmc_map[1] = 0),
+        "counter 0 is mapped twice",
+    );
+    refused(
+        Family::PerfP4,
+        &with(&|b| b.evntsel[1] |= PMI),
+        "OVF_PMI_T0",
+    );
+    refused(
+        Family::PerfP4,
+        &with(&|b| b.p4_escr[0] |= 2),
+        "thread-1 CPL bits",
+    );
+    refused(
+        Family::PerfP4,
+        &with(&|b| b.pmc_map[2] = 18),
+        "no such counter",
+    );
+}
+
+#[test]
+fn a_pentium_4_host_is_told_by_its_cpu_family() {
+    let p4 = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 15\nmodel\t\t: 2\n";
+    assert!(is_netburst(p4));
+    assert!(!is_netburst(&p4.replace("15", "6")));
+    assert!(!is_netburst(&p4.replace("GenuineIntel", "AuthenticAMD")));
+    assert!(!is_netburst("processor\t: 0\nCPU implementer\t: 0x41\n"));
+}
+
+#[test]
+fn x86_evntsel_fields_map_bit_by_bit_to_the_raw_config() {
+    // Every field alone: event, unit mask, edge, invert, count mask keep their bits; USR and
+    // OS become the exclude bits; INT and EN are dropped.
+    let cases: [(u32, u64); 6] = [
+        (0x0000_00ff, 0xff),
+        (0x0000_ff00, 0xff00),
+        (1 << 18, 1 << 18),
+        (1 << 23, 1 << 23),
+        (0xff00_0000, 0xff00_0000),
+        (1 << 20 | 1 << 22, 0),
+    ];
+    for (field, config) in cases {
+        let e = raw_event(field | USR).unwrap();
+        assert_eq!(e.config, config, "{field:#x}");
+        assert!(!e.exclude_user && e.exclude_kernel);
+    }
+    let e = raw_event(0x2e | OS).unwrap();
+    assert!(e.exclude_user && !e.exclude_kernel);
+}
+
+#[test]
+fn perf_on_arm64_takes_the_armv8_event_number() {
+    let mut c = CpuControl {
+        nractrs: 2,
+        nrictrs: 1,
+        ..CpuControl::default()
+    };
+    c.pmc_map[..3].copy_from_slice(&[0, 1, 2]);
+    c.evntsel[0] = 0x08 | USR | EN; // INST_RETIRED, user mode; EN accepted and ignored
+    c.evntsel[1] = 0xC0 | USR | OS; // an ARMv8 number, not the x86 generic "instructions"
+    c.evntsel[2] = 0x11 | USR | INT; // CPU_CYCLES, interrupting
+    c.ireset[2] = -4096;
+    let r = requests(Family::PerfArm64, &c).unwrap();
+    let names: Vec<&str> = r.iter().map(|r| r.event.as_str()).collect();
+    assert_eq!(names, ["r8", "rc0", "r11"]);
+    assert!(r[0].flags.user && !r[0].flags.system);
+    assert!(r[1].flags.user && r[1].flags.system);
+    assert!(r[2].flags.notify_overflow && r[2].preset.wrapping_add(4096) == 0);
+    // All 16 bits of the event number (ARMv8.1's PMU), software events as on x86.
+    c.evntsel[1] = 0xffff | OS;
+    c.evntsel[0] = SOFTWARE | 2 | USR;
+    let r = requests(Family::PerfArm64, &c).unwrap();
+    assert_eq!(
+        (r[0].event.as_str(), r[1].event.as_str()),
+        ("page-faults", "rffff")
+    );
+    assert_eq!(arm64_event(0x4004 | USR).unwrap().config, 0x4004);
+    for x86 in [1u32 << 18, 1 << 19, 1 << 23, 1 << 24, 0x8000_0000] {
+        c.evntsel[1] = 0x08 | USR | x86;
+        refused(Family::PerfArm64, &c, "have no meaning on arm64");
+    }
+    c.evntsel[1] = 0x08;
+    refused(Family::PerfArm64, &c, "counts in no mode");
+    c.evntsel[1] = 0x08 | USR;
+    c.evntsel[2] = 0x11 | USR; // an i-mode counter without INT
+    refused(Family::PerfArm64, &c, "the INT bit");
 }

@@ -49,8 +49,12 @@ struct perfctr_cpu_mask {
  * cpu-clock, 1 task-clock, 2 page-faults, 3 context-switches, 4 cpu-migrations, 5 minor
  * faults, 6 major faults, 7 alignment faults, 8 emulation faults); event 0x79 is cycles, 0xC0
  * instructions, 0xC4 branches, 0xC5 branch misses. */
-/* Any other evntsel is the CPU's raw event (PERF_TYPE_RAW, the x86 layout; on arm64 bits 0-15
- * are the event number), USR and OS its modes. */
+/* Any other evntsel is the CPU's raw event (PERF_TYPE_RAW: on x86 event, unit mask, edge,
+ * invert and count mask in their places), USR and OS its modes. On arm64 bits 0-15 are the
+ * ARMv8 event number (0x08 instructions retired, 0x11 cycles), with USR, OS and INT as above,
+ * EN ignored, and bits 18, 19 and 23-31 clear; the generic x86 codes above are not taken
+ * there. On a Pentium 4 host cpu_type is PERFCTR_X86_INTEL_P4 and the control data is the
+ * Pentium 4's, counted as Linux's P4 raw events. */
 #define PERFCTR_PERFCOMPAT_PERF 0x200
 #define PERFCTR_EVNTSEL_SOFTWARE(n) (0x00200000U | ((unsigned int)(n) & 0xFFU))
 

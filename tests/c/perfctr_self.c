@@ -223,6 +223,9 @@ int main(void)
     pages = mmap(NULL, npages * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                  -1, 0);
     CHECK(pages != MAP_FAILED);
+    /* One page fault per page touched: no transparent huge pages (the arm64 guest's kernel
+     * makes them always). */
+    madvise(pages, npages * (size_t)page, MADV_NOHUGEPAGE);
 
     vp = vperfctr_open();
     if (!vp) {

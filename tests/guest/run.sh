@@ -105,6 +105,8 @@ t overflow icount ./overflow exact
 t overflow plain ./overflow plain
 t overflow icount ./overflow exact lone
 t overflow plain ./overflow plain lone
+t perfctr icount ./perfctr
+x perfctr.self icount ./perfctr_self
 x examples.cpc_example1 icount env EVENT0=instructions EVENT1=cycles ./examples/cpc_example1
 x examples.cpc_example2 icount ./examples/cpc_example2
 x examples.cpc_events icount ./examples/cpc_events

@@ -1,7 +1,10 @@
 //! perfctr's control data (`struct perfctr_cpu_control`) checked and turned into requests,
 //! per CPU family: the emulated Pentium III (P6), Pentium 4 (`super::p4`), PowerPC 750 and
-//! 7450 (ppc32), and the perf backend's software events. Errors are `EINVAL`, as perfctr's low-level drivers refused
-//! control data they could not program (`perfctr_cpu_update_control`).
+//! 7450 (ppc32), and the perf backend, whose layout follows the host: the P6 layout with
+//! software events and `PERF_TYPE_RAW` events on x86 ([`raw_event`]), the Pentium 4's
+//! CCCR/ESCR pairs in perf's P4 raw form on a NetBurst host (`super::p4`), the ARMv8 event
+//! number on arm64 ([`arm64_event`]). Errors are `EINVAL`, as perfctr's low-level drivers
+//! refused control data they could not program (`perfctr_cpu_update_control`).
 
 use crate::backend::sim::model::Model;
 use crate::backend::BackendKind;
@@ -55,8 +58,16 @@ pub enum Family {
     P4(&'static Model),
     /// The emulated PowerPC 750 or 7450: PMCnSEL codes, MMCR0/MMCR2.
     Ppc(&'static Model),
-    /// The perf backend: software events named in the P6 layout (see [`SOFTWARE`]).
+    /// The perf backend on an x86 host other than a Pentium 4: the P6 layout, software
+    /// events (see [`SOFTWARE`]), the four generic events and the CPU's raw events
+    /// ([`raw_event`]).
     Perf,
+    /// The perf backend on a Pentium 4 (NetBurst) host: CCCR values in `evntsel`, ESCR values
+    /// in `p4_escr`, as on the emulated Pentium 4, counted as the kernel's P4 raw events.
+    PerfP4,
+    /// The perf backend on arm64: `evntsel` bits 0-15 are the ARMv8 PMU event number
+    /// ([`arm64_event`]); software events as on x86.
+    PerfArm64,
     /// A backend whose control data is not translated (the other emulated PMUs): the TSC
     /// only.
     TscOnly,
@@ -66,7 +77,7 @@ impl Family {
     /// The family of the backend `kind`.
     pub fn of(kind: BackendKind) -> Family {
         match kind {
-            BackendKind::Perf => Family::Perf,
+            BackendKind::Perf => perf_family(),
             BackendKind::Sim(m) if m.name == "pentium3" => Family::P6(m),
             BackendKind::Sim(m) if m.name == "pentium4" => Family::P4(m),
             BackendKind::Sim(m) if m.name.starts_with("ppc") => Family::Ppc(m),
@@ -78,10 +89,41 @@ impl Family {
     pub fn nrctrs(self) -> u32 {
         match self {
             Family::P6(m) | Family::P4(m) | Family::Ppc(m) => m.ncounters,
-            Family::Perf => MAX_CTRS as u32,
+            Family::Perf | Family::PerfArm64 => MAX_CTRS as u32,
+            Family::PerfP4 => 18,
             Family::TscOnly => 0,
         }
     }
+}
+
+/// The perf backend's family on this host: by the architecture the library was built for,
+/// and on x86 by the CPU (`/proc/cpuinfo`: Intel family 15 is the NetBurst Pentium 4 and
+/// Xeon, whose PMU Linux drives with its P4 driver). Cached.
+fn perf_family() -> Family {
+    if cfg!(target_arch = "aarch64") {
+        return Family::PerfArm64;
+    }
+    static NETBURST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let p4 = *NETBURST
+        .get_or_init(|| std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|s| is_netburst(&s)));
+    if p4 {
+        Family::PerfP4
+    } else {
+        Family::Perf
+    }
+}
+
+/// Whether `/proc/cpuinfo`'s text (`cpuinfo`) describes a NetBurst CPU: its first processor's
+/// `vendor_id` is `GenuineIntel` and its `cpu family` 15.
+pub fn is_netburst(cpuinfo: &str) -> bool {
+    let field = |name: &str| {
+        cpuinfo.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == name).then(|| v.trim().to_string())
+        })
+    };
+    field("vendor_id").as_deref() == Some("GenuineIntel")
+        && field("cpu family").as_deref() == Some("15")
 }
 
 /// Bit 31 of a Pentium 4 `pmc_map` entry: read with fast RDPMC.
@@ -166,7 +208,7 @@ pub fn requests(family: Family, c: &CpuControl) -> Result<Vec<Request>> {
         let imode = i >= c.nractrs as usize;
         // The Pentium 4's pmc_map is the RDPMC operand: bit 31 asks for fast reads.
         let pmc = match family {
-            Family::P4(_) => c.pmc_map[i] & !P4_FAST_RDPMC,
+            Family::P4(_) | Family::PerfP4 => c.pmc_map[i] & !P4_FAST_RDPMC,
             _ => c.pmc_map[i],
         };
         if pmc >= family.nrctrs() {
@@ -181,21 +223,19 @@ pub fn requests(family: Family, c: &CpuControl) -> Result<Vec<Request>> {
             )));
         }
         used |= 1 << pmc;
+        let p4 = super::p4::Counter {
+            cccr: c.evntsel[i],
+            escr: c.p4_escr[i],
+            ireset: c.ireset[i],
+            pmc,
+            imode,
+        };
         let r = match family {
             Family::P6(m) => p6_request(m, i, c.evntsel[i], pmc, imode)?,
-            Family::P4(m) => super::p4::request(
-                m,
-                i,
-                &super::p4::Counter {
-                    cccr: c.evntsel[i],
-                    escr: c.p4_escr[i],
-                    ireset: c.ireset[i],
-                    pmc,
-                    imode,
-                },
-            )?,
+            Family::P4(m) => super::p4::request(m, i, &p4)?,
             Family::Ppc(m) => ppc_request(m, i, c, pmc)?,
-            Family::Perf => perf_request(i, c.evntsel[i], imode)?,
+            Family::Perf | Family::PerfArm64 => perf_request(family, i, c.evntsel[i], imode)?,
+            Family::PerfP4 => super::p4::perf_raw(i, &p4, c.p4_pebs_enable, c.p4_pebs_matrix_vert)?,
             Family::TscOnly => unreachable!("no counters"),
         };
         out.push(if imode {
@@ -206,7 +246,9 @@ pub fn requests(family: Family, c: &CpuControl) -> Result<Vec<Request>> {
     }
     match family {
         Family::Ppc(m) => ppc_globals(m, c)?,
-        Family::P4(_) => super::p4::pebs(c.p4_pebs_enable, c.p4_pebs_matrix_vert)?,
+        Family::P4(_) | Family::PerfP4 => {
+            super::p4::pebs(c.p4_pebs_enable, c.p4_pebs_matrix_vert)?;
+        }
         _ => {}
     }
     Ok(out)
@@ -326,7 +368,8 @@ fn ppc_globals(m: &Model, c: &CpuControl) -> Result<()> {
     Ok(())
 }
 
-fn perf_request(i: usize, evntsel: u32, imode: bool) -> Result<Request> {
+/// A perf-backend counter on x86 (`Family::Perf`) or arm64 (`Family::PerfArm64`).
+fn perf_request(family: Family, i: usize, evntsel: u32, imode: bool) -> Result<Request> {
     check_int(i, evntsel, imode)?;
     let code = evntsel & p6::EVENT;
     if evntsel & SOFTWARE != 0 {
@@ -337,6 +380,10 @@ fn perf_request(i: usize, evntsel: u32, imode: bool) -> Result<Request> {
             ))
         })?;
         return Ok(Request::new(*name).flags(p6_flags(evntsel)));
+    }
+    if let Family::PerfArm64 = family {
+        let raw = arm64_event(evntsel).map_err(|e| bad(format!("evntsel[{i}]: {e}")))?;
+        return Ok(Request::new(format!("r{:x}", raw.config)).flags(p6_flags(evntsel)));
     }
     // The four architectural events by the kernel's generic names when nothing else is set
     // (portable, and `cycles` is estimated where there is no PMU); any other evntsel is the
@@ -382,6 +429,41 @@ pub fn raw_event(evntsel: u32) -> Result<RawEvent> {
     let keep = p6::EVENT | p6::UMASK | p6::EDGE | p6::INV | p6::CMASK;
     Ok(RawEvent {
         config: u64::from(evntsel & keep),
+        exclude_user: evntsel & p6::USR == 0,
+        exclude_kernel: evntsel & p6::OS == 0,
+    })
+}
+
+/// The ARMv8 PMU's event number field: `evntsel` bits 0-15 (`PMEVTYPER<n>_EL0.evtCount`,
+/// 16 bits from PMUv3 for ARMv8.1; the kernel's `armv8_pmuv3` driver takes a
+/// `PERF_TYPE_RAW` event's `config` bits 0-15 as it).
+pub const ARM64_EVENT: u32 = 0xffff;
+
+/// An arm64 evntsel as a `PERF_TYPE_RAW` event of the kernel's `armv8_pmuv3` driver (the
+/// perf backend on an arm64 host): bits 0-15 are the ARMv8 event number and become `config`
+/// unchanged (0x08 `INST_RETIRED`, 0x11 `CPU_CYCLES`, ...); the x86 layout's mode bits keep
+/// their places and meaning, USR (bit 16) and OS (bit 17) becoming the exclude bits, INT
+/// (bit 20) marking the i-mode counters and EN (bit 22) accepted and ignored, so that a
+/// program's x86 control code needs only other event numbers. The x86 fields with no ARMv8
+/// counterpart, edge (bit 18), invert (bit 23) and count mask (bits 24-31), and the reserved
+/// bit 19 must be clear (`EINVAL`), as must a value that counts in neither mode. Software
+/// events (`PERFCTR_EVNTSEL_SOFTWARE`, bit 21) are taken before this.
+pub fn arm64_event(evntsel: u32) -> Result<RawEvent> {
+    let x86_only = p6::EDGE | p6::PC | p6::INV | p6::CMASK;
+    if evntsel & x86_only != 0 {
+        return Err(bad(format!(
+            "evntsel {evntsel:#x}: bits {:#x} (the x86 edge, pin control, invert and count \
+             mask) have no meaning on arm64 and must be clear",
+            evntsel & x86_only
+        )));
+    }
+    if evntsel & (p6::USR | p6::OS) == 0 {
+        return Err(bad(format!(
+            "evntsel {evntsel:#x}: counts in no mode (neither USR nor OS)"
+        )));
+    }
+    Ok(RawEvent {
+        config: u64::from(evntsel & ARM64_EVENT),
         exclude_user: evntsel & p6::USR == 0,
         exclude_kernel: evntsel & p6::OS == 0,
     })

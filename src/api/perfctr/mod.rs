@@ -173,8 +173,13 @@ const SIM_KHZ: u32 = 1_000_000;
 pub fn info() -> Result<Info> {
     let kind = backend()?.shape().kind;
     let (cpu_type, khz) = match kind {
+        // On a Pentium 4 the control data is the Pentium 4's (CCCR/ESCR pairs, counted as
+        // the kernel's P4 raw events): the program must know it.
         BackendKind::Perf => (
-            cpu_type::PERF,
+            match Family::of(kind) {
+                Family::PerfP4 => cpu_type::X86_INTEL_P4,
+                _ => cpu_type::PERF,
+            },
             (backend::nominal_mhz() * 1000.0).round() as u32,
         ),
         BackendKind::Sim(m) => (
