@@ -664,7 +664,7 @@ fn send_again(set: &Arc<dyn Watched>) {
 ///   were turned off) has it discarded, so that it cannot outlive an `execve` and end the next
 ///   program; every other binding's record that waits, whose owner can take the signal, gets
 ///   its signal again (the discard may have taken it).
-fn tend_signals(sets: &[Weak<dyn Watched>], would_kill: bool) {
+fn tend_signals(sets: &[Weak<dyn Watched>], would_kill: bool, owed: &mut Vec<Weak<dyn Watched>>) {
     let sig = crate::base::sys::overflow_signal();
     let mut flush = false;
     for set in sets.iter().filter_map(Weak::upgrade) {
@@ -692,14 +692,141 @@ fn tend_signals(sets: &[Weak<dyn Watched>], would_kill: bool) {
             flush = true;
         }
     }
-    if flush && crate::base::signal::flush_pending_overflow_signal() {
-        FLUSHES.fetch_add(1, Ordering::Relaxed);
-        for set in sets.iter().filter_map(Weak::upgrade) {
-            if !set.gone() && !set.quiet() && blocked_on(set.owner(), sig) == Some(false) {
-                send_again(&set);
+    if flush {
+        flush_and_resend(sets, owed);
+    }
+}
+
+/// Discard the overflow signals pending on threads that block them
+/// ([`crate::base::signal::flush_pending_overflow_signal`]: on every thread), then give back
+/// what the discard may have taken from bindings whose signals are on: at once where the
+/// owner can take the signal, and where it blocks it (perhaps only for a moment, inside a call
+/// of the library's or of the program's) once it no longer does ([`tend_owed`]).
+fn flush_and_resend(sets: &[Weak<dyn Watched>], owed: &mut Vec<Weak<dyn Watched>>) {
+    if !crate::base::signal::flush_pending_overflow_signal() {
+        return;
+    }
+    FLUSHES.fetch_add(1, Ordering::Relaxed);
+    let sig = crate::base::sys::overflow_signal();
+    for set in sets.iter().filter_map(Weak::upgrade) {
+        if set.gone() || set.quiet() {
+            continue;
+        }
+        match blocked_on(set.owner(), sig) {
+            Some(false) => send_again(&set),
+            Some(true) => {
+                let weak = Arc::downgrade(&set);
+                if !owed.iter().any(|o| Weak::ptr_eq(o, &weak)) {
+                    owed.push(weak);
+                }
             }
+            None => {}
         }
     }
+}
+
+/// The bindings whose signal a discard may have taken while their owner blocked it: once the
+/// owner no longer blocks it, the records still waiting get their signal again; a binding
+/// whose signals were turned off meanwhile gets it when they are turned on ([`tend_signals`]).
+fn tend_owed(owed: &mut Vec<Weak<dyn Watched>>) {
+    let sig = crate::base::sys::overflow_signal();
+    owed.retain(|o| {
+        let Some(set) = o.upgrade() else {
+            return false;
+        };
+        if set.gone() || set.quiet() {
+            return false;
+        }
+        match blocked_on(set.owner(), sig) {
+            Some(true) => true,
+            Some(false) => {
+                send_again(&set);
+                false
+            }
+            None => false,
+        }
+    });
+}
+
+/// How often the watcher looks for an overflow signal pending on a thread that blocks it
+/// while such a thread has an overflow record waiting, in milliseconds (issue 44 item 4).
+pub const DISCARD_MS: u64 = 4;
+
+/// The first look of [`discard_early`] that found a binding's owner blocking the overflow
+/// signal with one pending and asleep, its record waiting.
+struct Blocking {
+    set: Weak<dyn Watched>,
+    mark: Option<u64>,
+    /// How long the owner had run then.
+    ran_ns: u64,
+}
+
+/// Whether thread `tid` of this process is asleep in a system call other than `futex` (a lock,
+/// which the library's own calls may wait for with every signal blocked), as
+/// `/proc/self/task/<tid>/syscall` shows it.
+fn asleep_outside_locks(tid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall"))
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<i64>().ok())
+        .is_some_and(|n| n >= 0 && n != libc::SYS_futex)
+}
+
+/// Discard, without waiting for the judgement of [`judge`], the overflow signal pending on a
+/// thread that blocks it and sleeps while an overflow record of its waits (issue 44 item 4):
+/// a signal left there survives `execve` and ends the next program. Found at two looks in a
+/// row [`DISCARD_MS`] apart: the same record waiting, the owner blocking the signal with one
+/// pending, asleep in a system call that is not a lock's (`futex`) at both, without having
+/// run between them. The library blocks every signal for a moment in its own calls (a thread
+/// can wait for a lock there), and an overflow that comes then is taken when they end; a
+/// running thread is left to [`judge`], since the discard (the signal's action set to
+/// `SIG_IGN` and back) also takes the signals of other threads sent meanwhile, and is made
+/// only where it is needed. A discard taken from a thread that blocked the signal for a
+/// moment is given back when the thread unblocks it ([`tend_owed`]). `seen` holds the first
+/// looks; returns whether any binding was found so (look again soon).
+fn discard_early(
+    sets: &[Weak<dyn Watched>],
+    seen: &mut Vec<Blocking>,
+    owed: &mut Vec<Weak<dyn Watched>>,
+) -> bool {
+    let sig = crate::base::sys::overflow_signal();
+    let mut now: Vec<Blocking> = Vec::new();
+    let mut fds = Vec::new();
+    for set in sets.iter().filter_map(Weak::upgrade) {
+        if set.gone() || set.quiet() {
+            continue;
+        }
+        fds.clear();
+        set.overflow_fds(&mut fds);
+        let Some(&fd) = fds.iter().find(|&&fd| set.record_pending(fd)) else {
+            continue;
+        };
+        let Some(t) = task_signals(set.owner()) else {
+            continue;
+        };
+        if t.blocked & bit(sig) == 0 || t.pending & bit(sig) == 0 {
+            continue;
+        }
+        let Some(look) = look_at(set.owner()) else {
+            continue;
+        };
+        if look.asleep && asleep_outside_locks(set.owner()) {
+            now.push(Blocking {
+                set: Arc::downgrade(&set),
+                mark: set.record_mark(fd),
+                ran_ns: look.ran_ns,
+            });
+        }
+    }
+    let again = now.iter().any(|n| {
+        seen.iter()
+            .any(|s| Weak::ptr_eq(&s.set, &n.set) && s.mark == n.mark && s.ran_ns == n.ran_ns)
+    });
+    if again {
+        flush_and_resend(sets, owed);
+    }
+    let found = !now.is_empty();
+    *seen = now;
+    found
 }
 
 /// Times the watcher discarded pending overflow signals (for tests and the curious).
@@ -725,6 +852,10 @@ fn run() {
     let mut suspects: Vec<Suspect> = Vec::new();
     let mut polled: Vec<libc::pollfd> = Vec::new();
     let mut owners: Vec<Weak<dyn Watched>> = Vec::new();
+    // Bindings whose signal a discard may have taken from an owner blocking it (`tend_owed`),
+    // and the first looks of `discard_early`.
+    let mut owed: Vec<Weak<dyn Watched>> = Vec::new();
+    let mut blocking: Vec<Blocking> = Vec::new();
     loop {
         polled.clear();
         owners.clear();
@@ -743,18 +874,23 @@ fn run() {
                 }
             }
         });
+        let mut watching = false;
         if !sets.is_empty() {
-            tend_signals(&sets, crate::base::signal::signal_would_kill());
+            tend_signals(&sets, crate::base::signal::signal_would_kill(), &mut owed);
+            watching = discard_early(&sets, &mut blocking, &mut owed);
         }
+        tend_owed(&mut owed);
         tend_held();
         let held = ANY_HELD.load(Ordering::Acquire);
-        if polled.is_empty() && suspects.is_empty() && !held {
+        if polled.is_empty() && suspects.is_empty() && !held && owed.is_empty() {
             std::thread::park_timeout(std::time::Duration::from_secs(1));
             continue;
         }
         // Held signals are looked at every look, not every grace period: a thread that blocks
         // SIGEMT for good would cost a look at `/proc` (its fdinfo) that often.
-        let timeout = if suspects.is_empty() {
+        let timeout = if watching {
+            DISCARD_MS as i32
+        } else if suspects.is_empty() && owed.is_empty() {
             LOOK_MS
         } else {
             GRACE_MS
@@ -810,8 +946,24 @@ fn run() {
         if suspects.is_empty() {
             continue;
         }
-        // Give the owners their chance (and take the records of many overflows at once).
-        std::thread::sleep(std::time::Duration::from_millis(GRACE_MS as u64));
+        // Give the owners their chance (and take the records of many overflows at once),
+        // looking meanwhile for a signal pending on an owner that blocks it (item 4).
+        let mut slept = 0;
+        let mut watching = discard_early(&sets, &mut blocking, &mut owed);
+        while slept < GRACE_MS as u64 {
+            let step = if watching {
+                DISCARD_MS
+            } else {
+                GRACE_MS as u64 - slept
+            };
+            std::thread::sleep(std::time::Duration::from_millis(step));
+            slept += step;
+            if watching {
+                watching = discard_early(&sets, &mut blocking, &mut owed);
+                tend_owed(&mut owed);
+            }
+        }
+        tend_owed(&mut owed);
         let now = now_ms();
         // Read once for this look: a record handled here is told (SIGEMT), and the program
         // may restart at once; its next overflow must not be signalled while the signal's
@@ -840,7 +992,7 @@ fn run() {
         });
         if quietened {
             // At once: the owner that blocks the signal has it pending (issue 44 item 4).
-            tend_signals(&sets, would_kill);
+            tend_signals(&sets, would_kill, &mut owed);
         }
     }
 }
