@@ -782,7 +782,8 @@ fn asleep_outside_locks(tid: i32) -> bool {
 /// `SIG_IGN` and back) also takes the signals of other threads sent meanwhile, and is made
 /// only where it is needed. A discard taken from a thread that blocked the signal for a
 /// moment is given back when the thread unblocks it ([`tend_owed`]). `seen` holds the first
-/// looks; returns whether any binding was found so (look again soon).
+/// looks; returns whether any owner was found blocking the signal with one pending and a
+/// record waiting, asleep or not (look again soon).
 fn discard_early(
     sets: &[Weak<dyn Watched>],
     seen: &mut Vec<Blocking>,
@@ -790,6 +791,7 @@ fn discard_early(
 ) -> bool {
     let sig = crate::base::sys::overflow_signal();
     let mut now: Vec<Blocking> = Vec::new();
+    let mut found = false;
     let mut fds = Vec::new();
     for set in sets.iter().filter_map(Weak::upgrade) {
         if set.gone() || set.quiet() {
@@ -806,6 +808,8 @@ fn discard_early(
         if t.blocked & bit(sig) == 0 || t.pending & bit(sig) == 0 {
             continue;
         }
+        // Running now, it may sleep at the next look.
+        found = true;
         let Some(look) = look_at(set.owner()) else {
             continue;
         };
@@ -824,7 +828,6 @@ fn discard_early(
     if again {
         flush_and_resend(sets, owed);
     }
-    let found = !now.is_empty();
     *seen = now;
     found
 }
