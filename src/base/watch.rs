@@ -37,20 +37,31 @@
 //!   order, when the thread unblocks it or waits for it. A thread in the library takes its
 //!   own pending overflow signals off its queue itself when the program blocks them
 //!   (`crate::base::signal::discard_pending_here`: its sample that took the record, its
-//!   unbind). Limits: otherwise the owner is found blocking the signal after three looks
-//!   (some 100-150 ms), so an `execve` sooner, still bound, still carries its signal; an action the program sets during the discard's two `sigaction` calls is
-//!   overwritten; the SIGEMT the engine's handler queues because SIGEMT was blocked where the
+//!   unbind). A thread that blocks the signal with one pending and sleeps while its record
+//!   waits (in any system call but `futex`, a lock's) has it discarded at once, at two looks
+//!   [`DISCARD_MS`] apart (`discard_early`); what the discard takes from a binding whose owner
+//!   blocks the signal for a moment is sent again once it unblocks it (`tend_owed`). Limits
+//!   (decided: docs/differences.md): a thread that keeps running is found blocking the signal
+//!   after three looks (some 100-150 ms), one that sleeps after two looks 4 ms apart, so an
+//!   `execve` sooner, still bound, still carries its signal (a running thread may be inside a
+//!   call of the library's, and the discard takes the signals sent to every thread meanwhile:
+//!   discarding for running threads at once lost page faults in `signal_stress`); an action
+//!   the program sets during the discard's two `sigaction` calls is overwritten; the SIGEMT the engine's handler queues because SIGEMT was blocked where the
 //!   overflow interrupted (the `sigtimedwait` user's case) is not held; at most 32 signals are
 //!   held at once (more are queued).
 //! - **An action of the signal that could end the process** (item 3): `SIG_DFL`, or a handler
 //!   of the program's with `SA_RESETHAND` (reset to `SIG_DFL` when the signal is delivered):
 //!   every binding's signals are turned off at each look, when a record wakes the watcher, and
 //!   before it handles a record (so before the program hears of the overflow and restarts),
-//!   and at the bind; they come back once the action is safe. Limit: a lone software-event
-//!   leader counts on at its overflow (the engine's fast path), so its second overflow's
-//!   signal comes with no call of the library's in between: if that is sooner than the
-//!   watcher's next look after the program put such a handler on, the process still ends; a
-//!   handler of the program's that passes the signal on to the engine's is seen the same way.
+//!   and at the bind; they come back once the action is safe. Limit (decided:
+//!   docs/differences.md): a lone software-event leader counts on at its overflow (the
+//!   engine's fast path), so its second overflow's signal comes with no call of the library's
+//!   in between: if that is sooner than the watcher's next look after the program put such a
+//!   handler on, the process still ends. No kernel interface stops a counting event's next
+//!   signal without stopping the event (the overflow limit of `PERF_EVENT_IOC_REFRESH`
+//!   disables it, which costs the 2 µs per overflow that counting on saves), and the library
+//!   may not interpose `sigaction`. A handler of the program's that passes the signal on to
+//!   the engine's is seen the same way.
 //!
 //! The watcher blocks every signal, so no signal meant for the program lands on it, and it is
 //! created past the thread-creation hook, so it inherits no set. It holds no descriptor of its
