@@ -45,10 +45,11 @@
 //!   after three looks (some 100-150 ms), one that sleeps after two looks 4 ms apart, so an
 //!   `execve` sooner, still bound, still carries its signal (a running thread may be inside a
 //!   call of the library's, and the discard takes the signals sent to every thread meanwhile:
-//!   discarding for running threads at once lost page faults in `signal_stress`); an action
-//!   the program sets during the discard's two `sigaction` calls is overwritten; the SIGEMT the engine's handler queues because SIGEMT was blocked where the
-//!   overflow interrupted (the `sigtimedwait` user's case) is not held; at most 32 signals are
-//!   held at once (more are queued).
+//!   discarding for running threads at two looks failed `signal_stress` 4 times in 4, with
+//!   page faults lost); an action the program sets during the discard's two `sigaction`
+//!   calls is overwritten; the SIGEMT the engine's handler queues because SIGEMT was blocked
+//!   where the overflow interrupted (the `sigtimedwait` user's case) is not held; at most 32
+//!   signals are held at once (more are queued).
 //! - **An action of the signal that could end the process** (item 3): `SIG_DFL`, or a handler
 //!   of the program's with `SA_RESETHAND` (reset to `SIG_DFL` when the signal is delivered):
 //!   every binding's signals are turned off at each look, when a record wakes the watcher, and
