@@ -149,17 +149,23 @@ fn nothing_of_the_librarys_is_left_pending_across_an_exec() {
 }
 
 /// Issue 44 item 4, the rest: a thread that blocks every signal (before or after its bind),
-/// overflows, sleeps 50 ms and execs carries nothing of the library's either. The watcher
-/// discards the overflow signal pending on a thread that blocks it and sleeps at its second
-/// look after the overflow's record woke it, 4 ms later, and every 4 ms while records of such
-/// a thread wait (src/base/watch.rs `discard_early`); before, only once it had judged the
-/// thread to block the signal for good, some 100-150 ms after the overflow, and the new
-/// program died of signal 62 here. Five runs of each.
+/// overflows, and execs 50 ms later (sleeping) or after 60 ms of running, carries nothing of
+/// the library's either. The watcher looks every 4 ms while such a thread has a record waiting
+/// and the signal pending, and discards the signal at the second look that finds it asleep
+/// without having run, or having run half the time between the looks (src/base/watch/signals.rs
+/// `discard_early`); before, only once it had judged the thread to block the signal for good,
+/// some 100-150 ms after the overflow, and the new program died of signal 62 here. Five runs
+/// of each.
 #[test]
 fn an_exec_soon_after_a_blocked_overflow_carries_nothing_of_the_librarys() {
     for round in 0..5 {
         for mode in ["exec-before", "exec-after"] {
-            exec_runs_clean(mode, Some("50"), &format!(", 50 ms, run {round}"));
+            exec_runs_clean(mode, Some("50"), &format!(", 50 ms asleep, run {round}"));
         }
+        exec_runs_clean(
+            "exec-after",
+            Some("-60"),
+            &format!(", 60 ms running, run {round}"),
+        );
     }
 }

@@ -30,7 +30,7 @@
  *             OK): nothing of the library's may be pending there (item 4)
  *   exec-unbind as exec-after, but unbound right after the faults and exec'd at once (item 4)
  *             argv[3], if given: the milliseconds between the faults and the exec instead of
- *             500 (exec-before, exec-after), slept; negative: spent running (measured only)
+ *             500 (exec-before, exec-after), slept; negative: spent running
  *   blockmoment the set of resethand2 (the kernel stops it at each overflow); every signal
  *             blocked only for a moment, around the faults and the samples of the even rounds
  *             (the sample takes the record); in the odd rounds, signals unblocked, the overflow

@@ -123,13 +123,37 @@ pub(super) fn tend_owed(owed: &mut Vec<Weak<dyn Watched>>) {
 /// while such a thread has an overflow record waiting, in milliseconds (issue 44 item 4).
 pub const DISCARD_MS: u64 = 4;
 
-/// The first look of [`discard_early`] that found a binding's owner blocking the overflow
-/// signal with one pending and asleep, its record waiting.
+/// How much a thread that blocks the overflow signal with one pending must run between two
+/// looks of [`discard_early`] for the discard, in nanoseconds: half the time between them
+/// (on a loaded machine a running thread gets less than all of it). None of the library's
+/// calls runs that long with every signal blocked.
+const RUN_NS: u64 = DISCARD_MS * 500_000;
+
+/// A look of [`discard_early`] that found a binding's owner blocking the overflow signal with
+/// one pending, its record waiting.
 pub(super) struct Blocking {
     set: Weak<dyn Watched>,
     mark: Option<u64>,
     /// How long the owner had run then.
     ran_ns: u64,
+    /// It was asleep in a system call other than a lock's.
+    asleep: bool,
+}
+
+impl Blocking {
+    /// Whether `self`, the next look at the same binding after `first`, shows a thread that
+    /// blocks the signal for good: the same record waiting, and it slept through both without
+    /// running, or (`ours`: the engine's handler is the signal's, whose record a discard
+    /// leaves to be sent again) it ran [`RUN_NS`] between them.
+    fn for_good(&self, first: &Blocking, ours: bool) -> bool {
+        Weak::ptr_eq(&first.set, &self.set)
+            && first.mark == self.mark
+            && if first.asleep && self.asleep {
+                first.ran_ns == self.ran_ns
+            } else {
+                ours && self.ran_ns.saturating_sub(first.ran_ns) >= RUN_NS
+            }
+    }
 }
 
 /// Whether thread `tid` of this process is asleep in a system call other than `futex` (a lock,
@@ -143,18 +167,20 @@ fn asleep_outside_locks(tid: i32) -> bool {
 }
 
 /// Discard, without waiting for the judgement of [`judge`], the overflow signal pending on a
-/// thread that blocks it and sleeps while an overflow record of its waits (issue 44 item 4):
-/// a signal left there survives `execve` and ends the next program. Found at two looks in a
-/// row [`DISCARD_MS`] apart: the same record waiting, the owner blocking the signal with one
-/// pending, asleep in a system call that is not a lock's (`futex`) at both, without having
-/// run between them. The library blocks every signal for a moment in its own calls (a thread
-/// can wait for a lock there), and an overflow that comes then is taken when they end; a
-/// running thread is left to [`judge`], since the discard (the signal's action set to
-/// `SIG_IGN` and back) also takes the signals of other threads sent meanwhile, and is made
-/// only where it is needed. A discard taken from a thread that blocked the signal for a
-/// moment is given back when the thread unblocks it ([`tend_owed`]). `seen` holds the first
-/// looks; returns whether any owner was found blocking the signal with one pending and a
-/// record waiting, asleep or not (look again soon).
+/// thread that blocks it while an overflow record of its waits (issue 44 item 4): a signal
+/// left there survives `execve` and ends the next program. Found at two looks in a row
+/// [`DISCARD_MS`] apart that show the same record waiting and the owner blocking the signal
+/// with one pending ([`Blocking::for_good`]): asleep in a system call that is not a lock's
+/// (`futex`) at both without having run between them, or, while the signal's handler is the
+/// engine's, having run most of the time between them. The library blocks every signal for a
+/// moment in its own calls (a thread can wait for a lock there), and an overflow that comes
+/// then is taken when they end. A handler of the program's that passes the signal on leaves a
+/// running thread to [`judge`]: the discard (the signal's action set to `SIG_IGN` and back)
+/// also takes the signals of other threads sent meanwhile, and there the watcher handles their
+/// records itself (tried: `signal_stress` lost page faults). A discard taken from a thread
+/// that blocked the signal for a moment is given back when the thread unblocks it
+/// ([`tend_owed`]). `seen` holds the last looks; returns whether any owner was found blocking
+/// the signal with one pending and a record waiting (look again soon).
 pub(super) fn discard_early(
     sets: &[Weak<dyn Watched>],
     seen: &mut Vec<Blocking>,
@@ -179,23 +205,20 @@ pub(super) fn discard_early(
         if t.blocked & bit(sig) == 0 || t.pending & bit(sig) == 0 {
             continue;
         }
-        // Running now, it may sleep at the next look.
         found = true;
         let Some(look) = look_at(set.owner()) else {
             continue;
         };
-        if look.asleep && asleep_outside_locks(set.owner()) {
-            now.push(Blocking {
-                set: Arc::downgrade(&set),
-                mark: set.record_mark(fd),
-                ran_ns: look.ran_ns,
-            });
-        }
+        now.push(Blocking {
+            set: Arc::downgrade(&set),
+            mark: set.record_mark(fd),
+            ran_ns: look.ran_ns,
+            asleep: look.asleep && asleep_outside_locks(set.owner()),
+        });
     }
-    let again = now.iter().any(|n| {
-        seen.iter()
-            .any(|s| Weak::ptr_eq(&s.set, &n.set) && s.mark == n.mark && s.ran_ns == n.ran_ns)
-    });
+    let ours = !now.is_empty()
+        && crate::base::signal::disposition() == crate::base::signal::Disposition::Ours;
+    let again = now.iter().any(|n| seen.iter().any(|s| n.for_good(s, ours)));
     if again {
         flush_and_resend(sets, owed);
     }
