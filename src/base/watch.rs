@@ -37,17 +37,18 @@
 //!   order, when the thread unblocks it or waits for it. A thread in the library takes its
 //!   own pending overflow signals off its queue itself when the program blocks them
 //!   (`crate::base::signal::discard_pending_here`: its sample that took the record, its
-//!   unbind). A thread that blocks the signal with one pending and sleeps while its record
-//!   waits (in any system call but `futex`, a lock's) has it discarded at once, at two looks
-//!   [`DISCARD_MS`] apart (`discard_early`); what the discard takes from a binding whose owner
-//!   blocks the signal for a moment is sent again once it unblocks it (`tend_owed`). Limits
-//!   (decided: docs/differences.md): a thread that keeps running is found blocking the signal
-//!   after three looks (some 100-150 ms), one that sleeps after two looks 4 ms apart, so an
-//!   `execve` sooner, still bound, still carries its signal (a running thread may be inside a
-//!   call of the library's, and the discard takes the signals sent to every thread meanwhile:
-//!   discarding for running threads at two looks failed `signal_stress` 4 times in 4, with
-//!   page faults lost); an action the program sets during the discard's two `sigaction`
-//!   calls is overwritten; the SIGEMT the engine's handler queues because SIGEMT was blocked
+//!   unbind). A thread that blocks the signal with one pending while its record waits has it
+//!   discarded without the judgement, at two looks [`DISCARD_MS`] apart (`discard_early`):
+//!   asleep at both (in any system call but `futex`, a lock's) without running between, or,
+//!   while the handler is the engine's, having run half the time between them; what the
+//!   discard takes from a binding whose owner blocks the signal for a moment is sent again
+//!   once it unblocks it (`tend_owed`). Limits (decided: docs/differences.md): the discard
+//!   comes some 5-16 ms after the overflow (two looks and the watcher's wake-up), 100-150 ms
+//!   for a running thread whose handler on the signal is the program's (there the watcher
+//!   handles records left waiting itself: discarding for those at two looks failed
+//!   `signal_stress` 4 times in 4, with page faults lost), so an `execve` sooner, still
+//!   bound, still carries its signal; an action the program sets during the discard's two
+//!   `sigaction` calls is overwritten; the SIGEMT the engine's handler queues because SIGEMT was blocked
 //!   where the overflow interrupted (the `sigtimedwait` user's case) is not held; at most 32
 //!   signals are held at once (more are queued).
 //! - **An action of the signal that could end the process** (item 3): `SIG_DFL`, or a handler
