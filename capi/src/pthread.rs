@@ -15,6 +15,15 @@
 //! engine's `pctx`, used by `perfex -mp`) cannot trace its own process. What it does not see:
 //! threads made with a raw `clone` system call, and programs that link libc statically.
 //!
+//! Decided (issue 44, the last limit of item 6): this is the one C library function
+//! `libperfcompat.so.1` defines, and it stays. glibc has no other synchronous hook at thread
+//! creation (`pthread_atfork` is for `fork`, a thread-local's constructor runs at its first
+//! use), and an interposer in a small library of its own works only where that library comes
+//! before libc in the search order, that is linked by every `-lcpc` and `-lperfex` program: it
+//! would interpose on them all the same. `capi/tests/install.rs`
+//! (`the_library_defines_no_c_library_function_but_pthread_create`) checks that no other name
+//! of glibc's objects is defined here; docs/differences.md says what it means for programs.
+//!
 //! The cost for everything else: two relaxed atomic loads per `pthread_create` (in the
 //! engine's hook: the number of threads that hold an inheritable set, and whether the program
 //! runs under a `perfex` hand-over, whose threads start libperfex counters here too; the

@@ -37,20 +37,33 @@
 //!   order, when the thread unblocks it or waits for it. A thread in the library takes its
 //!   own pending overflow signals off its queue itself when the program blocks them
 //!   (`crate::base::signal::discard_pending_here`: its sample that took the record, its
-//!   unbind). Limits: otherwise the owner is found blocking the signal after three looks
-//!   (some 100-150 ms), so an `execve` sooner, still bound, still carries its signal; an action the program sets during the discard's two `sigaction` calls is
-//!   overwritten; the SIGEMT the engine's handler queues because SIGEMT was blocked where the
-//!   overflow interrupted (the `sigtimedwait` user's case) is not held; at most 32 signals are
-//!   held at once (more are queued).
+//!   unbind). A thread that blocks the signal with one pending while its record waits has it
+//!   discarded without the judgement, at two looks [`DISCARD_MS`] apart (`discard_early`):
+//!   asleep at both (in any system call but `futex`, a lock's) without running between, or,
+//!   while the handler is the engine's, having run half the time between them; what the
+//!   discard takes from a binding whose owner blocks the signal for a moment is sent again
+//!   once it unblocks it (`tend_owed`). Limits (decided: docs/differences.md): the discard
+//!   comes some 5-16 ms after the overflow (two looks and the watcher's wake-up), 100-150 ms
+//!   for a running thread whose handler on the signal is the program's (there the watcher
+//!   handles records left waiting itself: discarding for those at two looks failed
+//!   `signal_stress` 4 times in 4, with page faults lost), so an `execve` sooner, still
+//!   bound, still carries its signal; an action the program sets during the discard's two
+//!   `sigaction` calls is overwritten; the SIGEMT the engine's handler queues because SIGEMT was blocked
+//!   where the overflow interrupted (the `sigtimedwait` user's case) is not held; at most 32
+//!   signals are held at once (more are queued).
 //! - **An action of the signal that could end the process** (item 3): `SIG_DFL`, or a handler
 //!   of the program's with `SA_RESETHAND` (reset to `SIG_DFL` when the signal is delivered):
 //!   every binding's signals are turned off at each look, when a record wakes the watcher, and
 //!   before it handles a record (so before the program hears of the overflow and restarts),
-//!   and at the bind; they come back once the action is safe. Limit: a lone software-event
-//!   leader counts on at its overflow (the engine's fast path), so its second overflow's
-//!   signal comes with no call of the library's in between: if that is sooner than the
-//!   watcher's next look after the program put such a handler on, the process still ends; a
-//!   handler of the program's that passes the signal on to the engine's is seen the same way.
+//!   and at the bind; they come back once the action is safe. Limit (decided:
+//!   docs/differences.md): a lone software-event leader counts on at its overflow (the
+//!   engine's fast path), so its second overflow's signal comes with no call of the library's
+//!   in between: if that is sooner than the watcher's next look after the program put such a
+//!   handler on, the process still ends. No kernel interface stops a counting event's next
+//!   signal without stopping the event (the overflow limit of `PERF_EVENT_IOC_REFRESH`
+//!   disables it, which costs the 2 µs per overflow that counting on saves), and the library
+//!   may not interpose `sigaction`. A handler of the program's that passes the signal on to
+//!   the engine's is seen the same way.
 //!
 //! The watcher blocks every signal, so no signal meant for the program lands on it, and it is
 //! created past the thread-creation hook, so it inherits no set. It holds no descriptor of its
@@ -156,6 +169,11 @@ impl<T> Spin<T> {
         std::mem::forget(old);
     }
 }
+
+mod signals;
+
+use signals::{discard_early, tend_owed, tend_signals, Blocking};
+pub use signals::{flushes, DISCARD_MS};
 
 /// The bindings watched.
 static REGISTRY: Spin<Vec<Entry>> = Spin::new(Vec::new());
@@ -641,76 +659,6 @@ fn now_ms() -> i64 {
     crate::base::sys::now_ns() / 1_000_000
 }
 
-/// Send the overflow signal again for every record of `set` that waits for an overflow not
-/// yet handled (the owner can take the signal): its signal was discarded by a flush, or was
-/// never sent while the binding's signals were off.
-fn send_again(set: &Arc<dyn Watched>) {
-    let mut fds = Vec::new();
-    set.overflow_fds(&mut fds);
-    for fd in fds {
-        if set.record_pending(fd) {
-            crate::base::signal::queue_overflow_signal(set.owner(), fd);
-        }
-    }
-}
-
-/// The watcher's look at the bindings' overflow signals (issue 44 items 3 and 4):
-/// - while the signal's action could end the process (`would_kill`: `SIG_DFL`, or a handler
-///   of the program's with `SA_RESETHAND`), every binding's signals are off;
-/// - a binding whose signals are off gets them back once its owner does not block the
-///   signal and its action cannot end the process, and a record that waited meanwhile gets
-///   its signal then;
-/// - an owner with signals off that blocks the signal and has one pending (sent before they
-///   were turned off) has it discarded, so that it cannot outlive an `execve` and end the next
-///   program; every other binding's record that waits, whose owner can take the signal, gets
-///   its signal again (the discard may have taken it).
-fn tend_signals(sets: &[Weak<dyn Watched>], would_kill: bool) {
-    let sig = crate::base::sys::overflow_signal();
-    let mut flush = false;
-    for set in sets.iter().filter_map(Weak::upgrade) {
-        if set.gone() {
-            continue;
-        }
-        if would_kill && !set.quiet() {
-            set.quieten();
-            tell_taken_over();
-        }
-        if !set.quiet() {
-            continue;
-        }
-        let Some(t) = task_signals(set.owner()) else {
-            continue;
-        };
-        if t.blocked & bit(sig) == 0 {
-            // Seen from here: not inside a handler of the thread's own that blocks it, which
-            // would say nothing of the thread's mask.
-            if !would_kill {
-                set.speak();
-                send_again(&set);
-            }
-        } else if t.pending & bit(sig) != 0 {
-            flush = true;
-        }
-    }
-    if flush && crate::base::signal::flush_pending_overflow_signal() {
-        FLUSHES.fetch_add(1, Ordering::Relaxed);
-        for set in sets.iter().filter_map(Weak::upgrade) {
-            if !set.gone() && !set.quiet() && blocked_on(set.owner(), sig) == Some(false) {
-                send_again(&set);
-            }
-        }
-    }
-}
-
-/// Times the watcher discarded pending overflow signals (for tests and the curious).
-static FLUSHES: AtomicU64 = AtomicU64::new(0);
-
-/// Times the watcher discarded the overflow signals pending on threads that block them
-/// ([`crate::base::signal::flush_pending_overflow_signal`]).
-pub fn flushes() -> u64 {
-    FLUSHES.load(Ordering::Relaxed)
-}
-
 /// The watcher thread. It holds no strong reference to a binding while it waits, so an
 /// unbind closes the binding's descriptors at once.
 fn run() {
@@ -725,6 +673,10 @@ fn run() {
     let mut suspects: Vec<Suspect> = Vec::new();
     let mut polled: Vec<libc::pollfd> = Vec::new();
     let mut owners: Vec<Weak<dyn Watched>> = Vec::new();
+    // Bindings whose signal a discard may have taken from an owner blocking it (`tend_owed`),
+    // and the first looks of `discard_early`.
+    let mut owed: Vec<Weak<dyn Watched>> = Vec::new();
+    let mut blocking: Vec<Blocking> = Vec::new();
     loop {
         polled.clear();
         owners.clear();
@@ -743,18 +695,23 @@ fn run() {
                 }
             }
         });
+        let mut watching = false;
         if !sets.is_empty() {
-            tend_signals(&sets, crate::base::signal::signal_would_kill());
+            tend_signals(&sets, crate::base::signal::signal_would_kill(), &mut owed);
+            watching = discard_early(&sets, &mut blocking, &mut owed);
         }
+        tend_owed(&mut owed);
         tend_held();
         let held = ANY_HELD.load(Ordering::Acquire);
-        if polled.is_empty() && suspects.is_empty() && !held {
+        if polled.is_empty() && suspects.is_empty() && !held && owed.is_empty() {
             std::thread::park_timeout(std::time::Duration::from_secs(1));
             continue;
         }
         // Held signals are looked at every look, not every grace period: a thread that blocks
         // SIGEMT for good would cost a look at `/proc` (its fdinfo) that often.
-        let timeout = if suspects.is_empty() {
+        let timeout = if watching {
+            DISCARD_MS as i32
+        } else if suspects.is_empty() && owed.is_empty() {
             LOOK_MS
         } else {
             GRACE_MS
@@ -810,8 +767,24 @@ fn run() {
         if suspects.is_empty() {
             continue;
         }
-        // Give the owners their chance (and take the records of many overflows at once).
-        std::thread::sleep(std::time::Duration::from_millis(GRACE_MS as u64));
+        // Give the owners their chance (and take the records of many overflows at once),
+        // looking meanwhile for a signal pending on an owner that blocks it (item 4).
+        let mut slept = 0;
+        let mut watching = discard_early(&sets, &mut blocking, &mut owed);
+        while slept < GRACE_MS as u64 {
+            let step = if watching {
+                DISCARD_MS
+            } else {
+                GRACE_MS as u64 - slept
+            };
+            std::thread::sleep(std::time::Duration::from_millis(step));
+            slept += step;
+            if watching {
+                watching = discard_early(&sets, &mut blocking, &mut owed);
+                tend_owed(&mut owed);
+            }
+        }
+        tend_owed(&mut owed);
         let now = now_ms();
         // Read once for this look: a record handled here is told (SIGEMT), and the program
         // may restart at once; its next overflow must not be signalled while the signal's
@@ -840,7 +813,7 @@ fn run() {
         });
         if quietened {
             // At once: the owner that blocks the signal has it pending (issue 44 item 4).
-            tend_signals(&sets, would_kill);
+            tend_signals(&sets, would_kill, &mut owed);
         }
     }
 }
