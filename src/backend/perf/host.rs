@@ -8,7 +8,7 @@ use perf_event_open_sys::bindings::{self as b, perf_event_attr};
 
 use super::kernel::{self, Kernel};
 use super::names::PerfCode;
-use super::{attr_for, open_attr};
+use super::{attr_for, probe_attr};
 use crate::base::error::Error;
 
 /// What the host offers.
@@ -131,7 +131,7 @@ pub(super) fn open_errno(kernel: &dyn Kernel, code: PerfCode) -> i32 {
     a.set_disabled(1);
     a.set_exclude_kernel(1);
     a.set_exclude_hv(1);
-    open_attr(kernel, &mut a, 0, -1, -1).map_or_else(|e| e, |_| 0)
+    probe_attr(kernel, &mut a, 0, -1, -1).map_or_else(|e| e, |_| 0)
 }
 
 /// The PMU's counters as the perf backend places requests on them, measured by
@@ -247,7 +247,7 @@ fn largest_group(kernel: &dyn Kernel, code: PerfCode) -> Result<Option<usize>, U
             | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64;
         a
     };
-    let leader = match open_attr(kernel, &mut attr(true), 0, -1, -1) {
+    let leader = match probe_attr(kernel, &mut attr(true), 0, -1, -1) {
         Ok(fd) => fd,
         Err(libc::ENOENT | libc::EOPNOTSUPP | libc::EINVAL) => return Ok(None),
         Err(_) => return Err(Unknown),
@@ -255,7 +255,7 @@ fn largest_group(kernel: &dyn Kernel, code: PerfCode) -> Result<Option<usize>, U
     let lfd = leader.as_raw_fd();
     let mut members: Vec<OwnedFd> = Vec::new();
     while members.len() + 1 < MAX_PROBE {
-        match open_attr(kernel, &mut attr(false), 0, -1, lfd) {
+        match probe_attr(kernel, &mut attr(false), 0, -1, lfd) {
             Ok(fd) => members.push(fd),
             // The PMU's refusal of a group that does not fit.
             Err(libc::EINVAL | libc::ENOSPC) => break,
@@ -309,7 +309,7 @@ pub fn probe_with(kernel: &dyn Kernel) -> std::result::Result<HostCaps, Error> {
 pub(super) fn probe_counting(kernel: &dyn Kernel) -> std::result::Result<bool, Error> {
     // Software events always exist where perf_event_open works at all.
     let mut a = user_task_clock();
-    if let Err(e) = open_attr(kernel, &mut a, 0, -1, -1) {
+    if let Err(e) = probe_attr(kernel, &mut a, 0, -1, -1) {
         return Err(match e {
             libc::ENOSYS => Error::Unsupported(
                 "this kernel has no perf_event_open (CONFIG_PERF_EVENTS is off, or a seccomp \
@@ -340,7 +340,7 @@ pub(super) fn probe_counting(kernel: &dyn Kernel) -> std::result::Result<bool, E
     h.set_disabled(1);
     h.set_exclude_kernel(1);
     h.set_exclude_hv(1);
-    Ok(open_attr(kernel, &mut h, 0, -1, -1).is_ok())
+    Ok(probe_attr(kernel, &mut h, 0, -1, -1).is_ok())
 }
 
 /// The rest of [`HostCaps`] once [`probe_counting`] found `pmu`: the paranoid level, the
