@@ -155,7 +155,7 @@ const SIM_KHZ: u32 = 1_000_000;
 
 /// The process's `vperfctr_info`.
 pub fn info() -> Result<Info> {
-    let kind = backend()?.shape().kind;
+    let kind = backend()?.shape_unmeasured().kind;
     let (cpu_type, khz) = match kind {
         BackendKind::Perf => (
             cpu_type::PERF,
@@ -232,7 +232,7 @@ pub fn tsc_now(kind: BackendKind, khz: u32) -> u64 {
 fn clock() -> (BackendKind, u32) {
     static CLOCK: std::sync::OnceLock<(BackendKind, u32)> = std::sync::OnceLock::new();
     *CLOCK.get_or_init(|| match (backend(), info()) {
-        (Ok(b), Ok(i)) => (b.shape().kind, i.cpu_khz),
+        (Ok(b), Ok(i)) => (b.shape_unmeasured().kind, i.cpu_khz),
         _ => (BackendKind::Other("none"), SIM_KHZ),
     })
 }
@@ -339,7 +339,7 @@ pub fn open() -> Result<()> {
 /// (checks, placement, the kernel) the earlier counters are left as they were.
 pub fn control(c: &Control) -> Result<()> {
     let b = backend()?;
-    let family = Family::of(b.shape().kind);
+    let family = Family::of(b.shape_unmeasured().kind);
     let reqs = control::requests(family, &c.cpu)?;
     if c.cpu.nrictrs > 0 && !(1..=libc::SIGRTMAX()).contains(&c.si_signo) {
         return Err(Error::InvalidArgument(format!(
