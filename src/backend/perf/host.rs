@@ -303,10 +303,24 @@ pub fn probe_with(kernel: &dyn Kernel) -> std::result::Result<HostCaps, Error> {
     Ok(rest_of_caps(kernel, pmu))
 }
 
+/// The hardware event [`probe_counting`] opens to find the PMU: `cycles`.
+pub(super) fn pmu_probe_code() -> PerfCode {
+    PerfCode::new(b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CPU_CYCLES as u64)
+}
+
 /// What a backend must know before it is used: whether the calling thread can count at all
-/// (an error naming the cause when not) and whether a hardware PMU answers. Two
-/// `perf_event_open`s; `perf_event_paranoid` is read only to explain a refusal.
+/// (an error naming the cause when not) and whether a hardware PMU answers. One
+/// `perf_event_open` where `cycles` opens (as [`open_errno`] opens it: the backend keeps the
+/// answer for its check of `cycles`), a second of a software event otherwise (issue 48: the
+/// software one first cost a first use one open more); `perf_event_paranoid` is read only to
+/// explain a refusal.
 pub(super) fn probe_counting(kernel: &dyn Kernel) -> std::result::Result<bool, Error> {
+    // Probe the PMU with the event itself, user mode only (a kernel-mode probe would fail with
+    // EACCES for unprivileged users and look like a permission problem). Where it opens,
+    // perf_event_open works for the calling thread.
+    if open_errno(kernel, pmu_probe_code()) == 0 {
+        return Ok(true);
+    }
     // Software events always exist where perf_event_open works at all.
     let mut a = user_task_clock();
     if let Err(e) = probe_attr(kernel, &mut a, 0, -1, -1) {
@@ -331,16 +345,7 @@ pub(super) fn probe_counting(kernel: &dyn Kernel) -> std::result::Result<bool, E
             },
         });
     }
-    // Probe the PMU with the event itself, user mode only (a kernel-mode probe would fail with
-    // EACCES for unprivileged users and look like a permission problem).
-    let mut h = attr_for(PerfCode::new(
-        b::PERF_TYPE_HARDWARE,
-        b::PERF_COUNT_HW_CPU_CYCLES as u64,
-    ));
-    h.set_disabled(1);
-    h.set_exclude_kernel(1);
-    h.set_exclude_hv(1);
-    Ok(probe_attr(kernel, &mut h, 0, -1, -1).is_ok())
+    Ok(false)
 }
 
 /// The rest of [`HostCaps`] once [`probe_counting`] found `pmu`: the paranoid level, the

@@ -178,6 +178,12 @@ impl PerfBackend {
     /// tests), probed through it as [`PerfBackend::new`] probes the host.
     pub fn with_kernel(kernel: &'static dyn Kernel) -> Result<PerfBackend> {
         let pmu = host::probe_counting(kernel)?;
+        // The probe opened `cycles` as the check of an event opens it: its answer is kept.
+        let opens = if pmu {
+            HashMap::from([(host::pmu_probe_code(), 0)])
+        } else {
+            HashMap::new()
+        };
         Ok(PerfBackend {
             kernel,
             pmu,
@@ -186,7 +192,7 @@ impl PerfBackend {
             cycles_fallback: OnceLock::new(),
             standin: OnceLock::new(),
             counters: OnceLock::new(),
-            opens: Mutex::new(HashMap::new()),
+            opens: Mutex::new(opens),
             host: false,
         })
     }
