@@ -6,9 +6,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use perf_event_open_sys::bindings::{self as b, perf_event_attr};
 
+use super::attr_for;
 use super::kernel::{self, Kernel};
 use super::names::PerfCode;
-use super::{attr_for, probe_attr};
 use crate::base::error::Error;
 
 /// What the host offers.
@@ -124,6 +124,12 @@ pub(super) fn thread_countable(kernel: &dyn Kernel, code: PerfCode) -> bool {
     open_errno(kernel, code) == 0
 }
 
+/// Open a counter of the calling thread that the caller closes before it returns (in group
+/// `group`, -1 for none): see [`Kernel::perf_event_probe`].
+fn open_probe(kernel: &dyn Kernel, attr: &mut perf_event_attr, group: i32) -> Result<OwnedFd, i32> {
+    kernel.perf_event_probe(attr, 0, -1, group, b::PERF_FLAG_FD_CLOEXEC as u64)
+}
+
 /// What opening `code` for the calling thread in user mode, disabled, answers: 0 when it
 /// opens (the event is closed at once), else the errno. One `perf_event_open` and a `close`.
 pub(super) fn open_errno(kernel: &dyn Kernel, code: PerfCode) -> i32 {
@@ -131,7 +137,7 @@ pub(super) fn open_errno(kernel: &dyn Kernel, code: PerfCode) -> i32 {
     a.set_disabled(1);
     a.set_exclude_kernel(1);
     a.set_exclude_hv(1);
-    probe_attr(kernel, &mut a, 0, -1, -1).map_or_else(|e| e, |_| 0)
+    open_probe(kernel, &mut a, -1).map_or_else(|e| e, |_| 0)
 }
 
 /// The PMU's counters as the perf backend places requests on them, measured by
@@ -247,7 +253,7 @@ fn largest_group(kernel: &dyn Kernel, code: PerfCode) -> Result<Option<usize>, U
             | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64;
         a
     };
-    let leader = match probe_attr(kernel, &mut attr(true), 0, -1, -1) {
+    let leader = match open_probe(kernel, &mut attr(true), -1) {
         Ok(fd) => fd,
         Err(libc::ENOENT | libc::EOPNOTSUPP | libc::EINVAL) => return Ok(None),
         Err(_) => return Err(Unknown),
@@ -255,7 +261,7 @@ fn largest_group(kernel: &dyn Kernel, code: PerfCode) -> Result<Option<usize>, U
     let lfd = leader.as_raw_fd();
     let mut members: Vec<OwnedFd> = Vec::new();
     while members.len() + 1 < MAX_PROBE {
-        match probe_attr(kernel, &mut attr(false), 0, -1, lfd) {
+        match open_probe(kernel, &mut attr(false), lfd) {
             Ok(fd) => members.push(fd),
             // The PMU's refusal of a group that does not fit.
             Err(libc::EINVAL | libc::ENOSPC) => break,
@@ -323,7 +329,7 @@ pub(super) fn probe_counting(kernel: &dyn Kernel) -> std::result::Result<bool, E
     }
     // Software events always exist where perf_event_open works at all.
     let mut a = user_task_clock();
-    if let Err(e) = probe_attr(kernel, &mut a, 0, -1, -1) {
+    if let Err(e) = open_probe(kernel, &mut a, -1) {
         return Err(match e {
             libc::ENOSYS => Error::Unsupported(
                 "this kernel has no perf_event_open (CONFIG_PERF_EVENTS is off, or a seccomp \

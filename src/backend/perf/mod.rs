@@ -142,18 +142,6 @@ pub(super) fn open_attr(
     kernel.perf_event_open(attr, pid, cpu, group, b::PERF_FLAG_FD_CLOEXEC as u64)
 }
 
-/// [`open_attr`] of a counter closed again before the caller returns (the host probes): see
-/// [`Kernel::perf_event_probe`].
-pub(super) fn probe_attr(
-    kernel: &dyn Kernel,
-    attr: &mut perf_event_attr,
-    pid: i32,
-    cpu: i32,
-    group: i32,
-) -> std::result::Result<OwnedFd, i32> {
-    kernel.perf_event_probe(attr, pid, cpu, group, b::PERF_FLAG_FD_CLOEXEC as u64)
-}
-
 pub(super) fn attr_for(code: PerfCode) -> perf_event_attr {
     let mut a = perf_event_attr {
         size: std::mem::size_of::<perf_event_attr>() as u32,
