@@ -39,7 +39,11 @@
 //! event can use (x86: two general ones and more, arm64's PMUv3 cores six event counters and
 //! the cycle counter), numbered first, so such a set always fits as asked, and the measurement
 //! would only have confirmed it (libperfex's pair on counters 0 and 1, cputrack's
-//! `cycles,instructions`). A busy PMU is as below.
+//! `cycles,instructions`). A busy PMU is as below. Measured later, the counters are those the
+//! calling thread can have then: like a `perfex` parent's inherited events or the NMI
+//! watchdog's, counters its own bound groups hold at that moment are not counted, so on
+//! QEMU's PMU a `cpc_npic` first asked while the thread counts `cycles` and `instructions`
+//! says 5, not 7 (before, `cpc_open` measured, usually before any bind).
 //!
 //! Why a group that does not run right after its bind is not refused: the only one that never
 //! runs is one the PMU cannot hold, which the measured counters already refuse; on a busy PMU
