@@ -89,6 +89,39 @@ fn probe_finds_the_pmu_and_hardware_events_count_exactly() {
     assert_eq!(sample(&b), vec![1000, 5001]);
 }
 
+/// Two events, free or on counters 0 and 1 (libperfex's pair), bind without the PMU's counters
+/// measured (issue 48: the measurement, about 20 opens, was most of a first use): the check of
+/// each event and the group's own opens alone. Asked for, the counters are measured then.
+#[test]
+fn two_events_bind_without_measuring_the_pmu() {
+    let (m, be) = pmu();
+    let before = m.opened();
+    let b = bind_with(be, &set(&["instructions", "cycles"]), Target::CurrentThread).unwrap();
+    // One open to check the PMU has `instructions` (`cycles` was opened by the probe that
+    // found the PMU, whose answer the backend keeps), then the group's two.
+    assert_eq!(m.opened() - before, 3, "opens for the first bind");
+    m.advance(instructions(), 10);
+    m.advance(cycles(), 20);
+    assert_eq!(sample(&b), vec![10, 20]);
+    drop(b);
+    let mut pinned = CounterSet::new();
+    pinned.add(Request::new("cycles").on_counter(0)).unwrap();
+    pinned
+        .add(Request::new("instructions").on_counter(1))
+        .unwrap();
+    let before = m.opened();
+    let b = bind_with(be, &pinned, Target::CurrentThread).unwrap();
+    assert_eq!(m.opened() - before, 2, "the group's opens alone");
+    drop(b);
+    let before = m.opened();
+    assert_eq!(
+        be.shape().counters,
+        m.config().counters,
+        "measured when asked"
+    );
+    assert!(m.opened() > before, "the measurement opens events");
+}
+
 /// A set bound to the calling thread on a PMU that allows user reads is read with `rdpmc`,
 /// not `read()`.
 #[test]
@@ -602,7 +635,8 @@ fn cycles_fallback_overflow_converts_the_period() {
     assert_eq!(NSIG[SLOT].load(Ordering::SeqCst), 1);
 }
 
-/// The probe's own failures: no perf_event_open at all, forbidden, anything else.
+/// The probe's own failures: no perf_event_open at all, forbidden, anything else (for every
+/// event, as the kernel refuses them: the probe tries `cycles` first, then a software event).
 #[test]
 fn probe_failures_are_explained() {
     for (errno, want) in [
@@ -614,6 +648,7 @@ fn probe_failures_are_explained() {
             paranoid: 3,
             ..Config::default()
         });
+        m.refuse(cycles(), errno);
         m.refuse(task_clock(), errno);
         let e = PerfBackend::with_kernel(m).err().expect("refused");
         assert!(e.to_string().contains(want), "{errno}: {e}");

@@ -21,10 +21,10 @@
  *   first    once per process (`ibench first ours|perfex|raw|papi`): see first_use; the
  *            thread's CPU time (its instructions, user and kernel), and as first-wall the
  *            clock, which also runs while the thread waits (in close(), for the kernel).
- *   fixed    a command's whole run (`ibench fixed LABEL COMMAND...`): see fixed.
+ *   fixed    a command's whole run (`ibench fixed LABEL [NAME=VALUE]... COMMAND...`): see fixed.
  *   overflow one overflow handled (`ibench overflow ours|raw|papi`): see overflow.
  *   overflow-part the system calls our overflow makes beyond PAPI's: see sigemt_parts.
- * usage: ibench [first WHO | fixed LABEL COMMAND... | overflow WHO [syscalls]]; prints "IBENCH <row> <who> <instructions per call>" lines. */
+ * usage: ibench [first WHO | fixed LABEL [NAME=VALUE]... COMMAND... | overflow WHO [syscalls]]; prints "IBENCH <row> <who> <instructions per call>" lines. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -418,8 +418,9 @@ static int overflow(const char *who, int count_syscalls) {
 
 /* First use, once per process (`ibench first WHO`): from nothing to two events counting.
  * ours: cpc_open, a set of cycles and instructions, a buffer, the first bind; libperfex:
- * the first start_counters; raw: two perf_event_open, their pages mapped, the group enabled;
- * papi: PAPI_library_init, an event set of the two events, PAPI_start. */
+ * the first start_counters (alone: a cpc_open and cpc_npic after it are split, not counted);
+ * raw: two perf_event_open, their pages mapped, the group enabled; papi: PAPI_library_init,
+ * an event set of the two events, PAPI_start. */
 static uint64_t cputime(void) {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -445,13 +446,18 @@ static int first_use(const char *who) {
                (unsigned long long)(t2 - t1), (unsigned long long)(t3 - t2));
     } else if (strcmp(who, "perfex") == 0) {
         if (start_counters(e0, e1) < 0) fail("start_counters", 0);
-        uint64_t t1 = now();
+        /* The row is the first start_counters alone; what a libcpc handle costs after it, and
+         * its cpc_npic (the perf backend measures the PMU's counters for it), is only split. */
+        uint64_t t1 = now(), c1 = cputime();
         cpc = cpc_open(CPC_VER_CURRENT);
         uint64_t t2 = now();
         cpc_npic(cpc);
         uint64_t t3 = now();
         printf("IBENCH split perfex %llu then cpc_open %llu npic %llu\n", (unsigned long long)(t1 - t0),
                (unsigned long long)(t2 - t1), (unsigned long long)(t3 - t2));
+        printf("IBENCH first perfex %llu\n", (unsigned long long)(c1 - c0));
+        printf("IBENCH first-wall perfex %llu\n", (unsigned long long)(t1 - t0));
+        return 0;
     } else if (strcmp(who, "raw") == 0) {
         raw_open_group(2);
     } else if (strcmp(who, "papi") == 0) {
@@ -583,11 +589,26 @@ static int profile(int argc, char **argv) {
     return 0;
 }
 
-/* `ibench fixed LABEL COMMAND...`: COMMAND run to its end (its output to /dev/null), the
- * fewest instructions of three runs, user and kernel, every process included (the guest has
- * one CPU and nothing else runs, so the clock counts them all). */
+/* `ibench fixed LABEL [NAME=VALUE]... COMMAND...`: COMMAND run to its end (its output to
+ * /dev/null), the fewest instructions of three runs, user and kernel, every process included
+ * (the guest has one CPU and nothing else runs, so the clock counts them all). The NAME=VALUE
+ * words go into the command's environment as env(1) would put them (first: the loader and
+ * getenv take the first of a name), by ibench itself: through env(1) the run would also count
+ * env's own exec, about 0.6 M instructions (busybox's start), which is none of the command's
+ * cost nor the preloaded library's. */
 static int fixed(char **argv) {
     uint64_t best = UINT64_MAX;
+    int cmd = 1;
+    while (argv[cmd] && strchr(argv[cmd], '=') && argv[cmd][0] != '=') cmd++;
+    if (!argv[cmd]) fail("fixed: no command", 0);
+    /* The command's environment, built before the runs (a putenv in the forked child would
+     * count that child's first malloc, about 0.2 M instructions). */
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **envp = calloc(n + (size_t)cmd, sizeof *envp);
+    if (!envp) fail("calloc", 0);
+    memcpy(envp, argv + 1, (size_t)(cmd - 1) * sizeof *envp);
+    memcpy(envp + cmd - 1, environ, n * sizeof *envp);
     for (int r = 0; r < 3; r++) {
         uint64_t t0 = now();
         pid_t pid = fork();
@@ -595,7 +616,7 @@ static int fixed(char **argv) {
             int null = open("/dev/null", O_WRONLY);
             dup2(null, 1);
             dup2(null, 2);
-            execvp(argv[1], argv + 1);
+            execvpe(argv[cmd], argv + cmd, envp);
             _exit(127);
         }
         int st;
@@ -603,7 +624,7 @@ static int fixed(char **argv) {
          * status. */
         int any = strncmp(argv[0], "start-", 6) == 0;
         if (pid < 0 || waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || (!any && WEXITSTATUS(st) != 0))
-            fail(argv[1], pid);
+            fail(argv[cmd], pid);
         uint64_t t = now() - t0;
         if (t < best) best = t;
     }

@@ -336,10 +336,31 @@ pub trait Backend: Send + Sync + 'static {
     fn shape(&self) -> Shape<'_> {
         Shape::of(self.info())
     }
+    /// [`Backend::shape`] as far as it is known without measuring the host (the default: the
+    /// shape itself). The perf backend measures its PMU's counters once per process, with
+    /// about 20 `perf_event_open`s and their closes (`perf::host::probe_counters`), which a
+    /// first use does not need (issue 48): until then its `counters` here are the 16 virtual
+    /// ones. For what needs no count of counters: the kind, the overflow interrupt, the
+    /// attributes.
+    fn shape_unmeasured(&self) -> Shape<'_> {
+        self.shape()
+    }
+    /// Whether `requests` fit the host's counters without measuring them (see
+    /// [`Backend::shape_unmeasured`]): [`crate::engine::plan`] then places them on the
+    /// provisional counters of [`Backend::candidate_unmeasured`]. `false` by default.
+    fn fits_unmeasured(&self, requests: &[Request]) -> bool {
+        let _ = requests;
+        false
+    }
     /// Every event it can count (platform names, generic names, user aliases).
     fn events(&self) -> Vec<EventInfo>;
     /// Check one request (event, attributes, pinned counter) and say where it may be placed.
     fn candidate(&self, request: &Request) -> Result<Candidate>;
+    /// [`Backend::candidate`] without measuring the host: the same checks and errors, the
+    /// places on the counters of [`Backend::shape_unmeasured`] (the default: the candidate).
+    fn candidate_unmeasured(&self, request: &Request) -> Result<Candidate> {
+        self.candidate(request)
+    }
     /// The name of the event `spec` counts here when it stands for another one (an R10000
     /// event number mapped to a host event, an alias): what a report should call the count.
     /// `None` when the spec is the event's own name or number here, or it cannot be counted.

@@ -569,7 +569,7 @@ pub enum Subject {
 
 /// Refuse the emulated backends, which cannot count another process.
 fn refuse_emulation(b: &dyn Backend) -> Result<()> {
-    let name = b.shape().kind;
+    let name = b.shape_unmeasured().kind;
     if name.is_emulated() {
         return Err(Error::Unsupported(format!(
             "the emulated {name} backend counts only events its own process injects, so it \

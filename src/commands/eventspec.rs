@@ -66,8 +66,8 @@ struct Modifiers {
 
 /// Parse one specification into a set for `backend`.
 pub fn parse(spec: &str, backend: &dyn Backend) -> Result<CounterSet> {
-    let info = backend.shape();
-    let npic = info.counters as u32;
+    // The number of counters only for a `picN` token: the perf backend measures it (issue 48).
+    let npic = || backend.shape().counters as u32;
     let bad = |m: String| Error::InvalidArgument(m);
     let mut events: Vec<(u32, String)> = Vec::new();
     let mut all = Modifiers::default();
@@ -98,6 +98,7 @@ pub fn parse(spec: &str, backend: &dyn Backend) -> Result<CounterSet> {
             let Some(ev) = value.filter(|v| !v.is_empty()) else {
                 return Err(bad(format!("missing 'pic{pic}' value")));
             };
+            let npic = npic();
             if pic >= npic {
                 return Err(bad(format!(
                     "pic{pic} cannot measure event '{ev}' on this cpu (it has {npic} counters)"
@@ -127,7 +128,12 @@ pub fn parse(spec: &str, backend: &dyn Backend) -> Result<CounterSet> {
             }
             continue;
         }
-        if info.attributes.iter().any(|a| a == word) {
+        if backend
+            .shape_unmeasured()
+            .attributes
+            .iter()
+            .any(|a| a == word)
+        {
             let v = match value {
                 None => 1,
                 Some(v) => parse_c_integer(v)
@@ -148,7 +154,10 @@ pub fn parse(spec: &str, backend: &dyn Backend) -> Result<CounterSet> {
         }
         // A bare event: the next counter after the highest used that can count it.
         let from = events.iter().map(|(p, _)| p + 1).max().unwrap_or(0);
-        let pic = (from..npic)
+        // Up to the number of counters, asked for only from pic2 on (the perf backend measures
+        // it, issue 48; a pin on pic0 or pic1 beyond a backend's counters fails its own check).
+        let pic = (from..)
+            .take_while(|&p| p < 2 || p < npic())
             .find(|&p| {
                 check_request(
                     backend,

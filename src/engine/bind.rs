@@ -38,7 +38,15 @@ pub fn plan(backend: &dyn Backend, set: &CounterSet) -> Result<Vec<crate::base::
     if set.is_empty() {
         return Err(Error::EmptySet);
     }
-    let info = backend.shape();
+    // A set that fits the host's counters without measuring them (the perf backend's few
+    // requests, none pinned) is placed on the provisional ones: a first use does not pay the
+    // measurement (issue 48).
+    let unmeasured = backend.fits_unmeasured(set.requests());
+    let info = if unmeasured {
+        backend.shape_unmeasured()
+    } else {
+        backend.shape()
+    };
     // Two requests pinned to one counter conflict whatever their events are, and whether or
     // not this host can count them (Solaris rejects duplicate picnums before configuring).
     let reqs = set.requests();
@@ -71,7 +79,11 @@ pub fn plan(backend: &dyn Backend, set: &CounterSet) -> Result<Vec<crate::base::
                 backend: info.kind.to_string(),
             });
         }
-        cands.push(backend.candidate(r)?);
+        cands.push(if unmeasured {
+            backend.candidate_unmeasured(r)?
+        } else {
+            backend.candidate(r)?
+        });
     }
     backend.check_set(set.requests())?;
     let names = resource_namer(backend);
@@ -85,11 +97,18 @@ pub fn plan(backend: &dyn Backend, set: &CounterSet) -> Result<Vec<crate::base::
 /// ([`Error::InvalidPicnum`]) and be able to count the event ([`Error::PicNotCapable`]).
 /// Attribute *values*, flags and the set as a whole are checked at bind ([`plan`]).
 pub fn check_request(backend: &dyn Backend, request: &Request) -> Result<()> {
-    let info = backend.shape();
+    // The host's counters are measured only for a counter the backend cannot vouch for
+    // without (issue 48): the checks of the event and its attributes do not place it.
+    let unmeasured = backend.fits_unmeasured(std::slice::from_ref(request));
+    let info = if unmeasured {
+        backend.shape_unmeasured()
+    } else {
+        backend.shape()
+    };
     let mut bare = request.clone();
     bare.attrs.clear();
     bare.counter = None;
-    backend.candidate(&bare)?;
+    backend.candidate_unmeasured(&bare)?;
     if let Some(a) = request
         .attrs
         .iter()
@@ -106,7 +125,12 @@ pub fn check_request(backend: &dyn Backend, request: &Request) -> Result<()> {
             return Err(Error::InvalidPicnum { picnum: c, npic });
         }
         bare.counter = Some(c);
-        if backend.candidate(&bare).is_err() {
+        let placed = if unmeasured {
+            backend.candidate_unmeasured(&bare)
+        } else {
+            backend.candidate(&bare)
+        };
+        if placed.is_err() {
             return Err(Error::PicNotCapable {
                 event: request.event.clone(),
                 picnum: c,
@@ -167,7 +191,7 @@ pub fn bind_tagged(
         names: reqs.iter().map(|r| r.event.clone()).collect(),
         target,
         owner: gettid(),
-        kind: backend.shape().kind,
+        kind: backend.shape_unmeasured().kind,
         group,
         direct,
         notify,

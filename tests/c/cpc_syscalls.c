@@ -47,7 +47,9 @@ int main(int argc, char **argv) {
     long psz = sysconf(_SC_PAGESIZE);
     struct sigaction act;
     char *p;
+    mark("BEGIN open\n");
     if ((cpc = cpc_open(CPC_VER_CURRENT)) == NULL) return 2;
+    mark("END open\n");
 
     /* sample */
     if ((set = cpc_set_create(cpc)) == NULL) return 2;

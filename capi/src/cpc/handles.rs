@@ -45,13 +45,13 @@ impl Tells for Cpc {
     }
 }
 
-/// A `cpc_t`: the backend's description, cached at `cpc_open` (its name and reference when
-/// first asked for), the error handler, and the sets and buffers made from it (freed by
+/// A `cpc_t`: the backend's description, cached at `cpc_open` (its name, its reference and its
+/// number of counters when first asked for), the error handler, and the sets and buffers made from it (freed by
 /// `cpc_close`).
 pub(crate) struct Cpc {
     pub backend: &'static dyn Backend,
     handler: AtomicUsize,
-    pub npic: u32,
+    npic: OnceLock<u32>,
     pub caps: u32,
     cciname: OnceLock<CString>,
     cpuref: OnceLock<CString>,
@@ -107,12 +107,13 @@ fn cstring(s: &str, max: usize) -> CString {
 }
 
 impl Cpc {
-    /// A handle on `backend`: its counters, capabilities and attributes, as libcpc read them
-    /// at `cpc_open`. The name and reference strings are made on first request
+    /// A handle on `backend`: its capabilities and attributes, as libcpc read them at
+    /// `cpc_open`. The name and reference strings are made on first request
     /// ([`Cpc::cciname`]): the perf backend's read the CPU's name and clock, which counting
-    /// does not need.
+    /// does not need; so is the number of counters ([`Cpc::npic`]), which the perf backend
+    /// measures (issue 48: most of a first use's instructions).
     pub fn new(backend: &'static dyn Backend) -> Cpc {
-        let shape = backend.shape();
+        let shape = backend.shape_unmeasured();
         let mut attrs: Vec<CString> = shape
             .attributes
             .iter()
@@ -122,7 +123,7 @@ impl Cpc {
         Cpc {
             backend,
             handler: AtomicUsize::new(0),
-            npic: shape.counters as u32,
+            npic: OnceLock::new(),
             caps: (if shape.overflow_interrupt {
                 super::CPC_CAP_OVERFLOW_INTERRUPT
             } else {
@@ -139,6 +140,13 @@ impl Cpc {
             terminate: AtomicBool::new(false),
             children: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The number of counters (`cpc_npic`), the backend's measured on the first call.
+    pub fn npic(&self) -> u32 {
+        *self
+            .npic
+            .get_or_init(|| self.backend.shape().counters as u32)
     }
 
     /// The implementation's name (`cpc_cciname`), owned by the handle.

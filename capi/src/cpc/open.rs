@@ -74,7 +74,7 @@ pub unsafe extern "C" fn cpc_close(cpc: *mut cpc_t) -> c_int {
 /// The number, or 0 with `errno` `EINVAL` when `cpc` is not a live handle.
 #[no_mangle]
 pub extern "C" fn cpc_npic(cpc: *mut cpc_t) -> uint_t {
-    call(c"cpc_npic", cpc, BAD, 0, |c: &Cpc| Ok(c.npic))
+    call(c"cpc_npic", cpc, BAD, 0, |c: &Cpc| Ok(c.npic()))
 }
 
 /// Capabilities: `CPC_CAP_OVERFLOW_INTERRUPT` and `CPC_CAP_OVERFLOW_PRECISE`; see

@@ -191,7 +191,7 @@ fn current() -> Option<&'static dyn perfcompat::backend::Backend> {
 /// The backend that describes `cpuver`, or the error for an unknown one.
 pub(crate) fn backend_of(cpuver: c_int) -> V1Result<&'static dyn perfcompat::backend::Backend> {
     engine_v1::backend_for(cpuver, current()).ok_or_else(|| {
-        let now = current().map_or(-1, |b| engine_v1::cpuver(b.shape().kind));
+        let now = current().map_or(-1, |b| engine_v1::cpuver(b.shape_unmeasured().kind));
         let what = match engine_v1::kind_of(cpuver) {
             // The host's perf counters, while this process counts on an emulated PMU.
             Some(_) => "cannot be described in this process",
@@ -248,7 +248,7 @@ pub extern "C" fn cpc_version(version: uint_t) -> uint_t {
 #[no_mangle]
 pub extern "C" fn cpc_getcpuver() -> c_int {
     crate::ffi_boundary("cpc_getcpuver", || match perfcompat::backend::global() {
-        Ok(b) => engine_v1::cpuver(b.shape().kind),
+        Ok(b) => engine_v1::cpuver(b.shape_unmeasured().kind),
         Err(e) => {
             crate::edge::set_errno(e.errno());
             -1

@@ -36,7 +36,7 @@ fn walk_pic(
     f: Option<PicFn>,
 ) {
     call(func, cpc, BAD, (), |c: &Cpc| {
-        let pic = Some((picno, c.npic));
+        let pic = Some((picno, c.npic()));
         let names = perfcompat::api::cpc::walk_events(c.backend, generic, pic)?;
         let f = action(f)?;
         for n in c_names(names) {

@@ -94,7 +94,9 @@ impl Flavor {
 
     /// The flavour of the process-wide backend (`PERFCOMPAT_BACKEND`).
     pub fn current() -> Flavor {
-        crate::backend::global().map_or(Flavor::Host, |b| Flavor::for_backend(b.shape().kind))
+        crate::backend::global().map_or(Flavor::Host, |b| {
+            Flavor::for_backend(b.shape_unmeasured().kind)
+        })
     }
 
     /// What event `n` (0-31) counts on this processor.

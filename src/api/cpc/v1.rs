@@ -85,7 +85,7 @@ pub fn backend_for(
     cpuver: i32,
     current: Option<&'static dyn Backend>,
 ) -> Option<&'static dyn Backend> {
-    if let Some(b) = current.filter(|b| self::cpuver(b.shape().kind) == cpuver) {
+    if let Some(b) = current.filter(|b| self::cpuver(b.shape_unmeasured().kind) == cpuver) {
         return Some(b);
     }
     static OTHERS: [OnceLock<SimBackend>; sim::MODELS.len()] =
@@ -255,7 +255,7 @@ pub fn parse(
     spec: &str,
 ) -> std::result::Result<Event, SpecError> {
     let table = matches!(codec(cpuver), Codec::Table);
-    let attributes = backend.shape().attributes;
+    let attributes = backend.shape_unmeasured().attributes;
     let mut events: [Option<String>; NPIC] = [None, None];
     let mut pics: [Pic; NPIC] = std::array::from_fn(|_| Pic {
         event: String::new(),
@@ -486,7 +486,7 @@ pub fn names(cpuver: i32, backend: &dyn Backend, regno: i32) -> Vec<(String, u8)
     if pic >= NPIC {
         return Vec::new();
     }
-    let model = match backend.shape().kind {
+    let model = match backend.shape_unmeasured().kind {
         BackendKind::Sim(m) => Some(m),
         _ => None,
     };
@@ -512,7 +512,7 @@ pub fn usage(cpuver: i32, backend: &dyn Backend) -> String {
         Codec::Pcr(..) => "pic0=<event0>,pic1=<event1> [,sys] [,nouser]".into(),
         Codec::Table => {
             let mut s = String::from("pic0=<event0>,pic1=<event1> [,sys[[0|1]]] [,nouser[[0|1]]]");
-            for a in backend.shape().attributes {
+            for a in backend.shape_unmeasured().attributes {
                 s.push_str(&format!(" [,{a}[0|1]=<value>]"));
             }
             s

@@ -242,7 +242,7 @@ fn backend() -> V1Result<&'static dyn Backend> {
 /// A new set for `w` (presets from `w.pic`), notifying on overflow with `emt`; checked to be
 /// for this process's processor.
 fn make_set(b: &'static dyn Backend, w: &Words, emt: bool, inherit: bool) -> V1Result<usize> {
-    let here = v1::cpuver(b.shape().kind);
+    let here = v1::cpuver(b.shape_unmeasured().kind);
     if w.cpuver != here {
         return Err(V1Error::Text(
             format!(

@@ -171,7 +171,7 @@ const SIM_KHZ: u32 = 1_000_000;
 
 /// The process's `vperfctr_info`.
 pub fn info() -> Result<Info> {
-    let kind = backend()?.shape().kind;
+    let kind = backend()?.shape_unmeasured().kind;
     let (cpu_type, khz) = match kind {
         // On a Pentium 4 the control data is the Pentium 4's (CCCR/ESCR pairs, counted as
         // the kernel's P4 raw events): the program must know it.
@@ -284,7 +284,7 @@ pub fn tsc_now(kind: BackendKind, khz: u32) -> u64 {
 fn clock() -> (BackendKind, u32) {
     static CLOCK: std::sync::OnceLock<(BackendKind, u32)> = std::sync::OnceLock::new();
     *CLOCK.get_or_init(|| match (backend(), info()) {
-        (Ok(b), Ok(i)) => (b.shape().kind, i.cpu_khz),
+        (Ok(b), Ok(i)) => (b.shape_unmeasured().kind, i.cpu_khz),
         _ => (BackendKind::Other("none"), SIM_KHZ),
     })
 }
@@ -445,7 +445,7 @@ pub fn control_with(b: &'static dyn Backend, c: &Control) -> Result<()> {
 /// The counter set `c` programs on backend `b`, after checking the control data for its CPU
 /// family, the signal i-mode counters need and the flags (`EINVAL` with the cause).
 fn checked_set(b: &dyn Backend, c: &Control) -> Result<CounterSet> {
-    let family = Family::of(b.shape().kind);
+    let family = Family::of(b.shape_unmeasured().kind);
     let reqs = control::requests(family, &c.cpu)?;
     if c.cpu.nrictrs > 0 && !(1..=libc::SIGRTMAX()).contains(&c.si_signo) {
         return Err(Error::InvalidArgument(format!(

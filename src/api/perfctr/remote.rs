@@ -58,7 +58,7 @@ impl Remote {
         if !exists(format!("/proc/{tid}")) {
             return Err(Error::NoSuchProcess(tid));
         }
-        if matches!(backend.shape().kind, BackendKind::Sim(_))
+        if matches!(backend.shape_unmeasured().kind, BackendKind::Sim(_))
             && !exists(format!("/proc/self/task/{tid}"))
         {
             return Err(Error::Unsupported(format!(

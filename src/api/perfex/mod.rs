@@ -492,7 +492,7 @@ fn report_pairs(e0: i32, c0: i64, e1: i32, c1: i64) -> Result<Vec<(u32, i64)>> {
 /// event twice with the same count is listed once.
 pub fn format_counters(e0: i32, c0: i64, e1: i32, c1: i64) -> Result<String> {
     let pairs = report_pairs(e0, c0, e1, c1)?;
-    let kind = backend::global().ok().map(|b| b.shape().kind);
+    let kind = backend::global().ok().map(|b| b.shape_unmeasured().kind);
     let backend = kind.map_or_else(|| "none".to_string(), |k| k.to_string());
     let flavor = kind.map_or(costs::Flavor::Host, costs::Flavor::for_backend);
     let mut out = format!("Event counts (libperfex on the {backend} backend):\n");

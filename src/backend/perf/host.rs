@@ -6,9 +6,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use perf_event_open_sys::bindings::{self as b, perf_event_attr};
 
+use super::attr_for;
 use super::kernel::{self, Kernel};
 use super::names::PerfCode;
-use super::{attr_for, open_attr};
 use crate::base::error::Error;
 
 /// What the host offers.
@@ -124,6 +124,12 @@ pub(super) fn thread_countable(kernel: &dyn Kernel, code: PerfCode) -> bool {
     open_errno(kernel, code) == 0
 }
 
+/// Open a counter of the calling thread that the caller closes before it returns (in group
+/// `group`, -1 for none): see [`Kernel::perf_event_probe`].
+fn open_probe(kernel: &dyn Kernel, attr: &mut perf_event_attr, group: i32) -> Result<OwnedFd, i32> {
+    kernel.perf_event_probe(attr, 0, -1, group, b::PERF_FLAG_FD_CLOEXEC as u64)
+}
+
 /// What opening `code` for the calling thread in user mode, disabled, answers: 0 when it
 /// opens (the event is closed at once), else the errno. One `perf_event_open` and a `close`.
 pub(super) fn open_errno(kernel: &dyn Kernel, code: PerfCode) -> i32 {
@@ -131,7 +137,7 @@ pub(super) fn open_errno(kernel: &dyn Kernel, code: PerfCode) -> i32 {
     a.set_disabled(1);
     a.set_exclude_kernel(1);
     a.set_exclude_hv(1);
-    open_attr(kernel, &mut a, 0, -1, -1).map_or_else(|e| e, |_| 0)
+    open_probe(kernel, &mut a, -1).map_or_else(|e| e, |_| 0)
 }
 
 /// The PMU's counters as the perf backend places requests on them, measured by
@@ -247,7 +253,7 @@ fn largest_group(kernel: &dyn Kernel, code: PerfCode) -> Result<Option<usize>, U
             | b::PERF_FORMAT_TOTAL_TIME_RUNNING) as u64;
         a
     };
-    let leader = match open_attr(kernel, &mut attr(true), 0, -1, -1) {
+    let leader = match open_probe(kernel, &mut attr(true), -1) {
         Ok(fd) => fd,
         Err(libc::ENOENT | libc::EOPNOTSUPP | libc::EINVAL) => return Ok(None),
         Err(_) => return Err(Unknown),
@@ -255,7 +261,7 @@ fn largest_group(kernel: &dyn Kernel, code: PerfCode) -> Result<Option<usize>, U
     let lfd = leader.as_raw_fd();
     let mut members: Vec<OwnedFd> = Vec::new();
     while members.len() + 1 < MAX_PROBE {
-        match open_attr(kernel, &mut attr(false), 0, -1, lfd) {
+        match open_probe(kernel, &mut attr(false), lfd) {
             Ok(fd) => members.push(fd),
             // The PMU's refusal of a group that does not fit.
             Err(libc::EINVAL | libc::ENOSPC) => break,
@@ -303,13 +309,27 @@ pub fn probe_with(kernel: &dyn Kernel) -> std::result::Result<HostCaps, Error> {
     Ok(rest_of_caps(kernel, pmu))
 }
 
+/// The hardware event [`probe_counting`] opens to find the PMU: `cycles`.
+pub(super) fn pmu_probe_code() -> PerfCode {
+    PerfCode::new(b::PERF_TYPE_HARDWARE, b::PERF_COUNT_HW_CPU_CYCLES as u64)
+}
+
 /// What a backend must know before it is used: whether the calling thread can count at all
-/// (an error naming the cause when not) and whether a hardware PMU answers. Two
-/// `perf_event_open`s; `perf_event_paranoid` is read only to explain a refusal.
+/// (an error naming the cause when not) and whether a hardware PMU answers. One
+/// `perf_event_open` where `cycles` opens (as [`open_errno`] opens it: the backend keeps the
+/// answer for its check of `cycles`), a second of a software event otherwise (issue 48: the
+/// software one first cost a first use one open more); `perf_event_paranoid` is read only to
+/// explain a refusal.
 pub(super) fn probe_counting(kernel: &dyn Kernel) -> std::result::Result<bool, Error> {
+    // Probe the PMU with the event itself, user mode only (a kernel-mode probe would fail with
+    // EACCES for unprivileged users and look like a permission problem). Where it opens,
+    // perf_event_open works for the calling thread.
+    if open_errno(kernel, pmu_probe_code()) == 0 {
+        return Ok(true);
+    }
     // Software events always exist where perf_event_open works at all.
     let mut a = user_task_clock();
-    if let Err(e) = open_attr(kernel, &mut a, 0, -1, -1) {
+    if let Err(e) = open_probe(kernel, &mut a, -1) {
         return Err(match e {
             libc::ENOSYS => Error::Unsupported(
                 "this kernel has no perf_event_open (CONFIG_PERF_EVENTS is off, or a seccomp \
@@ -331,16 +351,7 @@ pub(super) fn probe_counting(kernel: &dyn Kernel) -> std::result::Result<bool, E
             },
         });
     }
-    // Probe the PMU with the event itself, user mode only (a kernel-mode probe would fail with
-    // EACCES for unprivileged users and look like a permission problem).
-    let mut h = attr_for(PerfCode::new(
-        b::PERF_TYPE_HARDWARE,
-        b::PERF_COUNT_HW_CPU_CYCLES as u64,
-    ));
-    h.set_disabled(1);
-    h.set_exclude_kernel(1);
-    h.set_exclude_hv(1);
-    Ok(open_attr(kernel, &mut h, 0, -1, -1).is_ok())
+    Ok(false)
 }
 
 /// The rest of [`HostCaps`] once [`probe_counting`] found `pmu`: the paranoid level, the

@@ -37,6 +37,23 @@ pub trait Kernel: Send + Sync + 'static {
         flags: u64,
     ) -> Result<OwnedFd, i32>;
 
+    /// [`Kernel::perf_event_open`] of a counter its caller closes before it returns: the host
+    /// probes, which only ask the kernel whether it opens, and how many fit in a group. For
+    /// [`LINUX`] the descriptor stays at the number the kernel gave it: a program cannot close
+    /// it from under the library, so it is not moved up out of the program's way as a bound
+    /// counter's is (`relocate`: a `getrlimit`, an `fcntl` and a `close` more per counter,
+    /// which tripled the system calls of the probes, issue 48). By default, the same call.
+    fn perf_event_probe(
+        &self,
+        attr: &mut perf_event_attr,
+        pid: i32,
+        cpu: i32,
+        group_fd: i32,
+        flags: u64,
+    ) -> Result<OwnedFd, i32> {
+        self.perf_event_open(attr, pid, cpu, group_fd, flags)
+    }
+
     /// `read(2)` of a counter into `buf`: the number of bytes written, which are the first
     /// bytes of `buf`. Async-signal-safe.
     fn read(&self, fd: i32, buf: &mut [MaybeUninit<u64>]) -> Result<usize, i32>;
@@ -94,37 +111,18 @@ impl Kernel for Linux {
         group_fd: i32,
         flags: u64,
     ) -> Result<OwnedFd, i32> {
-        let open = |attr: &mut perf_event_attr| {
-            // SAFETY: attr is a fully initialised perf_event_attr.
-            let fd =
-                unsafe { sys::perf_event_open(attr, pid, cpu, group_fd, flags as libc::c_ulong) };
-            if fd < 0 {
-                Err(errno())
-            } else {
-                // SAFETY: a fresh fd we own.
-                Ok(relocate(unsafe { OwnedFd::from_raw_fd(fd) }))
-            }
-        };
-        if !cfg!(target_arch = "aarch64") {
-            return open(attr);
-        }
-        // arm64: ask for the user-mode read of the calling thread's hardware counters (see
-        // `arm64_user_read_config1`). A PMU driver that does not know the request and refuses
-        // it gets the counter without it: the group is then read with read().
-        // SAFETY: a plain integer in a union.
-        let config1 = unsafe { attr.__bindgen_anon_3.config1 };
-        let wanted = arm64_user_read_config1(attr.type_, config1, pid);
-        if wanted == config1 {
-            return open(attr);
-        }
-        attr.__bindgen_anon_3.config1 = wanted;
-        match open(attr) {
-            Err(libc::EINVAL | libc::EOPNOTSUPP) => {
-                attr.__bindgen_anon_3.config1 = config1;
-                open(attr)
-            }
-            r => r,
-        }
+        open_event(attr, pid, cpu, group_fd, flags, relocate)
+    }
+
+    fn perf_event_probe(
+        &self,
+        attr: &mut perf_event_attr,
+        pid: i32,
+        cpu: i32,
+        group_fd: i32,
+        flags: u64,
+    ) -> Result<OwnedFd, i32> {
+        open_event(attr, pid, cpu, group_fd, flags, |fd| fd)
     }
 
     #[inline]
@@ -189,6 +187,48 @@ impl Kernel for Linux {
             .ok()
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(2)
+    }
+}
+
+/// [`Linux`]'s `perf_event_open`: the system call (on arm64 with the user-mode read asked for,
+/// see [`arm64_user_read_config1`]), the new descriptor passed through `place`.
+fn open_event(
+    attr: &mut perf_event_attr,
+    pid: i32,
+    cpu: i32,
+    group_fd: i32,
+    flags: u64,
+    place: fn(OwnedFd) -> OwnedFd,
+) -> Result<OwnedFd, i32> {
+    let open = |attr: &mut perf_event_attr| {
+        // SAFETY: attr is a fully initialised perf_event_attr.
+        let fd = unsafe { sys::perf_event_open(attr, pid, cpu, group_fd, flags as libc::c_ulong) };
+        if fd < 0 {
+            Err(errno())
+        } else {
+            // SAFETY: a fresh fd we own.
+            Ok(place(unsafe { OwnedFd::from_raw_fd(fd) }))
+        }
+    };
+    if !cfg!(target_arch = "aarch64") {
+        return open(attr);
+    }
+    // arm64: ask for the user-mode read of the calling thread's hardware counters (see
+    // `arm64_user_read_config1`). A PMU driver that does not know the request and refuses
+    // it gets the counter without it: the group is then read with read().
+    // SAFETY: a plain integer in a union.
+    let config1 = unsafe { attr.__bindgen_anon_3.config1 };
+    let wanted = arm64_user_read_config1(attr.type_, config1, pid);
+    if wanted == config1 {
+        return open(attr);
+    }
+    attr.__bindgen_anon_3.config1 = wanted;
+    match open(attr) {
+        Err(libc::EINVAL | libc::EOPNOTSUPP) => {
+            attr.__bindgen_anon_3.config1 = config1;
+            open(attr)
+        }
+        r => r,
     }
 }
 

@@ -30,6 +30,21 @@
 //! `EOPNOTSUPP` says the PMU does not have it. Without a PMU, or when the measurement could
 //! not tell, the backend offers [`VIRTUAL_COUNTERS`] counters any event can use, as before.
 //!
+//! The measurement is about 20 `perf_event_open`s and their closes, most of a first use
+//! (issue 48: 0.4 M of its 0.7 M instructions in the arm64 guest), so it waits until a question
+//! needs it: `cpc_npic`, a request pinned to a counter from [`FIT_UNMEASURED`] up (`picnum`),
+//! the description, or a set of more than [`FIT_UNMEASURED`] requests. A set of at most that
+//! many, pinned (if at all) below it, is placed on the provisional virtual counters
+//! ([`Backend::fits_unmeasured`]): every PMU the kernel drives has at least two counters any
+//! event can use (x86: two general ones and more, arm64's PMUv3 cores six event counters and
+//! the cycle counter), numbered first, so such a set always fits as asked, and the measurement
+//! would only have confirmed it (libperfex's pair on counters 0 and 1, cputrack's
+//! `cycles,instructions`). A busy PMU is as below. Measured later, the counters are those the
+//! calling thread can have then: like a `perfex` parent's inherited events or the NMI
+//! watchdog's, counters its own bound groups hold at that moment are not counted, so on
+//! QEMU's PMU a `cpc_npic` first asked while the thread counts `cycles` and `instructions`
+//! says 5, not 7 (before, `cpc_open` measured, usually before any bind).
+//!
 //! Why a group that does not run right after its bind is not refused: the only one that never
 //! runs is one the PMU cannot hold, which the measured counters already refuse; on a busy PMU
 //! (other users' events, a `perfex` parent's inherited ones, the NMI watchdog) a group that
@@ -82,6 +97,11 @@ use names::{Class, PerfCode, PerfEvent};
 /// PMU's could not tell): any event can use any of them, so this is only the largest set the
 /// backend accepts.
 pub const VIRTUAL_COUNTERS: usize = 16;
+
+/// The most requests a set may hold to be placed without the PMU's counters measured, and the
+/// counters they may be pinned to (`0..FIT_UNMEASURED`; see the [module documentation](self)):
+/// two, the fewest counters any event can use on a PMU the kernel drives.
+pub const FIT_UNMEASURED: usize = 2;
 
 /// The first of the slots that stand for no hardware counter, which software events take on a
 /// host with a PMU (one per request: as many as a set may hold). Above every real counter: the
@@ -150,6 +170,12 @@ impl PerfBackend {
     /// tests), probed through it as [`PerfBackend::new`] probes the host.
     pub fn with_kernel(kernel: &'static dyn Kernel) -> Result<PerfBackend> {
         let pmu = host::probe_counting(kernel)?;
+        // The probe opened `cycles` as the check of an event opens it: its answer is kept.
+        let opens = if pmu {
+            HashMap::from([(host::pmu_probe_code(), 0)])
+        } else {
+            HashMap::new()
+        };
         Ok(PerfBackend {
             kernel,
             pmu,
@@ -158,7 +184,7 @@ impl PerfBackend {
             cycles_fallback: OnceLock::new(),
             standin: OnceLock::new(),
             counters: OnceLock::new(),
-            opens: Mutex::new(HashMap::new()),
+            opens: Mutex::new(opens),
             host: false,
         })
     }
@@ -197,10 +223,24 @@ impl PerfBackend {
             .get_or_init(|| host::probe_counters(self.kernel).ok())
     }
 
+    /// The PMU's counters if they are known without measuring them: `Some(None)` without a
+    /// PMU, `None` while a PMU's are not measured yet.
+    fn counters_known(&self) -> Option<Option<PmuCounters>> {
+        if !self.pmu {
+            return Some(None);
+        }
+        self.counters.get().copied()
+    }
+
     /// The counters an event of `class` and `code` may be placed on (see the [module
     /// documentation](self)).
     fn slots_for(&self, class: Class, code: PerfCode) -> Vec<u32> {
-        let Some(c) = self.pmu_counters() else {
+        self.slots_on(self.pmu_counters(), class, code)
+    }
+
+    /// [`PerfBackend::slots_for`] on `counters` (`None`: the virtual ones).
+    fn slots_on(&self, counters: Option<PmuCounters>, class: Class, code: PerfCode) -> Vec<u32> {
+        let Some(c) = counters else {
             return (0..VIRTUAL_COUNTERS as u32).collect();
         };
         let general = 0..c.general as u32;
@@ -219,6 +259,64 @@ impl PerfBackend {
         } else {
             general.collect()
         }
+    }
+
+    /// [`Backend::candidate`], its places on the PMU's counters measured if `measure` (else
+    /// as far as they are known: [`Backend::candidate_unmeasured`]).
+    fn candidate_on(&self, req: &Request, measure: bool) -> Result<Candidate> {
+        let (ev, fallback) = self.resolve(&req.event)?;
+        // The kernel's clocks count the thread's whole CPU time whatever the exclude bits say
+        // (measured: task-clock with exclude_user reads what it reads without), so a request
+        // for system time alone would count user time too (issue 45 item 2): refused.
+        if is_clock(ev.code) && req.flags.system && !req.flags.user {
+            let what = if fallback.is_some() {
+                format!(
+                    "'{}' is estimated from task-clock here (no PMU), and ",
+                    ev.name
+                )
+            } else {
+                String::new()
+            };
+            return Err(Error::ModeNotCountable {
+                event: req.event.clone(),
+                reason: format!(
+                    "{what}the kernel's clocks count user and system time together, whatever \
+                     the mode asked; count user and system mode together \
+                     (CPC_COUNT_USER | CPC_COUNT_SYSTEM)"
+                ),
+            });
+        }
+        if let Some(a) = req.attrs.first() {
+            return Err(Error::InvalidAttribute {
+                name: a.name.clone(),
+                backend: BackendKind::Perf.to_string(),
+            });
+        }
+        if let Some(reason) = self.lacks(ev.class, ev.code, &ev.name) {
+            return Err(Error::EventUnavailable {
+                event: req.event.clone(),
+                reason,
+            });
+        }
+        let counters = if measure {
+            self.pmu_counters()
+        } else {
+            self.counters_known().flatten()
+        };
+        let slots = self
+            .slots_on(counters, ev.class, ev.code)
+            .into_iter()
+            .filter(|c| req.counter.is_none_or(|p| p == *c))
+            .map(|counter| Slot {
+                counter,
+                resource: None,
+                tag: 0,
+            })
+            .collect();
+        Ok(Candidate {
+            name: req.event.clone(),
+            slots,
+        })
     }
 
     /// The walkers' mask of [`PerfBackend::slots_for`]: the real counters only.
@@ -634,6 +732,27 @@ impl Backend for PerfBackend {
         }
     }
 
+    fn shape_unmeasured(&self) -> Shape<'_> {
+        Shape {
+            counters: self
+                .counters_known()
+                .flatten()
+                .map_or(VIRTUAL_COUNTERS, |c| c.total()),
+            kind: BackendKind::Perf,
+            overflow_interrupt: true,
+            overflow_precise: true,
+            attributes: &[],
+        }
+    }
+
+    fn fits_unmeasured(&self, requests: &[Request]) -> bool {
+        self.counters_known().is_none()
+            && requests.len() <= FIT_UNMEASURED
+            && requests
+                .iter()
+                .all(|r| r.counter.is_none_or(|c| (c as usize) < FIT_UNMEASURED))
+    }
+
     fn events(&self) -> Vec<EventInfo> {
         let mut v = Vec::new();
         for bi in names::builtins() {
@@ -710,54 +829,11 @@ impl Backend for PerfBackend {
     }
 
     fn candidate(&self, req: &Request) -> Result<Candidate> {
-        let (ev, fallback) = self.resolve(&req.event)?;
-        // The kernel's clocks count the thread's whole CPU time whatever the exclude bits say
-        // (measured: task-clock with exclude_user reads what it reads without), so a request
-        // for system time alone would count user time too (issue 45 item 2): refused.
-        if is_clock(ev.code) && req.flags.system && !req.flags.user {
-            let what = if fallback.is_some() {
-                format!(
-                    "'{}' is estimated from task-clock here (no PMU), and ",
-                    ev.name
-                )
-            } else {
-                String::new()
-            };
-            return Err(Error::ModeNotCountable {
-                event: req.event.clone(),
-                reason: format!(
-                    "{what}the kernel's clocks count user and system time together, whatever \
-                     the mode asked; count user and system mode together \
-                     (CPC_COUNT_USER | CPC_COUNT_SYSTEM)"
-                ),
-            });
-        }
-        if let Some(a) = req.attrs.first() {
-            return Err(Error::InvalidAttribute {
-                name: a.name.clone(),
-                backend: BackendKind::Perf.to_string(),
-            });
-        }
-        if let Some(reason) = self.lacks(ev.class, ev.code, &ev.name) {
-            return Err(Error::EventUnavailable {
-                event: req.event.clone(),
-                reason,
-            });
-        }
-        let slots = self
-            .slots_for(ev.class, ev.code)
-            .into_iter()
-            .filter(|c| req.counter.is_none_or(|p| p == *c))
-            .map(|counter| Slot {
-                counter,
-                resource: None,
-                tag: 0,
-            })
-            .collect();
-        Ok(Candidate {
-            name: req.event.clone(),
-            slots,
-        })
+        self.candidate_on(req, true)
+    }
+
+    fn candidate_unmeasured(&self, req: &Request) -> Result<Candidate> {
+        self.candidate_on(req, false)
     }
 
     fn open(&self, reqs: &[Request], _slots: &[Slot], target: Target) -> Result<Box<dyn Group>> {

@@ -166,7 +166,7 @@ fn unavailable_reason(e: &Error) -> String {
 pub(super) fn read_counts(counting: &[Counting]) -> Result<Vec<Count>> {
     let map = EventMap::global();
     let backend = backend::global()?;
-    let on_perf = backend.shape().kind == backend::BackendKind::Perf;
+    let on_perf = backend.shape_unmeasured().kind == backend::BackendKind::Perf;
     let mut counts = Vec::new();
     for c in counting {
         let mut v = vec![0u64; c.len()];

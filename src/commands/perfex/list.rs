@@ -65,13 +65,13 @@ fn short_reason(e: &Error) -> String {
 pub fn listing() -> Result<String> {
     let b = backend::global()?;
     let info = b.info();
-    let on_perf = b.shape().kind == BackendKind::Perf;
+    let on_perf = b.shape_unmeasured().kind == BackendKind::Perf;
     let map = EventMap::global();
     let mut s = String::new();
     let _ = writeln!(
         s,
         "Events on this host ({} backend: {})",
-        b.shape().kind,
+        b.shape_unmeasured().kind,
         info.description
     );
     let _ = writeln!(

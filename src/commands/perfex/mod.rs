@@ -200,7 +200,7 @@ pub struct Outcome {
 /// Refuse the emulated backends, which cannot count another process.
 fn refuse_emulation() -> Result<()> {
     let b = backend::global()?;
-    let name = b.shape().kind;
+    let name = b.shape_unmeasured().kind;
     if name.is_emulated() {
         return Err(Error::Unsupported(format!(
             "the emulated {name} backend counts only events its own process injects, so it \
@@ -252,7 +252,7 @@ pub fn run(opts: &Options) -> Result<Outcome> {
             "per-thread reports and signal-controlled counting exclude each other".into(),
         ));
     }
-    let backend = backend::global()?.shape().kind.to_string();
+    let backend = backend::global()?.shape_unmeasured().kind.to_string();
     let outcome = |counts, not_counted, threads, times: [f64; 4], status| {
         outcome(opts, backend, counts, not_counted, threads, times, status)
     };

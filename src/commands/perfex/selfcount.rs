@@ -126,7 +126,7 @@ impl SelfCount {
             ));
         }
         let b = backend::global()?;
-        let backend = b.shape().kind.to_string();
+        let backend = b.shape_unmeasured().kind.to_string();
         let (counting, not_counted) = bind_counters(opts, Target::CurrentThreadInherit)?;
         let mut labels = Vec::new();
         for c in &counting {

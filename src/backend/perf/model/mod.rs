@@ -373,6 +373,11 @@ impl Model {
         self.lock().mapped_pages
     }
 
+    /// Events opened so far (`perf_event_open` calls that succeeded), closed ones included.
+    pub fn opened(&self) -> u64 {
+        self.lock().next_id - 1
+    }
+
     /// `read()` calls so far.
     pub fn reads(&self) -> u64 {
         self.lock().reads
