@@ -261,10 +261,7 @@ fn global_counts_a_cpu_on_perf_where_allowed() {
         return;
     }
     let out = run_prog(global_program(), "perf", &[]);
-    assert!(
-        out.contains("global: pmc0 >= PAGES tsc > 0\n"),
-        "{out}"
-    );
+    assert!(out.contains("global: pmc0 >= PAGES tsc > 0\n"), "{out}");
 }
 
 /// As an unprivileged user at perf_event_paranoid > 0, `gperfctr_start` fails with `EACCES`

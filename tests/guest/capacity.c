@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libcpc.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "guest.h"
@@ -88,7 +89,29 @@ static int add_only(cpc_t *cpc, int a, int b) {
   return r;
 }
 
+/* In a child process of its own (nothing measured yet): bind `cycles` and `instructions`
+ * (two requests: no measurement needed), then ask cpc_npic for the first time. The PMU's
+ * counters are measured then, on a thread of the library's own, so the two the thread's
+ * group holds are counted: 7, as when asked before any bind. Exit status: the answer. */
+static int npic_after_a_bind(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    cpc_t *cpc = cpc_open(CPC_VER_CURRENT);
+    cpc_set_t *set = NULL;
+    if (cpc == NULL || bind(cpc, 1, 1, &set) != 0)
+      _exit(100);
+    _exit((int)cpc_npic(cpc));
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+    return -1;
+  return WEXITSTATUS(status);
+}
+
 int main(void) {
+  int after = npic_after_a_bind();
+  check("capacity.npic_after_bind", after == 7,
+        "cpc_npic first asked after binding cycles and instructions: %d, want 7", after);
   cpc_t *cpc = cpc_open(CPC_VER_CURRENT);
   if (cpc == NULL) {
     perror("cpc_open");

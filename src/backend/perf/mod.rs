@@ -39,11 +39,11 @@
 //! event can use (x86: two general ones and more, arm64's PMUv3 cores six event counters and
 //! the cycle counter), numbered first, so such a set always fits as asked, and the measurement
 //! would only have confirmed it (libperfex's pair on counters 0 and 1, cputrack's
-//! `cycles,instructions`). A busy PMU is as below. Measured later, the counters are those the
-//! calling thread can have then: like a `perfex` parent's inherited events or the NMI
-//! watchdog's, counters its own bound groups hold at that moment are not counted, so on
-//! QEMU's PMU a `cpc_npic` first asked while the thread counts `cycles` and `instructions`
-//! says 5, not 7 (before, `cpc_open` measured, usually before any bind).
+//! `cycles,instructions`). A busy PMU is as below. The measurement runs on a thread of the
+//! library's own made for it, so counters the calling thread's own bound groups hold are
+//! counted as the PMU's: a `cpc_npic` first asked while the thread counts `cycles` and
+//! `instructions` says 7 on QEMU's PMU, as before any bind (a `perfex` parent's inherited
+//! events and the NMI watchdog's are not counted, as before).
 //!
 //! Why a group that does not run right after its bind is not refused: the only one that never
 //! runs is one the PMU cannot hold, which the measured counters already refuse; on a busy PMU
@@ -97,6 +97,26 @@ use names::{Class, PerfCode, PerfEvent};
 /// PMU's could not tell): any event can use any of them, so this is only the largest set the
 /// backend accepts.
 pub const VIRTUAL_COUNTERS: usize = 16;
+
+/// [`host::probe_counters`] on a thread of the library's own, created for it: the counters
+/// measured are then those a thread of this process can have, whatever the calling thread
+/// holds. Measured in the calling thread, a measurement first made while that thread counts
+/// `cycles` and `instructions` in a bound group found 2 counters fewer (5 of QEMU's 7): the
+/// thread's own group holds them. The new thread inherits no libcpc set and no libperfex
+/// counters ([`crate::base::sys::create_internal_thread`]); where no thread can be created the
+/// calling thread measures.
+fn measure_counters(kernel: &'static dyn Kernel) -> Option<PmuCounters> {
+    let spawned = crate::base::sys::create_internal_thread(|| {
+        std::thread::Builder::new()
+            .name("perfcompat-probe".into())
+            .stack_size(64 * 1024)
+            .spawn(move || host::probe_counters(kernel).ok())
+    });
+    match spawned.map(|h| h.join()) {
+        Ok(Ok(counters)) => counters,
+        _ => host::probe_counters(kernel).ok(),
+    }
+}
 
 /// The most requests a set may hold to be placed without the PMU's counters measured, and the
 /// counters they may be pinned to (`0..FIT_UNMEASURED`; see the [module documentation](self)):
@@ -218,9 +238,7 @@ impl PerfBackend {
         if !self.pmu {
             return None;
         }
-        *self
-            .counters
-            .get_or_init(|| host::probe_counters(self.kernel).ok())
+        *self.counters.get_or_init(|| measure_counters(self.kernel))
     }
 
     /// The PMU's counters if they are known without measuring them: `Some(None)` without a
