@@ -13,7 +13,7 @@ pub fn gettid() -> i32 {
 /// Monotonic clock in nanoseconds (vDSO; async-signal-safe). Inlined across crates: the
 /// sample reads it on every call.
 ///
-/// The vDSO's own `clock_gettime` is called directly where it is found ([`vdso_clock`]):
+/// The vDSO's own `clock_gettime` is called directly where it is found (`vdso_clock`):
 /// libc's wrapper and the call through the procedure linkage table before it were 15
 /// instructions of each one-event `cpc_set_sample` in the arm64 guest, a quarter of the
 /// clock's cost (issue 48). Elsewhere, or should it fail, libc's `clock_gettime`.
