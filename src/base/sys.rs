@@ -33,6 +33,13 @@ pub fn now_ns() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
+/// Look the vDSO's `clock_gettime` up now, if not done yet ([`now_ns`] would at its first
+/// call): at a bind, so that a sample's cost does not depend on whether it is the process's
+/// first.
+pub fn prepare_clock() {
+    let _ = vdso_clock();
+}
+
 /// A `clock_gettime` of the vDSO: `(clock, *mut timespec) -> 0 or -errno`.
 type VdsoClock = unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> libc::c_int;
 
