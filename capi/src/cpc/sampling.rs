@@ -119,22 +119,25 @@ pub extern "C" fn cpc_set_sample(
     set: *mut cpc_set_t,
     buf: *mut cpc_buf_t,
 ) -> c_int {
-    // The set and the buffer are looked up first, each checked to be made from `cpc`: then
-    // `cpc` is live too (`cpc_close` destroys its sets and buffers), and is not looked up
-    // itself. Anything else takes the checks in their usual order (`checked`), which tell
-    // what is wrong.
-    edge::boundary(c"cpc_set_sample", || {
-        let (Some(s), Some(b)) = (edge::get(set), edge::get(buf)) else {
-            return checked(cpc, set, buf);
-        };
-        if s.cpc != cpc as usize || b.cpc != cpc as usize {
-            return checked(cpc, set, buf);
-        }
-        match sample(s, set as usize, b) {
-            Ok(v) => v,
-            Err(e) => failed(cpc, e),
-        }
-    })
+    edge::boundary(c"cpc_set_sample", || sample_of(cpc, set, buf))
+}
+
+/// `cpc_set_sample`'s body. The set and the buffer are looked up first, each checked to be
+/// made from `cpc`: then `cpc` is live too (`cpc_close` destroys its sets and buffers), and is
+/// not looked up itself. Anything else takes the checks in their usual order (`checked`),
+/// which tell what is wrong.
+#[inline(always)]
+fn sample_of(cpc: *mut cpc_t, set: *mut cpc_set_t, buf: *mut cpc_buf_t) -> c_int {
+    let (Some(s), Some(b)) = (edge::get(set), edge::get(buf)) else {
+        return checked(cpc, set, buf);
+    };
+    if s.cpc != cpc as usize || b.cpc != cpc as usize {
+        return checked(cpc, set, buf);
+    }
+    match sample(s, set as usize, b) {
+        Ok(v) => v,
+        Err(e) => failed(cpc, e),
+    }
 }
 
 /// `cpc_set_sample` with every handle checked in turn, the first bad one told.
