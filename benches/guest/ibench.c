@@ -473,8 +473,9 @@ static int first_use(const char *who) {
     return 0;
 }
 
-/* `ibench profile first WHO`, `ibench profile overflow WHO` or `ibench profile sample1`: the
- * first use, the overflow run or 20000 samples of one event under a sampling profiler: the
+/* `ibench profile first WHO`, `ibench profile overflow WHO`, `ibench profile sample1|sample4|
+ * stopped1|interval`: the first use, the overflow run or PROF_CALLS calls of a per-call row
+ * (stopped1: the one-event sample of a stopped set) under a sampling profiler: the
  * thread's task-clock every 10 us (10000 instructions under icount; an hrtimer, on time in the
  * guest's virtual clock), its program counters written by the kernel to a ring of sample
  * records, user and kernel alike. A profiler driven by a signal of its own saw nothing inside
@@ -483,6 +484,8 @@ static int first_use(const char *who) {
  * "IPROF k:<function> 0" per sample in the kernel (named from /proc/kallsyms); the runner turns
  * offsets into function names. */
 #define PROF_PAGES 512
+/* Calls profiled by the per-call profiles: about 5000 samples of a 300-instruction call. */
+#define PROF_CALLS 200000
 static uint64_t prof_period = 10000;
 
 struct ksym {
@@ -539,6 +542,9 @@ static int profile(int argc, char **argv) {
     a.config = PERF_COUNT_SW_TASK_CLOCK;
     /* The overflow run samples ten times as often: an overflow is about 25000 instructions. */
     if (argc > 3 && strcmp(argv[2], "overflow") == 0) prof_period = 1000;
+    /* A per-call loop repeats every few hundred instructions: a prime period keeps the samples
+     * from landing on the same few places of the call. */
+    else if (argc < 4) prof_period = 9973;
     a.sample_period = prof_period;
     a.sample_type = PERF_SAMPLE_IP;
     a.disabled = 1;
@@ -548,11 +554,17 @@ static int profile(int argc, char **argv) {
     size_t len = (size_t)page * (PROF_PAGES + 1);
     struct perf_event_mmap_page *meta = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (meta == MAP_FAILED) fail("mmap of the sample ring", 0);
-    if (strcmp(argv[2], "sample1") == 0) {
+    if (strcmp(argv[2], "sample1") == 0 || strcmp(argv[2], "sample4") == 0 ||
+        strcmp(argv[2], "stopped1") == 0) {
         cpc = cpc_open(CPC_VER_CURRENT);
-        ours_bind(1);
+        ours_bind(argv[2][6] == '4' ? 4 : 1);
+        if (argv[2][1] == 't') cpc_disable(cpc);
         ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
-        for (int i = 0; i < 20000; i++) ours_sample();
+        for (int i = 0; i < PROF_CALLS; i++) ours_sample();
+    } else if (strcmp(argv[2], "interval") == 0) {
+        ours_interval();
+        ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+        for (int i = 0; i < PROF_CALLS; i++) ours_interval();
     } else if (argc > 3 && strcmp(argv[2], "first") == 0) {
         ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
         first_use(argv[3]);

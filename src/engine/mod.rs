@@ -63,7 +63,7 @@ mod watched;
 pub use bind::{bind, bind_tagged, bind_with, check_request, plan, Binding};
 pub use overflow::{add_overflow_hook, dropped_at_freezes, set_overflow_hook};
 pub use thread::{
-    owned_key, set_owned, with_current, with_owned, with_owned_state, with_thread_binding,
+    owned, owned_key, set_owned, with_current, with_owned, with_owned_state, with_thread_binding,
     OwnedState, Owner, MAX_THREAD_BINDINGS,
 };
 

@@ -291,7 +291,9 @@ impl BoundSet {
             let (times, when) = match kstop {
                 KernelStop::AtRecord => match b.group.overflow_snapshot(fd, &mut at) {
                     Some((when, times)) => {
-                        raw = at;
+                        // The requests' counts only: the whole 64-value array copied was
+                        // most of this path's copying (issue 48).
+                        raw[..b.n].copy_from_slice(&at[..b.n]);
                         (times, Some(when))
                     }
                     None => match b.read_raw(&mut raw) {

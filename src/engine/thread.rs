@@ -219,12 +219,26 @@ pub fn owned_key(owner: Owner) -> usize {
 
 /// Run `f` on `owner`'s binding on the calling thread (only if it is under `key`, when given),
 /// if it has one and it is still bound. Async-signal-safe and allocation-free.
-#[inline]
+#[inline(always)]
 pub fn with_owned<R>(
     owner: Owner,
     key: Option<usize>,
     f: impl FnOnce(&BoundSet) -> R,
 ) -> Option<R> {
+    // SAFETY: used at once, on this thread (see `owned`).
+    owned(owner, key).map(|b| f(unsafe { b.as_ref() }))
+}
+
+/// `owner`'s binding on the calling thread (only if it is under `key`, when given), if it has
+/// one and it is still bound: [`with_owned`] without a closure, for the sampling paths, whose
+/// sample inlined into a closure was not inlined into them (issue 48). Async-signal-safe and
+/// allocation-free.
+///
+/// The binding stays valid while the calling thread does not bind, unbind or exit: the
+/// thread's table holds a strong count of it, and only the thread itself drops it (never while
+/// one of its signal handlers runs: signals are blocked then). Use it at once, on this thread.
+#[inline(always)]
+pub fn owned(owner: Owner, key: Option<usize>) -> Option<std::ptr::NonNull<BoundSet>> {
     THREAD
         .try_with(|t| {
             let o = &t.owned[owner as usize];
@@ -232,7 +246,7 @@ pub fn with_owned<R>(
             if k == 0 || key.is_some_and(|key| key != k) {
                 return None;
             }
-            find(t, o.id.get(), f)
+            find(t, o.id.get(), |b| std::ptr::NonNull::from(b))
         })
         .ok()
         .flatten()

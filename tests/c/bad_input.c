@@ -218,6 +218,18 @@ static int cpc_mode(void) {
     CHECK(cpc_buf_destroy(cpc, deadbuf) == 0);
     CHECK(cpc_bind_curlwp(cpc, set, 0) == 0);
     CHECK(cpc_set_sample(cpc, set, buf) == 0);
+    /* A destroyed handle stays bad once a new one of its kind is made, which the allocator
+     * may place where the old one was (issue 48: handles are not addresses). */
+    {
+        cpc_buf_t *stale, *fresh;
+        CHECK((stale = cpc_buf_create(cpc, set)) != NULL);
+        CHECK(cpc_buf_destroy(cpc, stale) == 0);
+        CHECK((fresh = cpc_buf_create(cpc, set)) != NULL);
+        clear(); r = cpc_set_sample(cpc, set, stale); EXPECT(r, -1, EINVAL, -1);
+        clear(); r = cpc_buf_destroy(cpc, stale); EXPECT(r, -1, EINVAL, -1);
+        CHECK(cpc_set_sample(cpc, set, fresh) == 0);
+        CHECK(cpc_buf_destroy(cpc, fresh) == 0);
+    }
     cpc_buf_t *badbufs[4] = {NULL, fbuf, deadbuf, (cpc_buf_t *)set};
     for (int i = 0; i < 4; i++) {
         cpc_buf_t *b = badbufs[i];

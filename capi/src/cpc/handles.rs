@@ -1,6 +1,7 @@
 //! What the libcpc handles point to: a `cpc_t` ([`Cpc`]) owns its sets ([`Set`]) and buffers
-//! ([`Buf`]); a set is the engine's libcpc set (its requests and binding). Handles are checked
-//! against the registry before they are dereferenced (the `edge` module's [`Handle`] lookup).
+//! ([`Buf`]); a set is the engine's libcpc set (its requests and binding). A handle is a value
+//! of the registry, checked there before what it names is used (the `edge` module's
+//! [`Handle`] lookup).
 
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -63,14 +64,19 @@ pub(crate) struct Cpc {
     pub tick_mult: u64,
     /// Set by `cpc_terminate`.
     pub terminate: AtomicBool,
+    /// Its handle (the value `cpc_open` returned), set once it is registered.
+    handle: AtomicUsize,
     children: Mutex<Vec<(usize, Kind)>>,
 }
 
 /// A `cpc_set_t`: the engine's set ([`perfcompat::api::cpc::set::Set`]: requests and binding) and
 /// the `cpc_t` it was made from.
 pub(crate) struct Set {
-    /// The `cpc_t` it was made from.
+    /// The handle of the `cpc_t` it was made from.
     pub cpc: usize,
+    /// `cpc_buf_tick`'s clock of that `cpc_t` ([`Cpc::tick_mult`]): `cpc_set_sample` needs
+    /// nothing else of it, and does not look it up.
+    pub tick_mult: u64,
     set: perfcompat::api::cpc::set::Set,
 }
 
@@ -90,6 +96,7 @@ pub(crate) fn set_by_key(key: usize) -> Option<&'static perfcompat::api::cpc::se
 /// A `cpc_buf_t`: one value per request of its set at creation, the sample time and ticks.
 /// Atomics, so that a signal handler may sample into a buffer the program reads.
 pub(crate) struct Buf {
+    /// The handle of the `cpc_t` it was made from.
     pub cpc: usize,
     pub vals: Box<[AtomicU64]>,
     pub hrtime: AtomicI64,
@@ -138,6 +145,7 @@ impl Cpc {
             attrs,
             tick_mult: tick_mult(perfcompat::backend::nominal_mhz()),
             terminate: AtomicBool::new(false),
+            handle: AtomicUsize::new(0),
             children: Mutex::new(Vec::new()),
         }
     }
@@ -173,9 +181,9 @@ impl Cpc {
         })
     }
 
-    /// Its address, which its sets and buffers record.
+    /// Its handle, which its sets and buffers record.
     pub fn addr(&self) -> usize {
-        self as *const Cpc as usize
+        self.handle.load(Ordering::Relaxed)
     }
 
     /// The error handler, if one is set.
@@ -191,28 +199,25 @@ impl Cpc {
             .store(h.map_or(0, |h| h as usize), Ordering::Release);
     }
 
-    /// Register a new set or buffer made from this handle; `false` when the registry is full.
-    fn adopt(&self, p: usize, kind: Kind) -> bool {
-        if !registry::insert(p, kind) {
-            return false;
-        }
+    /// Register a new set or buffer (at address `p`) made from this handle: its handle, or
+    /// `None` when the registry is full.
+    fn adopt(&self, p: usize, kind: Kind) -> Option<usize> {
+        let h = registry::insert(p, kind)?;
         self.children
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((p, kind));
-        true
+            .push((h, kind));
+        Some(h)
     }
 
-    /// Forget a child (it stays allocated: the caller frees it).
-    fn disown(&self, p: usize, kind: Kind) -> bool {
-        if !registry::remove(p, kind) {
-            return false;
-        }
+    /// Forget child `h`: the address of its value (still allocated: the caller frees it).
+    fn disown(&self, h: usize, kind: Kind) -> Option<usize> {
+        let p = registry::remove(h, kind)?;
         self.children
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|&(c, _)| c != p);
-        true
+            .retain(|&(c, _)| c != h);
+        Some(p)
     }
 }
 
@@ -234,7 +239,14 @@ pub(crate) fn ticks(ns: u64, mult: u64) -> u64 {
 
 /// A new `cpc_t`, registered ([`perfcompat::Error::OutOfHandles`] when the registry is full).
 pub(crate) fn new_cpc(backend: &'static dyn Backend) -> Result<*mut cpc_t> {
-    edge::new_handle(Cpc::new(backend), |p| registry::insert(p, Kind::Cpc))
+    edge::new_handle(Cpc::new(backend), |p| {
+        let h = registry::insert(p, Kind::Cpc)?;
+        // SAFETY: `p` is the new box, not shared yet (the handle is not returned yet).
+        unsafe { &*(p as *const Cpc) }
+            .handle
+            .store(h, Ordering::Relaxed);
+        Some(h)
+    })
 }
 
 /// Close a `cpc_t`: unbind and free every set and buffer made from it, then it.
@@ -245,12 +257,12 @@ pub(crate) fn close_cpc(p: *mut cpc_t) -> bool {
     };
     let children = std::mem::take(&mut *cpc.children.lock().unwrap_or_else(|e| e.into_inner()));
     for (c, kind) in children {
-        if registry::remove(c, kind) {
+        if let Some(p) = registry::remove(c, kind) {
             let _blocked = Blocked::all();
             // SAFETY: a registered child of its kind, whose removal this call won.
             match kind {
-                Kind::Set => drop(unsafe { edge::reclaim(c as *mut cpc_set_t) }),
-                Kind::Buf => drop(unsafe { edge::reclaim(c as *mut cpc_buf_t) }),
+                Kind::Set => drop(unsafe { edge::reclaim::<cpc_set_t>(p) }),
+                Kind::Buf => drop(unsafe { edge::reclaim::<cpc_buf_t>(p) }),
                 _ => {}
             }
         }
@@ -262,6 +274,7 @@ pub(crate) fn close_cpc(p: *mut cpc_t) -> bool {
 pub(crate) fn new_set(cpc: &Cpc) -> Result<*mut cpc_set_t> {
     let set = Set {
         cpc: cpc.addr(),
+        tick_mult: cpc.tick_mult,
         set: perfcompat::api::cpc::set::Set::new(),
     };
     edge::new_handle(set, |p| cpc.adopt(p, Kind::Set))
@@ -304,11 +317,11 @@ where
     H::Target: Child,
 {
     let mine = edge::get(p).is_some_and(|c| c.owner() == cpc.addr());
-    if !mine || !cpc.disown(p as usize, H::KIND) {
+    let Some(addr) = mine.then(|| cpc.disown(p as usize, H::KIND)).flatten() else {
         return false;
-    }
+    };
     let _blocked = Blocked::all();
     // SAFETY: a live child of its type, whose removal from the registry `disown` just won.
-    drop(unsafe { edge::reclaim(p) });
+    drop(unsafe { edge::reclaim::<H>(addr) });
     true
 }

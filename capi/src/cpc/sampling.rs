@@ -12,14 +12,14 @@ use perfcompat::{BoundSet, Error, Result};
 
 use super::handles::{self, Buf, Cpc, Set};
 use super::{buf_of, cpc_buf_t, cpc_set_t, cpc_t, set_of, BAD};
-use crate::edge::call;
+use crate::edge::{self, call};
 
 /// Sample `n` requests of `binding` into `buf` (values, time, ticks); on failure `false`, with
 /// the reason in `err`. Async-signal-safe.
 ///
 /// Small sets go through an 8-value stack buffer: zeroing a `MAX_REQUESTS` buffer on every
 /// call showed in the profile, as it did in the engine (see `BoundSet::sample`).
-#[inline]
+#[inline(always)]
 fn sample_into(
     binding: &BoundSet,
     buf: &Buf,
@@ -53,8 +53,8 @@ fn sample_into(
 }
 
 /// Sample `s` (the `cpc_set_t` `set`) into `b`. Async-signal-safe.
-#[inline]
-fn sample(c: &Cpc, s: &Set, set: usize, b: &Buf) -> Result<c_int> {
+#[inline(always)]
+fn sample(s: &Set, set: usize, b: &Buf) -> Result<c_int> {
     let n = s.reqs.len();
     if b.vals.len() != n {
         return Err(Error::BufferTooSmall {
@@ -66,11 +66,37 @@ fn sample(c: &Cpc, s: &Set, set: usize, b: &Buf) -> Result<c_int> {
     // closure returns a bool and leaves an error aside: moving a `Result<_, Error>` out of it
     // through the lookups showed in the profile.
     let mut err = None;
-    let r = s.with_counters(set, |bs| sample_into(bs, b, n, c.tick_mult, &mut err));
+    // The calling thread's own binding or copy first, with the sample inlined here; a set
+    // bound elsewhere (another thread, a CPU) out of line: with one closure for both, the
+    // sample was called rather than inlined (issue 48).
+    let r = match lwp::mine(set) {
+        // SAFETY: used at once, on this thread (`lwp::mine`'s rules).
+        Some(bs) => Some(sample_into(
+            unsafe { bs.as_ref() },
+            b,
+            n,
+            s.tick_mult,
+            &mut err,
+        )),
+        None => sample_bound_elsewhere(s, set, b, n, &mut err),
+    };
     match r {
         Some(true) => Ok(0),
         _ => Err(not_sampled(err)),
     }
+}
+
+/// [`sample`] of a set the calling thread does not hold a binding of: through the set's own
+/// binding (`None`: not bound).
+#[inline(never)]
+fn sample_bound_elsewhere(
+    s: &Set,
+    set: usize,
+    b: &Buf,
+    n: usize,
+    err: &mut Option<Error>,
+) -> Option<bool> {
+    s.with_counters(set, |bs| sample_into(bs, b, n, s.tick_mult, err))
 }
 
 /// Why a sample failed: the error left aside, else (no counters found) not bound.
@@ -93,10 +119,42 @@ pub extern "C" fn cpc_set_sample(
     set: *mut cpc_set_t,
     buf: *mut cpc_buf_t,
 ) -> c_int {
+    edge::boundary(c"cpc_set_sample", || sample_of(cpc, set, buf))
+}
+
+/// `cpc_set_sample`'s body. The set and the buffer are looked up first, each checked to be
+/// made from `cpc`: then `cpc` is live too (`cpc_close` destroys its sets and buffers), and is
+/// not looked up itself. Anything else takes the checks in their usual order (`checked`),
+/// which tell what is wrong.
+#[inline(always)]
+fn sample_of(cpc: *mut cpc_t, set: *mut cpc_set_t, buf: *mut cpc_buf_t) -> c_int {
+    let (Some(s), Some(b)) = (edge::get(set), edge::get(buf)) else {
+        return checked(cpc, set, buf);
+    };
+    if s.cpc != cpc as usize || b.cpc != cpc as usize {
+        return checked(cpc, set, buf);
+    }
+    match sample(s, set as usize, b) {
+        Ok(v) => v,
+        Err(e) => failed(cpc, e),
+    }
+}
+
+/// `cpc_set_sample` with every handle checked in turn, the first bad one told.
+#[cold]
+#[inline(never)]
+fn checked(cpc: *mut cpc_t, set: *mut cpc_set_t, buf: *mut cpc_buf_t) -> c_int {
     call(c"cpc_set_sample", cpc, BAD, -1, |c: &Cpc| {
         let s = set_of(c, set)?;
-        sample(c, s, set as usize, buf_of(c, buf)?)
+        sample(s, set as usize, buf_of(c, buf)?)
     })
+}
+
+/// `cpc_set_sample`'s failure `e`, told through `cpc`'s error handler.
+#[cold]
+#[inline(never)]
+fn failed(cpc: *mut cpc_t, e: Error) -> c_int {
+    call(c"cpc_set_sample", cpc, BAD, -1, |_: &Cpc| Err(e))
 }
 
 /// Run `f` on the calling thread's bound set (libcpc's request_preset, restart, enable and

@@ -29,7 +29,7 @@ pub fn ffi_boundary<R>(name: &str, f: impl FnOnce() -> R) -> R {
 /// [`ffi_boundary`] with the C name, turned into text only if `f` panics (the sampling paths
 /// pass here on every call).
 #[inline]
-fn boundary<R>(name: &CStr, f: impl FnOnce() -> R) -> R {
+pub(crate) fn boundary<R>(name: &CStr, f: impl FnOnce() -> R) -> R {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(p) => abort_after_panic(&name.to_string_lossy(), p),
@@ -87,47 +87,50 @@ pub(crate) unsafe trait Handle {
     const BAD: &'static str;
 }
 
-/// The value behind `p` if it is a live handle of its type (async-signal-safe; never
-/// dereferences a pointer the registry does not hold).
+/// The value behind handle `p` if it is a live handle of its type (async-signal-safe,
+/// constant time; never dereferences anything the registry does not hold).
 ///
 /// A handle must not be freed while the reference is used: libcpc's and libpctx's rule that a
 /// handle is not destroyed while another thread uses it.
+#[inline(always)]
 pub(crate) fn get<'a, H: Handle>(p: *mut H) -> Option<&'a H::Target> {
-    // SAFETY: registered pointers of H::KIND are live boxes of H::Target (the Handle contract).
-    registry::contains(p as usize, H::KIND).then(|| unsafe { &*(p as *const H::Target) })
+    // SAFETY: registered addresses of H::KIND are live boxes of H::Target (the Handle
+    // contract).
+    registry::get(p as usize, H::KIND).map(|a| unsafe { &*(a as *const H::Target) })
 }
 
 /// Take back the value of the live handle `p`, which is no longer one (`None` if it is not a
 /// live handle of its type, or another caller took it first: only one frees it).
 pub(crate) fn take<H: Handle>(p: *mut H) -> Option<Box<H::Target>> {
-    // SAFETY: registered pointers of H::KIND are live boxes of H::Target (the Handle contract),
-    // and only the caller that wins the removal gets here.
-    registry::remove(p as usize, H::KIND).then(|| unsafe { Box::from_raw(p as *mut H::Target) })
+    // SAFETY: registered addresses of H::KIND are live boxes of H::Target (the Handle
+    // contract), and only the caller that wins the removal gets here.
+    registry::remove(p as usize, H::KIND).map(|a| unsafe { Box::from_raw(a as *mut H::Target) })
 }
 
-/// The value of handle `p`, which the caller has just removed from the registry itself (a
-/// parent handle forgetting its children).
+/// The value at `addr`, the address of a handle of type `H` that the caller has just removed
+/// from the registry itself (a parent handle forgetting its children).
 ///
 /// # Safety
-/// `p` was a live handle of type `H` and the caller won its removal from the registry.
-pub(crate) unsafe fn reclaim<H: Handle>(p: *mut H) -> Box<H::Target> {
+/// `addr` is what [`registry::remove`] returned for a handle of type `H` to this caller.
+pub(crate) unsafe fn reclaim<H: Handle>(addr: usize) -> Box<H::Target> {
     // SAFETY: as the caller promises.
-    unsafe { Box::from_raw(p as *mut H::Target) }
+    unsafe { Box::from_raw(addr as *mut H::Target) }
 }
 
 /// A new handle of type `H` for `value`, recorded by `record` (the registry's insert, or the
-/// parent handle's adoption); [`Error::OutOfHandles`] (and `value` dropped) when it cannot be.
+/// parent handle's adoption), which is given the value's address and returns the handle;
+/// [`Error::OutOfHandles`] (and `value` dropped) when it cannot be.
 pub(crate) fn new_handle<H: Handle>(
     value: H::Target,
-    record: impl FnOnce(usize) -> bool,
+    record: impl FnOnce(usize) -> Option<usize>,
 ) -> Result<*mut H> {
     let p = Box::into_raw(Box::new(value));
-    if !record(p as usize) {
+    let Some(h) = record(p as usize) else {
         // SAFETY: just made, never shared.
         drop(unsafe { Box::from_raw(p) });
         return Err(Error::OutOfHandles);
-    }
-    Ok(p.cast())
+    };
+    Ok(h as *mut H)
 }
 
 /// Tell the caller of `func` about `e` the way `tell` says, and set `errno`.

@@ -1,16 +1,21 @@
 //! The registry of live libcpc and libpctx handles.
 //!
-//! Every `cpc_t`, `cpc_set_t`, `cpc_buf_t` and `pctx_t` this library hands out is recorded here
-//! with its kind, and removed before it is freed. A pointer from C is dereferenced only after
-//! [`contains`] found it under the expected kind, so a stale, foreign, NULL or mistyped pointer
-//! (a buffer passed as a set, a handle already destroyed) is an `EINVAL`, not a crash. A freed
-//! address that the allocator hands out again for a new handle of the same kind cannot be told
-//! from it: that is the limit of checking raw pointers.
+//! Every `cpc_t`, `cpc_set_t`, `cpc_buf_t`, `pctx_t` and `struct vperfctr` this library hands out
+//! is a slot of this table, and the value C holds is not an address but the slot's index, a
+//! generation and the handle's kind in one word ([`insert`] makes it). A value from C is
+//! checked in constant time before anything is dereferenced: its kind bits, its index taken
+//! modulo the table, and the one word the slot holds while that handle is live, which must
+//! equal the value whole ([`get`]). So a stale, foreign, NULL, garbage or mistyped handle (a
+//! buffer passed as a set, a handle already destroyed, a pointer to anything else) is an
+//! `EINVAL`, never a crash; a slot used again gets a new generation, so an old handle is told
+//! from the new one (the registry of addresses this replaced could not tell a freed address
+//! the allocator handed out again, and its hashed probe was a fifth of `cpc_set_sample`'s
+//! instructions, issue 48).
 //!
-//! The table is a fixed-size open-addressing hash set of atomics: lookups are lock-free and
-//! allocate nothing, so the async-signal-safe entry points (`cpc_set_sample`, `cpc_buf_get`...)
-//! can check their handles from a signal handler. Insertions claim a free slot with a
-//! compare-and-swap; removals leave a tombstone that later insertions reuse.
+//! Lookups are two loads and allocate nothing, so the async-signal-safe entry points
+//! (`cpc_set_sample`, `cpc_buf_get`...) check their handles from a signal handler. Insertions
+//! claim a free slot with a compare-and-swap, removals free it with one (only one remover wins,
+//! so only one frees the value).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -33,145 +38,105 @@ pub(crate) enum Kind {
     Gperfctr = 7,
 }
 
-const BITS: u32 = 15;
-/// Slots in the table.
-const CAPACITY: usize = 1 << BITS;
-/// Live handles the registry accepts (the rest of the table keeps probe sequences short).
-pub(crate) const MAX_LIVE: usize = CAPACITY / 2;
+/// A handle's low bits: its kind (never 0 in a live handle).
+const KIND_BITS: u32 = 3;
+const KIND_MASK: usize = (1 << KIND_BITS) - 1;
+const BITS: u32 = 14;
+/// Slots in the table: the live handles it holds at most.
+pub(crate) const CAPACITY: usize = 1 << BITS;
+/// Where a handle's generation starts.
+const GEN_SHIFT: u32 = KIND_BITS + BITS;
+/// A slot being filled (kind bits 0: no handle matches it).
+const RESERVED: usize = 1 << KIND_BITS;
 
-const EMPTY: usize = 0;
-const TOMBSTONE: usize = usize::MAX;
-
-static TABLE: [AtomicUsize; CAPACITY] = [const { AtomicUsize::new(EMPTY) }; CAPACITY];
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-/// A pointer and its kind in one word: handles are at least 8-byte aligned, so the kind fits
-/// in the low 3 bits, and the entry is never `EMPTY` or `TOMBSTONE`.
-fn entry(p: usize, kind: Kind) -> Option<usize> {
-    (p != 0 && p.is_multiple_of(8)).then_some(p | kind as usize)
+/// One handle's place: `word` is the live handle's value, else (kind bits 0) the generation
+/// its last handle had (plus [`RESERVED`] while an insertion fills it); `ptr` the value's
+/// address.
+#[repr(C, align(16))]
+struct Slot {
+    word: AtomicUsize,
+    ptr: AtomicUsize,
 }
 
-/// Where the probe for entry `e` starts: a pseudo-random place for the handle's page of memory
-/// (4 KB), plus its place in that page, in words. Handles made one after another (a `cpc_t`,
-/// its set, its buffer) sit in one page of memory, so their slots share a cache line or two of
-/// the table and one page of it: `cpc_set_sample` checks three handles after a system call
-/// that left little of the table cached, and a hash that scattered them over the 256 KB table
-/// cost it 1-3 % (`bash benches/ab`). Handles of different pages still start at unrelated
-/// places (the page is hashed), so handles of the same offset in many pages (large boxes that
-/// the allocator maps page-aligned) do not pile up.
-#[inline]
-fn home(e: usize) -> usize {
-    const PAGE_BITS: u32 = 12;
-    let page = (e >> PAGE_BITS).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - BITS);
-    let word = (e & ((1 << PAGE_BITS) - 1)) >> 3;
-    (page + word) % CAPACITY
-}
-
-/// Record `p` as a live handle of `kind`. `false` when the registry is full (the caller reports
-/// `ENOMEM`) or `p` cannot be a handle.
-pub(crate) fn insert(p: usize, kind: Kind) -> bool {
-    let Some(e) = entry(p, kind) else {
-        return false;
-    };
-    if LIVE.fetch_add(1, Ordering::AcqRel) >= MAX_LIVE {
-        LIVE.fetch_sub(1, Ordering::AcqRel);
-        return false;
+static TABLE: [Slot; CAPACITY] = [const {
+    Slot {
+        word: AtomicUsize::new(0),
+        ptr: AtomicUsize::new(0),
     }
-    let h = home(e);
-    loop {
-        for i in 0..CAPACITY {
-            let slot = &TABLE[(h + i) % CAPACITY];
-            // Claim the slot as empty first: a compare-and-swap writes, so a slot on a page
-            // of the table nothing touched yet costs one page fault, where a load first maps
-            // the shared zero page and the store then faults again to copy it (a process's
-            // first handles land on such pages: cpc_open's first use).
-            let cur = match slot.compare_exchange(EMPTY, e, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return true,
-                Err(cur) => cur,
-            };
-            if cur == TOMBSTONE
-                && slot
-                    .compare_exchange(TOMBSTONE, e, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-            {
-                return true;
-            }
-        }
-        // Fewer than CAPACITY / 2 slots are live, so a free one exists: only racing inserts
-        // can have taken every one we saw. Look again.
-    }
+}; CAPACITY];
+/// Where the next insertion starts looking for a free slot.
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// The handle of slot `index` for kind `kind`, generation `gen`.
+fn handle(gen: usize, index: usize, kind: Kind) -> usize {
+    (gen << GEN_SHIFT) | (index << KIND_BITS) | kind as usize
 }
 
-/// Whether `p` is a live handle of `kind`. Async-signal-safe.
-///
-/// The first slot is read here (where most handles are found: the table is at most half
-/// full), the probe goes on out of line: `cpc_set_sample` checks three handles, and the probe
-/// loop inlined three times was a fifth of its instructions.
-#[inline]
-pub(crate) fn contains(p: usize, kind: Kind) -> bool {
-    let Some(e) = entry(p, kind) else {
-        return false;
-    };
-    let h = home(e);
-    match TABLE[h].load(Ordering::Acquire) {
-        EMPTY => false,
-        x if x == e => true,
-        _ => probe_on(e, h),
-    }
+/// The generation after `gen` (never 0, wrapping within the bits a handle has for it).
+fn next_gen(gen: usize) -> usize {
+    let g = gen.wrapping_add(1) & (usize::MAX >> GEN_SHIFT);
+    g.max(1)
 }
 
-/// [`contains`] past the first slot `h` of entry `e`.
-#[inline(never)]
-fn probe_on(e: usize, h: usize) -> bool {
-    for i in 1..CAPACITY {
-        match TABLE[(h + i) % CAPACITY].load(Ordering::Acquire) {
-            EMPTY => return false,
-            x if x == e => return true,
-            _ => {}
-        }
-    }
-    false
-}
-
-/// Forget `p`; `false` if it was not a live handle of `kind`. Only one caller wins a race to
-/// remove the same handle, so only one frees it.
-pub(crate) fn remove(p: usize, kind: Kind) -> bool {
-    let Some(e) = entry(p, kind) else {
-        return false;
-    };
-    let h = home(e);
+/// Record `p` (the address of a value of `kind`) as a new live handle: its value for C.
+/// `None` when the table is full (the caller reports `ENOMEM`).
+pub(crate) fn insert(p: usize, kind: Kind) -> Option<usize> {
+    let start = NEXT.fetch_add(1, Ordering::Relaxed);
     for i in 0..CAPACITY {
-        let slot = &TABLE[(h + i) % CAPACITY];
-        match slot.load(Ordering::Acquire) {
-            EMPTY => return false,
-            x if x == e => {
-                if slot
-                    .compare_exchange(e, TOMBSTONE, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-                {
-                    LIVE.fetch_sub(1, Ordering::AcqRel);
-                    return true;
-                }
-                return false;
-            }
-            _ => {}
+        let index = (start + i) % CAPACITY;
+        let slot = &TABLE[index];
+        let w = slot.word.load(Ordering::Acquire);
+        if w & (KIND_MASK | RESERVED) != 0 {
+            continue;
         }
+        if slot
+            .word
+            .compare_exchange(w, w | RESERVED, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            continue;
+        }
+        let h = handle(next_gen(w >> GEN_SHIFT), index, kind);
+        slot.ptr.store(p, Ordering::Relaxed);
+        slot.word.store(h, Ordering::Release);
+        NEXT.store(index + 1, Ordering::Relaxed);
+        return Some(h);
     }
-    false
+    None
 }
 
-/// How many slots a lookup of `p` under `kind` reads before it finds it (`None`: not live).
-#[cfg(test)]
-fn probes(p: usize, kind: Kind) -> Option<usize> {
-    let e = entry(p, kind)?;
-    let h = home(e);
-    (0..CAPACITY).find_map(
-        |i| match TABLE[(h + i) % CAPACITY].load(Ordering::Acquire) {
-            EMPTY => Some(None),
-            x if x == e => Some(Some(i + 1)),
-            _ => None,
-        },
-    )?
+/// The address of the value of `h` if it is a live handle of `kind`. Async-signal-safe,
+/// constant time: the kind bits, then the slot's word against `h` whole.
+#[inline(always)]
+pub(crate) fn get(h: usize, kind: Kind) -> Option<usize> {
+    if h & KIND_MASK != kind as usize {
+        return None;
+    }
+    let slot = &TABLE[(h >> KIND_BITS) % CAPACITY];
+    if slot.word.load(Ordering::Acquire) != h {
+        return None;
+    }
+    Some(slot.ptr.load(Ordering::Relaxed))
+}
+
+/// Whether `h` is a live handle of `kind`. Async-signal-safe.
+#[inline]
+pub(crate) fn contains(h: usize, kind: Kind) -> bool {
+    get(h, kind).is_some()
+}
+
+/// Forget `h`: the address of its value, which is no longer a handle, or `None` if `h` was
+/// not a live handle of `kind`. Only one caller wins a race to remove the same handle, so only
+/// one frees its value.
+pub(crate) fn remove(h: usize, kind: Kind) -> Option<usize> {
+    let p = get(h, kind)?;
+    let slot = &TABLE[(h >> KIND_BITS) % CAPACITY];
+    // The slot keeps the generation (kind bits 0: free), for the next handle made in it.
+    let free = (h >> GEN_SHIFT) << GEN_SHIFT;
+    slot.word
+        .compare_exchange(h, free, Ordering::AcqRel, Ordering::Relaxed)
+        .ok()
+        .map(|_| p)
 }
 
 #[cfg(test)]
@@ -186,25 +151,57 @@ mod tests {
     fn handles_are_found_only_alive_and_under_their_kind() {
         let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         let a = Box::into_raw(Box::new(0u64)) as usize;
-        let b = Box::into_raw(Box::new(0u64)) as usize;
-        assert!(insert(a, Kind::Set));
-        assert!(contains(a, Kind::Set));
-        assert!(!contains(a, Kind::Buf), "a set is not a buffer");
-        assert!(!contains(b, Kind::Set), "never registered");
+        let h = insert(a, Kind::Set).unwrap();
+        assert_eq!(get(h, Kind::Set), Some(a));
+        assert!(!contains(h, Kind::Buf), "a set is not a buffer");
+        assert!(!contains(h + (1 << KIND_BITS), Kind::Set), "another slot");
+        assert!(
+            !contains(a, Kind::Set),
+            "the value's address is not its handle"
+        );
         assert!(!contains(0, Kind::Set), "NULL");
-        assert!(!contains(a + 1, Kind::Set), "misaligned");
-        assert!(remove(a, Kind::Set));
-        assert!(!contains(a, Kind::Set), "removed");
-        assert!(!remove(a, Kind::Set), "removed twice");
-        // SAFETY: both came from Box::into_raw above.
-        unsafe {
-            drop(Box::from_raw(a as *mut u64));
-            drop(Box::from_raw(b as *mut u64));
-        }
+        assert!(!contains(usize::MAX, Kind::Set), "garbage");
+        assert_eq!(remove(h, Kind::Set), Some(a));
+        assert!(!contains(h, Kind::Set), "removed");
+        assert_eq!(remove(h, Kind::Set), None, "removed twice");
+        // SAFETY: from Box::into_raw above.
+        unsafe { drop(Box::from_raw(a as *mut u64)) };
     }
 
     #[test]
-    fn many_handles_from_many_threads_and_tombstones_reused() {
+    fn a_slot_used_again_has_a_new_generation() {
+        let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        // Fill the table (other tests may hold a few slots), free one slot, and make a handle
+        // of the same kind again: it lands in that slot, with another value.
+        let mut held: Vec<usize> = std::iter::from_fn(|| insert(0x2000, Kind::Pctx)).collect();
+        assert!(
+            held.len() + 16 >= CAPACITY,
+            "refused after only {}",
+            held.len()
+        );
+        assert_eq!(insert(0x3000, Kind::Pctx), None, "the table is full");
+        let old = held.pop().unwrap();
+        assert_eq!(remove(old, Kind::Pctx), Some(0x2000));
+        let again = insert(0x1000, Kind::Pctx).unwrap();
+        let slot = |h: usize| (h >> KIND_BITS) % CAPACITY;
+        assert_eq!(slot(again), slot(old));
+        assert_ne!(again, old, "a new generation");
+        assert!(
+            !contains(old, Kind::Pctx),
+            "the old handle of the same slot and kind"
+        );
+        assert_eq!(get(again, Kind::Pctx), Some(0x1000));
+        held.push(again);
+        for h in held {
+            assert!(remove(h, Kind::Pctx).is_some());
+        }
+        assert!(insert(0x3000, Kind::Pctx)
+            .and_then(|h| remove(h, Kind::Pctx))
+            .is_some());
+    }
+
+    #[test]
+    fn many_handles_from_many_threads() {
         let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
         let threads: Vec<_> = (0..4)
             .map(|t| {
@@ -213,17 +210,18 @@ mod tests {
                         let ptrs: Vec<usize> = (0..2000)
                             .map(|i| 0x1000_0000 + (t * 1_000_000 + round * 100_000 + i) * 8)
                             .collect();
-                        for &p in &ptrs {
-                            assert!(insert(p, Kind::Buf));
+                        let hs: Vec<usize> = ptrs
+                            .iter()
+                            .map(|&p| insert(p, Kind::Buf).unwrap())
+                            .collect();
+                        for (&h, &p) in hs.iter().zip(&ptrs) {
+                            assert_eq!(get(h, Kind::Buf), Some(p));
                         }
-                        for &p in &ptrs {
-                            assert!(contains(p, Kind::Buf));
+                        for (&h, &p) in hs.iter().zip(&ptrs) {
+                            assert_eq!(remove(h, Kind::Buf), Some(p));
                         }
-                        for &p in &ptrs {
-                            assert!(remove(p, Kind::Buf));
-                        }
-                        for &p in &ptrs {
-                            assert!(!contains(p, Kind::Buf));
+                        for &h in &hs {
+                            assert!(!contains(h, Kind::Buf));
                         }
                     }
                 })
@@ -232,87 +230,5 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-    }
-
-    #[test]
-    fn a_full_registry_refuses_more() {
-        let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-        // Fill up to the limit (other tests may hold a few entries), then one more fails.
-        let base = 0x7000_0000_0000usize;
-        let mut n = 0;
-        while insert(base + n * 8, Kind::Pctx) {
-            n += 1;
-            assert!(n <= MAX_LIVE, "the registry accepted more than MAX_LIVE");
-        }
-        assert!(n + 16 >= MAX_LIVE, "refused after only {n}");
-        for i in 0..n {
-            assert!(remove(base + i * 8, Kind::Pctx));
-        }
-        assert!(insert(base, Kind::Pctx), "room again after removals");
-        assert!(remove(base, Kind::Pctx));
-    }
-
-    #[test]
-    fn handles_made_together_sit_together_in_the_table() {
-        // A cpc_t, its set and its buffer as malloc placed them in one run (0x400, 0x4a0,
-        // 0x7a0 into one page): their slots are as far apart as their addresses, in words,
-        // so the three lookups of a sample read one page of the table, not three.
-        let page = 0x5555_1234_5000usize;
-        let (cpc, set, buf) = (page + 0x400, page + 0x4a0, page + 0x7a0);
-        let slot = |p| home(entry(p, Kind::Cpc).unwrap());
-        let dist = |a: usize, b: usize| (slot(b) + CAPACITY - slot(a)) % CAPACITY;
-        assert_eq!(dist(cpc, set), (set - cpc) / 8);
-        assert_eq!(dist(cpc, buf), (buf - cpc) / 8);
-        // The kind does not move the slot: a set and a buffer at one address probe alike.
-        assert_eq!(
-            home(entry(set, Kind::Set).unwrap()),
-            home(entry(set, Kind::Buf).unwrap())
-        );
-    }
-
-    #[test]
-    fn handles_at_one_offset_of_many_pages_do_not_pile_up() {
-        let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-        // Large boxes come page-aligned from the allocator's own mappings: the same offset in
-        // each page. Their pages are hashed, so they spread over the table like random keys
-        // (4096 of 32768 slots: a probe of a few slots), where taking the address alone would
-        // give them 64 starting slots and lookups 64 slots long.
-        let base = 0x6000_0000_0000usize;
-        let ptrs: Vec<usize> = (0..4096).map(|i| base + i * 4096 + 16).collect();
-        for &p in &ptrs {
-            assert!(insert(p, Kind::Pctx));
-        }
-        let longest = ptrs.iter().map(|&p| probes(p, Kind::Pctx).unwrap()).max();
-        for &p in &ptrs {
-            assert!(remove(p, Kind::Pctx));
-        }
-        let longest = longest.unwrap();
-        assert!(longest <= 24, "a lookup read {longest} slots");
-    }
-
-    #[test]
-    fn a_handle_past_its_first_slot_is_found() {
-        let _s = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-        // Two handles whose probes start at the same slot: the second lands past it, and is
-        // found there (`probe_on`), also once the first has left a tombstone.
-        let a = 0x5100_0000_0000usize;
-        let ha = home(entry(a, Kind::Buf).unwrap());
-        let b = (1..1 << 20)
-            .map(|i| a + i * 4096)
-            .find(|&b| home(entry(b, Kind::Buf).unwrap()) == ha)
-            .expect("another page hashed to the same place");
-        assert!(insert(a, Kind::Buf));
-        assert!(insert(b, Kind::Buf));
-        assert_eq!(probes(a, Kind::Buf), Some(1));
-        assert!(
-            probes(b, Kind::Buf).unwrap() > 1,
-            "b is past its first slot"
-        );
-        assert!(contains(b, Kind::Buf));
-        assert!(remove(a, Kind::Buf));
-        assert!(contains(b, Kind::Buf), "found past a tombstone");
-        assert!(!contains(a, Kind::Buf));
-        assert!(remove(b, Kind::Buf));
-        assert!(!contains(b, Kind::Buf));
     }
 }

@@ -118,9 +118,16 @@ pub fn set_current(set: usize, id: u64) {
 /// Run `f` on this thread's own counters for `set` (its binding or its inherited copy), if it
 /// has them: `cpc_set_sample`'s path for the calling thread's set, through the thread's table
 /// only. Async-signal-safe and allocation-free.
-#[inline]
+#[inline(always)]
 pub fn with_mine<R>(set: usize, f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
     engine::with_owned(Owner::Libcpc, Some(set), f)
+}
+
+/// This thread's own counters for `set`, as [`with_mine`] finds them, without a closure (see
+/// [`engine::owned`], whose rules of use are this pointer's).
+#[inline(always)]
+pub fn mine(set: usize) -> Option<std::ptr::NonNull<BoundSet>> {
+    engine::owned(Owner::Libcpc, Some(set))
 }
 
 /// Run `f` on this thread's libcpc counters (the set it bound with `cpc_bind_curlwp`, or its

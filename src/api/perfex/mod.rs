@@ -70,6 +70,7 @@ impl Bound {
         }
     }
 
+    #[inline(always)]
     fn as_slice(&self) -> &[u32] {
         &self.events[..self.n]
     }
@@ -204,11 +205,26 @@ fn env_override(index: usize) -> Option<i32> {
 /// The environment is read once, at the first call: a start/read pair must cost one counter
 /// read each, and looking up four variables twice per pair cost more than the reads (the
 /// benchmarks showed it). A program that changes `T5_EVENT0`/`T5_EVENT1` after its first
-/// `start_counters` is not seen, as with a variable read when the program started.
+/// `start_counters` is not seen, as with a variable read when the program started. Inlined
+/// down to one load once read (a call of its own was 20 instructions of each start and read
+/// in the arm64 guest, issue 48).
+#[inline(always)]
 pub fn events(e0: i32, e1: i32) -> (i32, i32) {
-    static OVERRIDES: OnceLock<(Option<i32>, Option<i32>)> = OnceLock::new();
-    let (o0, o1) = *OVERRIDES.get_or_init(|| (env_override(0), env_override(1)));
+    let (o0, o1) = match OVERRIDES.get() {
+        Some(o) => *o,
+        None => read_overrides(),
+    };
     (o0.unwrap_or(e0), o1.unwrap_or(e1))
+}
+
+/// The environment's overrides, read once per process ([`events`]).
+static OVERRIDES: OnceLock<(Option<i32>, Option<i32>)> = OnceLock::new();
+
+/// [`OVERRIDES`], read at the first call.
+#[cold]
+#[inline(never)]
+fn read_overrides() -> (Option<i32>, Option<i32>) {
+    *OVERRIDES.get_or_init(|| (env_override(0), env_override(1)))
 }
 
 /// An R10000 event number written as text (`"26"`, surrounding blanks allowed), or an error
@@ -223,12 +239,21 @@ pub fn parse_event(text: &str) -> Result<u32> {
 }
 
 /// `e` as an R10000 event number, or an error naming it when it is not in 0..31.
+#[inline(always)]
 pub fn check_range(e: i32) -> Result<u32> {
-    u32::try_from(e).ok().filter(|&n| n < 32).ok_or_else(|| {
-        Error::InvalidArgument(format!(
-            "event {e} is out of range (R10000 events are 0-31; `perfex -l` lists them)"
-        ))
-    })
+    match u32::try_from(e) {
+        Ok(n) if n < 32 => Ok(n),
+        _ => Err(out_of_range(e)),
+    }
+}
+
+/// [`check_range`]'s error, built out of line.
+#[cold]
+#[inline(never)]
+fn out_of_range(e: i32) -> Error {
+    Error::InvalidArgument(format!(
+        "event {e} is out of range (R10000 events are 0-31; `perfex -l` lists them)"
+    ))
 }
 
 /// A set counting R10000 `events` with `flags`, each pinned to its R10000 hardware counter
