@@ -72,6 +72,19 @@ impl BoundSet {
         self.sample_into::<true>(out, None)
     }
 
+    /// The time enabled and running since the last (re)start, from the backend's `times`.
+    #[inline(always)]
+    fn since_restart(&self, times: &Times) -> (u64, u64) {
+        (
+            times
+                .enabled
+                .wrapping_sub(self.enabled0.load(Ordering::Relaxed)),
+            times
+                .running
+                .wrapping_sub(self.running0.load(Ordering::Relaxed)),
+        )
+    }
+
     /// [`BoundSet::sample`]'s common case, lean (issue 48): a running set whose counters are
     /// read from user space (their mmap pages), without overflow notification, whose interval
     /// since the last restart is complete. Writes each request's virtual value into
@@ -110,12 +123,7 @@ impl BoundSet {
             let events = out[i].wrapping_sub(origin[i].load(Ordering::Relaxed));
             out[i] = virt::virtual_value(base[i].load(Ordering::Relaxed), events);
         }
-        let enabled = times
-            .enabled
-            .wrapping_sub(self.enabled0.load(Ordering::Relaxed));
-        let running = times
-            .running
-            .wrapping_sub(self.running0.load(Ordering::Relaxed));
+        let (enabled, running) = self.since_restart(&times);
         // Incomplete: the general sample marks the interval (the generation word).
         if running < enabled {
             return None;
@@ -239,12 +247,7 @@ impl BoundSet {
             } else {
                 0
             };
-            let enabled = times
-                .enabled
-                .wrapping_sub(self.enabled0.load(Ordering::Relaxed));
-            let running = times
-                .running
-                .wrapping_sub(self.running0.load(Ordering::Relaxed));
+            let (enabled, running) = self.since_restart(&times);
             // An overflow between the look above and the read: its record waits now, and the
             // count read may be past its wrap (issue 44 item 2). Memory reads of the rings'
             // heads, no system call, unless a record waits.
