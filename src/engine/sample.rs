@@ -35,6 +35,14 @@ fn read_error(errno: i32) -> Error {
     }
 }
 
+/// What the lean sample tells besides the values ([`SampleInfo`]'s fields of the same names).
+struct Lean {
+    hrtime: i64,
+    enabled: u64,
+    running: u64,
+    bound_running: u64,
+}
+
 impl BoundSet {
     /// Read the group's raw counts into `raw`. Inlined down to the perf backend's system call
     /// ([`DirectRead`] says why).
@@ -97,6 +105,20 @@ impl BoundSet {
     /// the overflow mask. Async-signal-safe.
     #[inline(always)]
     pub fn sample_running(&self, out: &mut [u64]) -> Option<(i64, u64)> {
+        self.lean::<true>(out).map(|l| (l.hrtime, l.bound_running))
+    }
+
+    /// [`BoundSet::sample_running`] without the clock read, for libperfex: the time enabled
+    /// and running since the last (re)start ([`SampleInfo::enabled_ns`],
+    /// [`SampleInfo::running_ns`]), or `None` as there. Async-signal-safe.
+    #[inline(always)]
+    pub fn sample_running_untimed(&self, out: &mut [u64]) -> Option<(u64, u64)> {
+        self.lean::<false>(out).map(|l| (l.enabled, l.running))
+    }
+
+    /// The lean sample of [`BoundSet::sample_running`] (the clock read when `TIMED`).
+    #[inline(always)]
+    fn lean<const TIMED: bool>(&self, out: &mut [u64]) -> Option<Lean> {
         let d = self.direct.as_ref()?;
         // A stopped set first (relaxed: looked at again inside the sequence section): it takes
         // the general path, and pays only these few instructions for the try.
@@ -131,11 +153,16 @@ impl BoundSet {
         let bound = times
             .running
             .wrapping_sub(self.bound_running0.load(Ordering::Relaxed));
-        let hrtime = now_ns();
+        let hrtime = if TIMED { now_ns() } else { 0 };
         if !self.seq.valid(s1) {
             return None;
         }
-        Some((hrtime, bound))
+        Some(Lean {
+            hrtime,
+            enabled,
+            running,
+            bound_running: bound,
+        })
     }
 
     /// [`BoundSet::sample`] without the time of the sample: [`SampleInfo::hrtime`] is 0 (on a
