@@ -17,7 +17,8 @@ pub fn gettid() -> i32 {
 /// libc's wrapper and the call through the procedure linkage table before it were 15
 /// instructions of each one-event `cpc_set_sample` in the arm64 guest, a quarter of the
 /// clock's cost (issue 48). Elsewhere, or should it fail, libc's `clock_gettime`.
-#[inline]
+// Always inline: with the lean sample beside the general one, LLVM called it (issue 48).
+#[inline(always)]
 pub fn now_ns() -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -35,6 +35,14 @@ fn read_error(errno: i32) -> Error {
     }
 }
 
+/// What the lean sample tells besides the values ([`SampleInfo`]'s fields of the same names).
+struct Lean {
+    hrtime: i64,
+    enabled: u64,
+    running: u64,
+    bound_running: u64,
+}
+
 impl BoundSet {
     /// Read the group's raw counts into `raw`. Inlined down to the perf backend's system call
     /// ([`DirectRead`] says why).
@@ -70,6 +78,91 @@ impl BoundSet {
     #[inline]
     pub fn sample(&self, out: &mut [u64]) -> Result<SampleInfo> {
         self.sample_into::<true>(out, None)
+    }
+
+    /// The time enabled and running since the last (re)start, from the backend's `times`.
+    #[inline(always)]
+    fn since_restart(&self, times: &Times) -> (u64, u64) {
+        (
+            times
+                .enabled
+                .wrapping_sub(self.enabled0.load(Ordering::Relaxed)),
+            times
+                .running
+                .wrapping_sub(self.running0.load(Ordering::Relaxed)),
+        )
+    }
+
+    /// [`BoundSet::sample`]'s common case, lean (issue 48): a running set whose counters are
+    /// read from user space (their mmap pages), without overflow notification, whose interval
+    /// since the last restart is complete. Writes each request's virtual value into
+    /// `out[..len()]` and returns the time of the sample and the running time since the bind
+    /// ([`SampleInfo::hrtime`], [`SampleInfo::bound_running_ns`]); `None` when the set is not
+    /// in that case (frozen, notifying, gone, lost, multiplexed, read with `read()`, written
+    /// to during the read): then nothing is decided and the caller takes [`BoundSet::sample`],
+    /// which says what is wrong or reads the general way. It leaves out what that case does
+    /// not need: the unsignalled-overflow looks, the generation word and its incomplete mark,
+    /// the overflow mask. Async-signal-safe.
+    #[inline(always)]
+    pub fn sample_running(&self, out: &mut [u64]) -> Option<(i64, u64)> {
+        self.lean::<true>(out).map(|l| (l.hrtime, l.bound_running))
+    }
+
+    /// [`BoundSet::sample_running`] without the clock read, for libperfex: the time enabled
+    /// and running since the last (re)start ([`SampleInfo::enabled_ns`],
+    /// [`SampleInfo::running_ns`]), or `None` as there. Async-signal-safe.
+    #[inline(always)]
+    pub fn sample_running_untimed(&self, out: &mut [u64]) -> Option<(u64, u64)> {
+        self.lean::<false>(out).map(|l| (l.enabled, l.running))
+    }
+
+    /// The lean sample of [`BoundSet::sample_running`] (the clock read when `TIMED`).
+    #[inline(always)]
+    fn lean<const TIMED: bool>(&self, out: &mut [u64]) -> Option<Lean> {
+        let d = self.direct.as_ref()?;
+        // A stopped set first (relaxed: looked at again inside the sequence section): it takes
+        // the general path, and pays only these few instructions for the try.
+        if self.state.load(Ordering::Relaxed) & FROZEN != 0 {
+            return None;
+        }
+        if !d.reads_user() || self.notify != 0 || out.len() < self.n {
+            return None;
+        }
+        if self.gone() || self.lost() {
+            return None;
+        }
+        let s1 = self.seq.begin();
+        if self.state.load(Ordering::Acquire) & FROZEN != 0 {
+            return None;
+        }
+        let n = self.n;
+        let out = &mut out[..n];
+        let times = d.read_user(out)?;
+        // A plain loop, not `virtualize`'s straight-line copies: in this second copy of the
+        // sample LLVM left that closure out of line (a call per request).
+        let (base, origin) = (&self.base[..n], &self.origin[..n]);
+        for i in 0..n {
+            let events = out[i].wrapping_sub(origin[i].load(Ordering::Relaxed));
+            out[i] = virt::virtual_value(base[i].load(Ordering::Relaxed), events);
+        }
+        let (enabled, running) = self.since_restart(&times);
+        // Incomplete: the general sample marks the interval (the generation word).
+        if running < enabled {
+            return None;
+        }
+        let bound = times
+            .running
+            .wrapping_sub(self.bound_running0.load(Ordering::Relaxed));
+        let hrtime = if TIMED { now_ns() } else { 0 };
+        if !self.seq.valid(s1) {
+            return None;
+        }
+        Some(Lean {
+            hrtime,
+            enabled,
+            running,
+            bound_running: bound,
+        })
     }
 
     /// [`BoundSet::sample`] without the time of the sample: [`SampleInfo::hrtime`] is 0 (on a
@@ -181,12 +274,7 @@ impl BoundSet {
             } else {
                 0
             };
-            let enabled = times
-                .enabled
-                .wrapping_sub(self.enabled0.load(Ordering::Relaxed));
-            let running = times
-                .running
-                .wrapping_sub(self.running0.load(Ordering::Relaxed));
+            let (enabled, running) = self.since_restart(&times);
             // An overflow between the look above and the read: its record waits now, and the
             // count read may be past its wrap (issue 44 item 2). Memory reads of the rings'
             // heads, no system call, unless a record waits.

@@ -115,12 +115,24 @@ impl ThreadCounters {
     #[inline(always)]
     fn restart(&mut self) -> Result<()> {
         let mut v = [0u64; 2];
-        let info = self.binding.sample_untimed(&mut v)?;
+        let (enabled, running) = self.sample(&mut v)?;
         self.origin = v;
-        self.enabled0 = info.enabled_ns;
-        self.running0 = info.running_ns;
+        self.enabled0 = enabled;
+        self.running0 = running;
         self.generation = next_generation();
         Ok(())
+    }
+
+    /// The counts into `v` and the time enabled and running since the binding's last
+    /// (re)start: the lean sample of a running set read from user space first (issue 48), the
+    /// general one for anything else.
+    #[inline(always)]
+    fn sample(&self, v: &mut [u64; 2]) -> Result<(u64, u64)> {
+        if let Some(t) = self.binding.sample_running_untimed(v) {
+            return Ok(t);
+        }
+        let info = self.binding.sample_untimed(v)?;
+        Ok((info.enabled_ns, info.running_ns))
     }
 
     /// Where event `e` is in the binding.
@@ -141,9 +153,9 @@ impl ThreadCounters {
             )));
         };
         let mut v = [0u64; 2];
-        let info = self.binding.sample_untimed(&mut v)?;
-        let enabled = info.enabled_ns.wrapping_sub(self.enabled0);
-        let running = info.running_ns.wrapping_sub(self.running0);
+        let (enabled, running) = self.sample(&mut v)?;
+        let enabled = enabled.wrapping_sub(self.enabled0);
+        let running = running.wrapping_sub(self.running0);
         if running < enabled {
             // The kernel took the counters away for part of the interval.
             self.generation = next_generation();

@@ -385,6 +385,25 @@ pub struct DirectRead {
 }
 
 impl DirectRead {
+    /// Whether [`DirectRead::read_user`] can answer at all: the group has `rdpmc` pages and no
+    /// scaled request. Checked before anything else by the engine's lean sample, so that a
+    /// group read with `read()` (software events) loses only this test to it.
+    #[inline(always)]
+    pub fn reads_user(&self) -> bool {
+        self.pages.is_some() && self.scale.is_none()
+    }
+
+    /// The counts from the members' `rdpmc` pages only (no system call), or `None` when they
+    /// cannot answer exactly (no pages, a scaled request, a member not on a counter, the group
+    /// multiplexed): the caller then reads with [`DirectRead::read`]. Async-signal-safe.
+    #[inline(always)]
+    pub fn read_user(&self, out: &mut [u64]) -> Option<Times> {
+        if self.scale.is_some() {
+            return None;
+        }
+        rdpmc::read_host(self.pages.as_ref()?, &mut out[..self.layout.n])
+    }
+
     /// [`Group::read`] with its `read` system call made right here. Async-signal-safe; on
     /// x86-64 and arm64 it does not change `errno`.
     #[inline(always)]

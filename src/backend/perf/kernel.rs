@@ -311,34 +311,41 @@ pub fn arm64_user_read_config1(type_: u32, config1: u64, pid: i32) -> u64 {
 }
 
 /// Expands the arm64 event counter numbers into [`ARM64_EVENT_COUNTERS`] (their register names)
-/// and, on arm64, one reader per counter (the number is part of the `mrs` instruction's
-/// encoding), from the one list so that names and readers cannot disagree.
+/// and, on arm64, [`arm64_event_read`] (one `mrs` per counter: the number is part of the
+/// instruction's encoding), from the one list so that names and readers cannot disagree.
 macro_rules! arm64_event_counters {
     ($($n:literal)*) => {
         /// The arm64 event counter registers, indexed by counter number (the mmap page's
         /// `index - 1` below 31).
         pub const ARM64_EVENT_COUNTERS: [&str; 31] = [$(concat!("PMEVCNTR", $n, "_EL0")),*];
 
-        /// One `mrs` of each event counter, indexed by counter number.
+        /// An `mrs` of event counter `counter` (0 for a number no register has). A `match`
+        /// inlined into the sample (a jump to the counter's `mrs`), not a table of functions:
+        /// the indirect call clobbered the caller-saved registers and made the sample's read
+        /// loop spill its state on every member (issue 48).
         #[cfg(target_arch = "aarch64")]
-        static ARM64_EVENT_READERS: [fn() -> u64; 31] = [$({
-            fn read() -> u64 {
-                let v: u64;
-                // SAFETY: reading a PMU register; only reached when the kernel advertised
-                // cap_user_rdpmc for this counter, which enables EL0 access (otherwise the read
-                // traps, as any program could make it). No memory is touched, but `nomem` is
-                // left off so the read stays between the page's sequence-lock reads.
-                unsafe {
-                    std::arch::asm!(
-                        concat!("mrs {v}, PMEVCNTR", $n, "_EL0"),
-                        v = out(reg) v,
-                        options(nostack, preserves_flags),
-                    );
-                }
-                v
+        #[inline(always)]
+        fn arm64_event_read(counter: u32) -> u64 {
+            let v: u64;
+            match counter {
+                $($n => {
+                    // SAFETY: reading a PMU register; only reached when the kernel advertised
+                    // cap_user_rdpmc for this counter, which enables EL0 access (otherwise the
+                    // read traps, as any program could make it). No memory is touched, but
+                    // `nomem` is left off so the read stays between the page's sequence-lock
+                    // reads.
+                    unsafe {
+                        std::arch::asm!(
+                            concat!("mrs {v}, PMEVCNTR", $n, "_EL0"),
+                            v = out(reg) v,
+                            options(nostack, preserves_flags),
+                        );
+                    }
+                })*
+                _ => v = 0,
             }
-            read
-        }),*];
+            v
+        }
     };
 }
 
@@ -357,7 +364,7 @@ pub fn arm64_counter_register(counter: u32) -> Option<&'static str> {
 /// arm64's user-mode counter read: an `mrs` of the register [`arm64_counter_register`] names
 /// (0 for a counter number no register has).
 #[cfg(target_arch = "aarch64")]
-#[inline]
+#[inline(always)]
 pub(super) fn rdpmc(counter: u32) -> u64 {
     if counter == 31 {
         let v: u64;
@@ -368,9 +375,7 @@ pub(super) fn rdpmc(counter: u32) -> u64 {
         }
         return v;
     }
-    ARM64_EVENT_READERS
-        .get(counter as usize)
-        .map_or(0, |read| read())
+    arm64_event_read(counter)
 }
 
 /// x86-64's `rdpmc` instruction.

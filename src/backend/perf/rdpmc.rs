@@ -113,7 +113,7 @@ impl Pages {
 
     /// Read every member; `None` when the fast path cannot answer exactly.
     pub fn read(&self, out: &mut [u64]) -> Option<Times> {
-        read_with(&self.pages, out, |c| self.kernel.rdpmc(c))
+        read_with(&self.pages, out, &Through(self.kernel))
     }
 
     /// The members' pages, for a reader that reads them inline ([`read_host`]): valid while
@@ -137,7 +137,34 @@ unsafe impl Sync for HostPages {}
 /// [`Kernel::rdpmc`]: what the sample path of a set bound to the calling thread uses.
 #[inline(always)]
 pub(super) fn read_host(pages: &HostPages, out: &mut [u64]) -> Option<Times> {
-    read_with(&pages.0, out, super::kernel::rdpmc)
+    read_with(&pages.0, out, &Inline)
+}
+
+/// A counter read by number (the mmap page's `index - 1`).
+trait CounterRead {
+    /// Counter `counter`'s value.
+    fn read(&self, counter: u32) -> u64;
+}
+
+/// The running kernel's counter read, inline: a trait rather than a function passed as a
+/// closure, whose `Fn::call` LLVM left out of line in a large sample (issue 48: a call in
+/// every member's read, and the read loop's state spilled around it).
+struct Inline;
+
+impl CounterRead for Inline {
+    #[inline(always)]
+    fn read(&self, counter: u32) -> u64 {
+        super::kernel::rdpmc(counter)
+    }
+}
+
+/// The counter read of a [`Kernel`] (the tests' models).
+struct Through(&'static dyn Kernel);
+
+impl CounterRead for Through {
+    fn read(&self, counter: u32) -> u64 {
+        self.0.rdpmc(counter)
+    }
 }
 
 /// Read every member of `pages` with the counter read `rdpmc`.
@@ -145,11 +172,11 @@ pub(super) fn read_host(pages: &HostPages, out: &mut [u64]) -> Option<Times> {
 fn read_with(
     pages: &[*mut perf_event_mmap_page],
     out: &mut [u64],
-    rdpmc: impl Fn(u32) -> u64,
+    rdpmc: &impl CounterRead,
 ) -> Option<Times> {
     let mut times = Times::default();
     for (i, (&p, o)) in pages.iter().zip(out.iter_mut()).enumerate() {
-        let (count, en, run) = read_one(&rdpmc, p)?;
+        let (count, en, run) = read_one(rdpmc, p)?;
         if en != run {
             return None;
         }
@@ -165,7 +192,7 @@ fn read_with(
 }
 
 #[inline(always)]
-fn read_one(rdpmc: &impl Fn(u32) -> u64, p: *mut perf_event_mmap_page) -> Option<(u64, u64, u64)> {
+fn read_one(rdpmc: &impl CounterRead, p: *mut perf_event_mmap_page) -> Option<(u64, u64, u64)> {
     loop {
         // SAFETY: `p` is a live mapping; fields are read volatile as the kernel updates them.
         unsafe {
@@ -179,7 +206,7 @@ fn read_one(rdpmc: &impl Fn(u32) -> u64, p: *mut perf_event_mmap_page) -> Option
                 return None;
             }
             let width = ptr::read_volatile(&(*p).pmc_width) as u32;
-            let mut pmc = rdpmc(idx - 1) as i64;
+            let mut pmc = rdpmc.read(idx - 1) as i64;
             if width > 0 && width < 64 {
                 let shift = 64 - width;
                 pmc = (pmc << shift) >> shift;
