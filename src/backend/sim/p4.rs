@@ -142,12 +142,7 @@ const fn ev(
     emask: u32,
     routes: &'static [Route],
 ) -> SimEvent {
-    SimEvent {
-        name,
-        description,
-        routes,
-        emask,
-    }
+    SimEvent::new(name, description, routes, emask)
 }
 
 /// A generic name with the event mask it implies.
