@@ -215,7 +215,7 @@ fn pcr_code(m: &Model, name: &str, pic: usize) -> Option<u32> {
         .generics
         .iter()
         .find(|g| g.name.eq_ignore_ascii_case(name))
-        .map_or(name, |g| g.event);
+        .map_or(name, |g| g.event.as_str());
     let e = m
         .events
         .iter()

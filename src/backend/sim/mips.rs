@@ -462,11 +462,16 @@ mod tests {
         assert_eq!(routes, 32, "{}: every route is one event number", m.name);
         let mut gnames = BTreeSet::new();
         for g in m.generics {
-            assert!(gnames.insert(g.name), "{}: duplicate {}", m.name, g.name);
+            assert!(
+                gnames.insert(g.name.as_str()),
+                "{}: duplicate {}",
+                m.name,
+                g.name
+            );
             assert!(g.name.starts_with("PAPI_"));
             assert_eq!(g.emask, 0);
             assert!(
-                names.contains(g.event),
+                names.contains(g.event.as_str()),
                 "{}: {} -> {}",
                 m.name,
                 g.name,

@@ -54,13 +54,17 @@ pub struct SimEvent {
     pub emask: u32,
 }
 
-/// A generic (PAPI-style) event name and the platform event it stands for.
+/// The longest generic event name of the emulated PMUs, in bytes.
+pub const GENERIC_MAX: usize = 16;
+
+/// A generic (PAPI-style) event name and the platform event it stands for, held in place as
+/// [`SimEvent`] is (no relocations).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Generic {
     /// Generic name, e.g. `PAPI_tot_cyc`.
-    pub name: &'static str,
+    pub name: Text<GENERIC_MAX>,
     /// Name of the platform event in [`Model::events`].
-    pub event: &'static str,
+    pub event: Text<NAME_MAX>,
     /// Event mask implied by the generic name (Pentium 4), else 0.
     pub emask: u32,
 }
@@ -175,11 +179,18 @@ pub const fn plain_event(
 }
 
 /// A generic name for `event`, without an event mask.
-pub const fn plain_generic(name: &'static str, event: &'static str) -> Generic {
-    Generic {
-        name,
-        event,
-        emask: 0,
+pub const fn plain_generic(name: &str, event: &str) -> Generic {
+    Generic::new(name, event, 0)
+}
+
+impl Generic {
+    /// A generic name for `event` with the event mask `emask`, copied in place at compile time.
+    pub const fn new(name: &str, event: &str, emask: u32) -> Generic {
+        Generic {
+            name: Text::new(name),
+            event: Text::new(event),
+            emask,
+        }
     }
 }
 
