@@ -12,6 +12,19 @@
 use std::fmt;
 use std::ops::Deref;
 
+/// `src` copied to the front of an array of `N`, the rest `fill`, with its length; more than
+/// `N` (or 255) items fail the build with `what`.
+const fn place<T: Copy, const N: usize>(src: &[T], fill: T, what: &str) -> (u8, [T; N]) {
+    assert!(src.len() <= N && src.len() <= u8::MAX as usize, "{}", what);
+    let mut out = [fill; N];
+    let mut i = 0;
+    while i < src.len() {
+        out[i] = src[i];
+        i += 1;
+    }
+    (src.len() as u8, out)
+}
+
 /// A string of at most `N` bytes held in place (no pointer): see the module's documentation.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Text<const N: usize> {
@@ -22,21 +35,8 @@ pub struct Text<const N: usize> {
 impl<const N: usize> Text<N> {
     /// `s` copied in place; a string longer than `N` bytes (or 255) fails the build.
     pub const fn new(s: &str) -> Self {
-        let b = s.as_bytes();
-        assert!(
-            b.len() <= N && b.len() <= u8::MAX as usize,
-            "Text: string too long"
-        );
-        let mut bytes = [0u8; N];
-        let mut i = 0;
-        while i < b.len() {
-            bytes[i] = b[i];
-            i += 1;
-        }
-        Text {
-            len: b.len() as u8,
-            bytes,
-        }
+        let (len, bytes) = place(s.as_bytes(), 0, "Text: string too long");
+        Text { len, bytes }
     }
 
     /// The string.
@@ -126,20 +126,8 @@ impl<T: Copy, const N: usize> Inline<T, N> {
     /// `items` copied in place, the unused places filled with `fill`; more than `N` items (or
     /// 255) fail the build.
     pub const fn new(items: &[T], fill: T) -> Self {
-        assert!(
-            items.len() <= N && items.len() <= u8::MAX as usize,
-            "Inline: too many items"
-        );
-        let mut out = [fill; N];
-        let mut i = 0;
-        while i < items.len() {
-            out[i] = items[i];
-            i += 1;
-        }
-        Inline {
-            len: items.len() as u8,
-            items: out,
-        }
+        let (len, items) = place(items, fill, "Inline: too many items");
+        Inline { len, items }
     }
 
     /// The items.
