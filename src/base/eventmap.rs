@@ -37,17 +37,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use crate::base::error::{Error, Result};
-use crate::base::text::Text;
-
-/// The longest description in [`R10K_EVENTS`], in bytes.
-pub const R10K_TEXT_MAX: usize = 80;
-/// The longest host event spec in [`R10K_EVENTS`], in bytes.
-pub const R10K_HOST_MAX: usize = 32;
 
 /// One R10000/R12000 event as documented in r10k_evcntrs(5).
-///
-/// Its strings are held in place ([`Text`]), not behind pointers, so that the table needs no
-/// relocation when the library is loaded (issue 48).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct R10kEvent {
     /// The event number, 0-31 (the number `perfex -e` takes).
@@ -55,23 +46,25 @@ pub struct R10kEvent {
     /// The hardware counter that counts it: 0 for events 0-15, 1 for events 16-31.
     pub counter: u32,
     /// What the event counts on an R10000.
-    pub r10000: Text<R10K_TEXT_MAX>,
+    pub r10000: &'static str,
     /// What the event counts on an R12000.
-    pub r12000: Text<R10K_TEXT_MAX>,
+    pub r12000: &'static str,
     /// The closest Linux perf event spec, `None` if the host has no equivalent.
-    pub host: Option<Text<R10K_HOST_MAX>>,
+    pub host: Option<&'static str>,
 }
 
-const fn ev(number: u32, r10000: &str, r12000: &str, host: Option<&str>) -> R10kEvent {
+const fn ev(
+    number: u32,
+    r10000: &'static str,
+    r12000: &'static str,
+    host: Option<&'static str>,
+) -> R10kEvent {
     R10kEvent {
         number,
         counter: number / 16,
-        r10000: Text::new(r10000),
-        r12000: Text::new(r12000),
-        host: match host {
-            Some(h) => Some(Text::new(h)),
-            None => None,
-        },
+        r10000,
+        r12000,
+        host,
     }
 }
 
@@ -494,7 +487,7 @@ impl EventMap {
             event: n.to_string(),
             backend: "R10000 event table (events are 0-31)".into(),
         })?;
-        ev.host.as_deref().ok_or_else(|| Error::EventUnavailable {
+        ev.host.ok_or_else(|| Error::EventUnavailable {
             event: n.to_string(),
             reason: format!(
                 "R10000 event {n} ({}) has no Linux equivalent; map it in a {ENV_VAR} file \
