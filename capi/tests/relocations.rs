@@ -20,7 +20,7 @@ fn tool(name: &str, args: &[&str]) -> String {
 }
 
 #[test]
-fn static_event_tables_have_no_relocations() {
+fn emulated_pmu_tables_have_no_relocations() {
     let so = common::lib_dir().join("libperfcompat_capi.so");
     let so = so.to_str().unwrap();
     // (start, size, name) of the emulated PMUs' event and generic tables.
