@@ -5,7 +5,8 @@
 //!   signal's number), [`sigsafe`] (blocking every signal around a state change; the sequence
 //!   counter lock-free readers retry on), [`virt`] (the 64-bit virtualisation arithmetic),
 //!   [`held`] (threads of traced processes whose program stopped their counting), [`notice`]
-//!   (lines on standard error, one `write(2)` each, or kept for a report).
+//!   (lines on standard error, one `write(2)` each, or kept for a report), [`text`] (strings and
+//!   short lists held in place, for static tables without relocations).
 //! - Sets and placement: [`set`] (requests, flags, attributes, targets), [`sched`] (placing
 //!   requests on counters and explaining conflicts), [`eventmap`] (R10000 event numbers to
 //!   Linux events), [`signal`] (the perf overflow signal's handler, which reaches the engine
@@ -23,5 +24,6 @@ pub mod set;
 pub mod signal;
 pub mod sigsafe;
 pub mod sys;
+pub mod text;
 pub mod virt;
 pub mod watch;

@@ -215,7 +215,7 @@ fn pcr_code(m: &Model, name: &str, pic: usize) -> Option<u32> {
         .generics
         .iter()
         .find(|g| g.name.eq_ignore_ascii_case(name))
-        .map_or(name, |g| g.event);
+        .map_or(name, |g| g.event.as_str());
     let e = m
         .events
         .iter()
@@ -498,7 +498,7 @@ pub fn names(cpuver: i32, backend: &dyn Backend, regno: i32) -> Vec<(String, u8)
             continue;
         }
         let bits = model
-            .and_then(|m| m.events.iter().find(|x| x.name == e.0))
+            .and_then(|m| m.events.iter().find(|x| x.name == e.0.as_str()))
             .and_then(|x| x.routes.iter().find(|r| on(r.counters)))
             .map_or(0, |r| r.code as u8);
         out.push((e.0, bits));

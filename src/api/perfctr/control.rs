@@ -300,7 +300,7 @@ fn event_on(m: &Model, pmc: u32, code: u32) -> Option<&'static str> {
                 .iter()
                 .any(|r| r.code == code && r.counters & (1 << pmc) != 0)
         })
-        .map(|e| e.name)
+        .map(|e| e.name.as_str())
 }
 
 fn p6_request(m: &Model, i: usize, evntsel: u32, pmc: u32, imode: bool) -> Result<Request> {

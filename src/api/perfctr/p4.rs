@@ -147,7 +147,7 @@ pub(super) fn request(m: &Model, i: usize, k: &Counter) -> Result<Request> {
             m.resources[resource].name
         )));
     };
-    let mut r = Request::new(event.name)
+    let mut r = Request::new(event.name.as_str())
         .on_counter(pmc)
         .flags(RequestFlags {
             user: escr & ESCR_T0_USR != 0,

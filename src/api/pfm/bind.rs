@@ -55,7 +55,7 @@ impl Device {
             .generics
             .iter()
             .find(|g| g.event == name)
-            .map(|g| g.name)
+            .map(|g| g.name.as_str())
     }
 
     /// The event request of counter `c` (`ENOENT` when it has no Linux counterpart on perf).

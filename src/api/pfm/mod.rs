@@ -151,7 +151,7 @@ pub fn menu_event(chip: Chip, counter: u32, code: u32) -> Option<&'static str> {
                 .iter()
                 .any(|r| r.counters == 1 << counter && r.code == code)
         })
-        .map(|e| e.name)
+        .map(|e| e.name.as_str())
 }
 
 /// Every `(name, value)` constant `<sys/pfcntr.h>` defines: what the header test compares the
@@ -214,14 +214,14 @@ pub fn header_constants() -> Vec<(String, u64)> {
     for c in 0..2u32 {
         for e in alpha::EV4.events {
             if let Some(r) = e.routes.iter().find(|r| r.counters == 1 << c) {
-                v.push((e.name.into(), r.code.into()));
+                v.push((e.name.as_str().into(), r.code.into()));
             }
         }
     }
     for c in 0..3u32 {
         for e in alpha::EV5.events {
             if let Some(r) = e.routes.iter().find(|r| r.counters == 1 << c) {
-                v.push((ev5_selector_name(e.name, c), pf5_mux(c, r.code)));
+                v.push((ev5_selector_name(&e.name, c), pf5_mux(c, r.code)));
             }
         }
     }

@@ -370,7 +370,7 @@ mod tests {
             .events
             .iter()
             .filter(|e| e.routes == [on(0, e.routes[0].code)])
-            .map(|e| e.name)
+            .map(|e| e.name.as_str())
             .collect();
         assert_eq!(
             on0,

@@ -427,7 +427,7 @@ mod tests {
     fn owners(m: &Model, n: u32) -> Vec<(&'static str, Route)> {
         m.events
             .iter()
-            .flat_map(|e| e.routes.iter().map(move |r| (e.name, *r)))
+            .flat_map(|e| e.routes.iter().map(move |r| (e.name.as_str(), *r)))
             .filter(|(_, r)| r.counters == 1 << (n / 16) && r.code == n % 16)
             .collect()
     }
@@ -445,7 +445,7 @@ mod tests {
         let mut names = BTreeSet::new();
         for e in m.events {
             assert!(
-                names.insert(e.name),
+                names.insert(e.name.as_str()),
                 "{}: duplicate name {}",
                 m.name,
                 e.name
@@ -462,11 +462,16 @@ mod tests {
         assert_eq!(routes, 32, "{}: every route is one event number", m.name);
         let mut gnames = BTreeSet::new();
         for g in m.generics {
-            assert!(gnames.insert(g.name), "{}: duplicate {}", m.name, g.name);
+            assert!(
+                gnames.insert(g.name.as_str()),
+                "{}: duplicate {}",
+                m.name,
+                g.name
+            );
             assert!(g.name.starts_with("PAPI_"));
             assert_eq!(g.emask, 0);
             assert!(
-                names.contains(g.event),
+                names.contains(g.event.as_str()),
                 "{}: {} -> {}",
                 m.name,
                 g.name,
@@ -577,7 +582,8 @@ mod tests {
                     .iter()
                     .find(|e| e.name == owners(m, n)[0].0)
                     .unwrap()
-                    .description;
+                    .description
+                    .as_str();
                 let want = want.split(" (").next().unwrap();
                 assert!(
                     norm(desc).starts_with(&norm(want)),

@@ -175,7 +175,7 @@ impl SimBackend {
             .iter()
             .find(|g| g.name.eq_ignore_ascii_case(name))
         {
-            return find(g.event).map(|event| Resolved {
+            return find(&g.event).map(|event| Resolved {
                 event,
                 emask: g.emask,
                 route_filter: None,

@@ -5,6 +5,8 @@
 //! Pentium 4 ESCRs) each event can be counted. The emulation in the parent module turns a model
 //! into running counters; the scheduler in [`crate::base::sched`] turns the routes into a placement.
 
+use crate::base::text::{Inline, Text};
+
 /// When an emulated hardware counter raises its overflow interrupt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IrqRule {
@@ -27,27 +29,42 @@ pub struct Route {
     pub resource: Option<u8>,
 }
 
+/// The longest event name of the emulated PMUs, in bytes.
+pub const NAME_MAX: usize = 72;
+/// The longest event description of the emulated PMUs, in bytes.
+pub const DESCRIPTION_MAX: usize = 80;
+/// The most routes an event of the emulated PMUs has.
+pub const ROUTES_MAX: usize = 2;
+
 /// An event of an emulated PMU.
+///
+/// Its strings and routes are held in place ([`Text`], [`Inline`]), not behind pointers: the
+/// event tables are then free of relocations and stay in the library's read-only pages, which
+/// a process that loads the library without using the emulated PMUs never touches (issue 48).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SimEvent {
     /// The name, spelled as in the vendor documentation (`Cycle_cnt`, `branch_retired`).
-    pub name: &'static str,
+    pub name: Text<NAME_MAX>,
     /// One-line description.
-    pub description: &'static str,
+    pub description: Text<DESCRIPTION_MAX>,
     /// The ways this event can be counted.
-    pub routes: &'static [Route],
+    pub routes: Inline<Route, ROUTES_MAX>,
     /// Bits of the `emask` attribute this event accepts (Pentium 4); 0 when the model has no
     /// event masks.
     pub emask: u32,
 }
 
-/// A generic (PAPI-style) event name and the platform event it stands for.
+/// The longest generic event name of the emulated PMUs, in bytes.
+pub const GENERIC_MAX: usize = 16;
+
+/// A generic (PAPI-style) event name and the platform event it stands for, held in place as
+/// [`SimEvent`] is (no relocations).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Generic {
     /// Generic name, e.g. `PAPI_tot_cyc`.
-    pub name: &'static str,
+    pub name: Text<GENERIC_MAX>,
     /// Name of the platform event in [`Model::events`].
-    pub event: &'static str,
+    pub event: Text<NAME_MAX>,
     /// Event mask implied by the generic name (Pentium 4), else 0.
     pub emask: u32,
 }
@@ -129,6 +146,19 @@ impl Model {
     }
 }
 
+impl SimEvent {
+    /// An event from its table entry's parts, copied in place at compile time (a name, a
+    /// description or a route list longer than the table types allow fails the build).
+    pub const fn new(name: &str, description: &str, routes: &[Route], emask: u32) -> SimEvent {
+        SimEvent {
+            name: Text::new(name),
+            description: Text::new(description),
+            routes: Inline::new(routes, route(0, 0)),
+            emask,
+        }
+    }
+}
+
 /// A route through the counters in the mask `counters` with select code `code`, needing no
 /// shared resource.
 pub const fn route(counters: u64, code: u32) -> Route {
@@ -145,20 +175,22 @@ pub const fn plain_event(
     description: &'static str,
     routes: &'static [Route],
 ) -> SimEvent {
-    SimEvent {
-        name,
-        description,
-        routes,
-        emask: 0,
-    }
+    SimEvent::new(name, description, routes, 0)
 }
 
 /// A generic name for `event`, without an event mask.
-pub const fn plain_generic(name: &'static str, event: &'static str) -> Generic {
-    Generic {
-        name,
-        event,
-        emask: 0,
+pub const fn plain_generic(name: &str, event: &str) -> Generic {
+    Generic::new(name, event, 0)
+}
+
+impl Generic {
+    /// A generic name for `event` with the event mask `emask`, copied in place at compile time.
+    pub const fn new(name: &str, event: &str, emask: u32) -> Generic {
+        Generic {
+            name: Text::new(name),
+            event: Text::new(event),
+            emask,
+        }
     }
 }
 
@@ -215,6 +247,7 @@ pub(crate) mod tests {
             .find(|e| e.name == name)
             .unwrap_or_else(|| panic!("{}: no event {name}", m.name))
             .routes
+            .as_slice()
     }
 
     /// The consistency every model's tables must have: unique event and generic names, every

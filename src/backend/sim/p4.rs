@@ -142,17 +142,12 @@ const fn ev(
     emask: u32,
     routes: &'static [Route],
 ) -> SimEvent {
-    SimEvent {
-        name,
-        description,
-        routes,
-        emask,
-    }
+    SimEvent::new(name, description, routes, emask)
 }
 
 /// A generic name with the event mask it implies.
 const fn g(name: &'static str, event: &'static str, emask: u32) -> Generic {
-    Generic { name, event, emask }
+    Generic::new(name, event, emask)
 }
 
 /// Counters 0-1 (event-table range).
@@ -648,7 +643,7 @@ mod tests {
         let mut names = HashSet::new();
         for g in PENTIUM4.generics {
             assert!(names.insert(g.name), "duplicate generic {}", g.name);
-            let e = find(g.event);
+            let e = find(&g.event);
             assert_ne!(g.emask, 0, "{}", g.name);
             assert_eq!(g.emask & !e.emask, 0, "{}: emask not permitted", g.name);
         }

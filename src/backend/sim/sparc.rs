@@ -519,7 +519,7 @@ mod tests {
                 g.name
             );
             assert!(g.name.starts_with("PAPI_"));
-            let e = find(m, g.event)
+            let e = find(m, &g.event)
                 .unwrap_or_else(|| panic!("{}: {} -> missing {}", m.name, g.name, g.event));
             assert_eq!(g.emask & !e.emask, 0);
         }
