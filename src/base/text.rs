@@ -41,8 +41,10 @@ impl<const N: usize> Text<N> {
 
     /// The string.
     pub fn as_str(&self) -> &str {
-        // The bytes are a whole `&str` copied by `new`: always UTF-8, so this never fails.
-        std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("")
+        // Not checked again at every read (a table's lookups read many): the fields are
+        // private and `new`, the only way to make one, copies a whole `&str`.
+        // SAFETY: the first `len` bytes are that `&str`'s, so they are UTF-8.
+        unsafe { std::str::from_utf8_unchecked(&self.bytes[..self.len as usize]) }
     }
 }
 
