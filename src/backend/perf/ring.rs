@@ -18,11 +18,25 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr;
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use perf_event_open_sys::bindings::{self as b, perf_event_mmap_page};
 
 use super::kernel::Kernel;
+
+/// The ring's `data_head` or `data_tail` word at `p`, as an atomic. The kernel writes the
+/// head and reads the tail, and besides the thread that owns the group the overflow watcher
+/// reads both (`pending`) while the owner consumes records: atomic accesses with the ordering
+/// the kernel documents (acquire after reading the head, release when writing the tail), not
+/// plain volatile ones, which ThreadSanitizer rightly reports as a data race.
+///
+/// # Safety
+/// `p` is a field of a live, mapped metadata page (8-byte aligned, as the kernel lays it out).
+#[inline(always)]
+unsafe fn shared<'a>(p: *mut u64) -> &'a AtomicU64 {
+    // SAFETY: as the caller promises; the page outlives the ring that maps it.
+    unsafe { AtomicU64::from_ptr(p) }
+}
 
 const PAGE: usize = 4096;
 /// One metadata page, one data page: a record is at most 8 + 8 + 24 + 16 x 64 bytes, and the
@@ -139,14 +153,17 @@ impl Ring {
     pub fn mark(&self) -> u64 {
         let pg = self.page();
         // SAFETY: a field of the live metadata page.
-        unsafe { ptr::read_volatile(&(*pg).data_tail) }
+        unsafe { shared(&raw mut (*pg).data_tail) }.load(Ordering::Acquire)
     }
 
     /// Whether a record is waiting to be read.
     pub fn pending(&self) -> bool {
         let pg = self.page();
         // SAFETY: fields of the live metadata page.
-        unsafe { ptr::read_volatile(&(*pg).data_head) != ptr::read_volatile(&(*pg).data_tail) }
+        unsafe {
+            shared(&raw mut (*pg).data_head).load(Ordering::Acquire)
+                != shared(&raw mut (*pg).data_tail).load(Ordering::Acquire)
+        }
     }
 
     /// Drop every record written so far (at a restart: the group is stopped, so what is in
@@ -155,9 +172,8 @@ impl Ring {
         let pg = self.page();
         // SAFETY: fields of the live metadata page; `data_tail` is ours to write.
         unsafe {
-            let head = ptr::read_volatile(&(*pg).data_head);
-            fence(Ordering::Acquire);
-            ptr::write_volatile(&mut (*pg).data_tail, head);
+            let head = shared(&raw mut (*pg).data_head).load(Ordering::Acquire);
+            shared(&raw mut (*pg).data_tail).store(head, Ordering::Release);
         }
     }
 
@@ -168,10 +184,9 @@ impl Ring {
         let pg = self.page();
         let area = self.data_area();
         // SAFETY: fields of the live metadata page.
-        let head = unsafe { ptr::read_volatile(&(*pg).data_head) };
-        fence(Ordering::Acquire);
+        let head = unsafe { shared(&raw mut (*pg).data_head) }.load(Ordering::Acquire);
         // SAFETY: as above.
-        let mut tail = unsafe { ptr::read_volatile(&(*pg).data_tail) };
+        let mut tail = unsafe { shared(&raw mut (*pg).data_tail) }.load(Ordering::Acquire);
         let mut found = None;
         // A record: header {u32 type, u16 misc, u16 size}, then for SAMPLE with SAMPLE_TYPE
         // and the group read format: time, nr, time_enabled, time_running, {value, id} x nr.
@@ -207,9 +222,8 @@ impl Ring {
             }
             tail = tail.wrapping_add(len);
         }
-        fence(Ordering::Release);
         // SAFETY: `data_tail` is ours to write; everything up to `head` has been read.
-        unsafe { ptr::write_volatile(&mut (*pg).data_tail, head) };
+        unsafe { shared(&raw mut (*pg).data_tail) }.store(head, Ordering::Release);
         found
     }
 }
