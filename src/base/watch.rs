@@ -38,12 +38,15 @@
 //!   own pending overflow signals off its queue itself when the program blocks them
 //!   (`crate::base::signal::discard_pending_here`: its sample that took the record, its
 //!   unbind). A thread that blocks the signal with one pending while its record waits has it
-//!   discarded without the judgement, at two looks [`DISCARD_MS`] apart (`discard_early`):
+//!   discarded without the judgement, at two looks [`DISCARD_MS`] apart after a first that found
+//!   its record waiting (`discard_early`: the owner's `/proc` files are read from the second
+//!   look only, so a record its handler takes at once costs no such read):
 //!   asleep at both (in any system call but `futex`, a lock's) without running between, or,
 //!   while the handler is the engine's, having run half the time between them; what the
 //!   discard takes from a binding whose owner blocks the signal for a moment is sent again
 //!   once it unblocks it (`tend_owed`). Limits (decided: docs/differences.md): the discard
-//!   comes some 5-16 ms after the overflow (two looks and the watcher's wake-up), 100-150 ms
+//!   comes some 5-16 ms after the overflow (two looks and the watcher's wake-up; measured
+//!   before the first look without `/proc` was added: 4 ms more now), 100-150 ms
 //!   for a running thread whose handler on the signal is the program's (there the watcher
 //!   handles records left waiting itself: discarding for those at two looks failed
 //!   `signal_stress` 4 times in 4, with page faults lost), so an `execve` sooner, still

@@ -134,6 +134,17 @@ const RUN_NS: u64 = DISCARD_MS * 500_000;
 pub(super) struct Blocking {
     set: Weak<dyn Watched>,
     mark: Option<u64>,
+    /// What the owner showed then; `None` at the look that first found the record waiting,
+    /// where the owner is not looked at: a record its own handler takes at once (every
+    /// overflow of a program that takes its signals) costs no reading of `/proc`, which is
+    /// a few hundred thousand instructions (issue 48: the guest's overflow row varied by
+    /// 1,600 instructions per overflow between boots with one such look in the run).
+    owner: Option<OwnerLook>,
+}
+
+/// What a look at a binding's owner found (see [`Blocking`]).
+#[derive(Clone, Copy)]
+struct OwnerLook {
     /// How long the owner had run then.
     ran_ns: u64,
     /// It was asleep in a system call other than a lock's.
@@ -146,12 +157,15 @@ impl Blocking {
     /// running, or (`ours`: the engine's handler is the signal's, whose record a discard
     /// leaves to be sent again) it ran [`RUN_NS`] between them.
     fn for_good(&self, first: &Blocking, ours: bool) -> bool {
+        let (Some(a), Some(b)) = (first.owner, self.owner) else {
+            return false;
+        };
         Weak::ptr_eq(&first.set, &self.set)
             && first.mark == self.mark
-            && if first.asleep && self.asleep {
-                first.ran_ns == self.ran_ns
+            && if a.asleep && b.asleep {
+                a.ran_ns == b.ran_ns
             } else {
-                ours && self.ran_ns.saturating_sub(first.ran_ns) >= RUN_NS
+                ours && b.ran_ns.saturating_sub(a.ran_ns) >= RUN_NS
             }
     }
 }
@@ -170,7 +184,8 @@ fn asleep_outside_locks(tid: i32) -> bool {
 /// thread that blocks it while an overflow record of its waits (issue 44 item 4): a signal
 /// left there survives `execve` and ends the next program. Found at two looks in a row
 /// [`DISCARD_MS`] apart that show the same record waiting and the owner blocking the signal
-/// with one pending ([`Blocking::for_good`]): asleep in a system call that is not a lock's
+/// with one pending ([`Blocking::for_good`]), after a first look that found the record
+/// waiting and did not look at the owner (so three looks from the record): asleep in a system call that is not a lock's
 /// (`futex`) at both without having run between them, or, while the signal's handler is the
 /// engine's, having run most of the time between them. The library blocks every signal for a
 /// moment in its own calls (a thread can wait for a lock there), and an overflow that comes
@@ -199,6 +214,21 @@ pub(super) fn discard_early(
         let Some(&fd) = fds.iter().find(|&&fd| set.record_pending(fd)) else {
             continue;
         };
+        let weak = Arc::downgrade(&set) as Weak<dyn Watched>;
+        let mark = set.record_mark(fd);
+        if !seen
+            .iter()
+            .any(|s| Weak::ptr_eq(&s.set, &weak) && s.mark == mark)
+        {
+            // First seen waiting: look again soon, at the owner only if it still waits.
+            found = true;
+            now.push(Blocking {
+                set: weak,
+                mark,
+                owner: None,
+            });
+            continue;
+        }
         let Some(t) = task_signals(set.owner()) else {
             continue;
         };
@@ -210,13 +240,15 @@ pub(super) fn discard_early(
             continue;
         };
         now.push(Blocking {
-            set: Arc::downgrade(&set),
-            mark: set.record_mark(fd),
-            ran_ns: look.ran_ns,
-            asleep: look.asleep && asleep_outside_locks(set.owner()),
+            set: weak,
+            mark,
+            owner: Some(OwnerLook {
+                ran_ns: look.ran_ns,
+                asleep: look.asleep && asleep_outside_locks(set.owner()),
+            }),
         });
     }
-    let ours = !now.is_empty()
+    let ours = now.iter().any(|n| n.owner.is_some())
         && crate::base::signal::disposition() == crate::base::signal::Disposition::Ours;
     let again = now.iter().any(|n| seen.iter().any(|s| n.for_good(s, ours)));
     if again {
