@@ -25,7 +25,9 @@ use perfcompat::engine::{self, bind_tagged, OverflowEvent};
 use perfcompat::{CounterSet, Request, Target};
 
 mod common;
-use common::{notifying_page_faults, prefault_stack, Faults};
+use common::{
+    block_overflow_signal, notifying_page_faults, overflow_signal_pending, prefault_stack, Faults,
+};
 
 const TAG: usize = 0x5709;
 static OVERFLOWS: AtomicU64 = AtomicU64::new(0);
@@ -50,32 +52,6 @@ fn hook(ev: &OverflowEvent) {
 fn perf() -> &'static PerfBackend {
     static B: OnceLock<PerfBackend> = OnceLock::new();
     B.get_or_init(|| PerfBackend::new().expect("perf_event_open works here"))
-}
-
-/// Block (`true`) or unblock the overflow signal on this thread.
-fn block_overflow_signal(block: bool) {
-    // SAFETY: a mask change on the calling thread.
-    unsafe {
-        let mut s: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut s);
-        libc::sigaddset(&mut s, perfcompat::base::signal::overflow_signal());
-        let how = if block {
-            libc::SIG_BLOCK
-        } else {
-            libc::SIG_UNBLOCK
-        };
-        assert_eq!(libc::pthread_sigmask(how, &s, std::ptr::null_mut()), 0);
-    }
-}
-
-/// Whether the overflow signal is pending on this thread.
-fn overflow_signal_pending() -> bool {
-    // SAFETY: reads this thread's pending set into a local.
-    unsafe {
-        let mut s: libc::sigset_t = std::mem::zeroed();
-        assert_eq!(libc::sigpending(&mut s), 0);
-        libc::sigismember(&s, perfcompat::base::signal::overflow_signal()) == 1
-    }
 }
 
 #[test]
@@ -107,7 +83,7 @@ fn a_lone_leader_counts_on_after_its_overflow_and_the_restart_reads_where_it_res
             20
         };
         block_overflow_signal(false);
-        frozen_at_one_overflow(&b, overflows() - seen, round);
+        frozen_at_one_overflow(&b, || overflows() - seen, round);
         // The next signal stopped the event: what it counted after the overflow is dropped.
         dropped_since(
             dropped0,
@@ -119,7 +95,7 @@ fn a_lone_leader_counts_on_after_its_overflow_and_the_restart_reads_where_it_res
         // The signal taken at once: frozen at the overflow while the event counts on.
         let seen = overflows();
         f.take(PERIOD as usize - 3);
-        assert_eq!(overflows(), seen + 1, "round {round}");
+        assert_eq!(came(overflows, seen + 1), seen + 1, "round {round}");
         // Faults before the restart are dropped, and the restart re-arms the whole period
         // (the kernel's own period has 4 faults fewer left).
         let dropped0 = engine::dropped_at_freezes(0);
@@ -151,7 +127,7 @@ fn a_lone_leader_counts_on_after_its_overflow_and_the_restart_reads_where_it_res
         assert_eq!(overflows(), seen + 1, "round {round}: no early overflow");
         f.take(1);
         assert_eq!(
-            overflows(),
+            came(overflows, seen + 2),
             seen + 2,
             "round {round}: the overflow, exactly"
         );
@@ -166,7 +142,7 @@ fn a_lone_leader_counts_on_after_its_overflow_and_the_restart_reads_where_it_res
         );
         f.take(PERIOD as usize);
         assert_eq!(
-            overflows(),
+            came(overflows, seen + 3),
             seen + 3,
             "round {round}: a whole period after the restart"
         );
@@ -174,11 +150,33 @@ fn a_lone_leader_counts_on_after_its_overflow_and_the_restart_reads_where_it_res
     }
 }
 
-/// Once the blocked signals came: `b` is frozen exactly at the wrap, and `notified` (the
-/// overflows notified since they were blocked) is one.
-fn frozen_at_one_overflow(b: &engine::Binding, notified: u64, round: usize) {
+/// How long a signal the watcher's discard took may take to come back: it is sent again in the
+/// same breath (microseconds), or, to a thread that blocked the signal for good, at the
+/// watcher's next look after the unblock (milliseconds); a loaded machine stretches both.
+const GIVEN_BACK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The overflow count `count()` once it reaches `want`, or after [`GIVEN_BACK`]. A signal sent
+/// while another thread of the process blocks the signal for good (this file's clock test)
+/// can be taken by the watcher's process-wide discard (issue 44 item 4) and given back a
+/// moment later: 23 release runs in 1,000 under load saw it late before the wait, and the
+/// overflow itself never lost (docs/differences.md).
+fn came(count: impl Fn() -> u64, want: u64) -> u64 {
+    let t0 = std::time::Instant::now();
+    while count() < want && t0.elapsed() < GIVEN_BACK {
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    count()
+}
+
+/// Once the blocked signals came (see [`came`]): `b` is frozen exactly at the wrap, and
+/// `notified()` (the overflows notified since they were blocked) is one.
+fn frozen_at_one_overflow(b: &engine::Binding, notified: impl Fn() -> u64, round: usize) {
+    let t0 = std::time::Instant::now();
+    while !b.is_frozen() && t0.elapsed() < GIVEN_BACK {
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
     assert!(b.is_frozen(), "round {round}: frozen once the signals came");
-    assert_eq!(notified, 1, "round {round}: one overflow notified");
+    assert_eq!(notified(), 1, "round {round}: one overflow notified");
     let mut v = [0u64; 2];
     b.sample(&mut v[..b.len()]).unwrap();
     assert_eq!(v[0], 0, "round {round}: frozen exactly at the wrap");
@@ -240,7 +238,7 @@ fn a_group_is_stopped_by_the_kernel_at_the_overflow_even_while_the_signal_waits(
         }
         block_overflow_signal(false);
         // (A late signal for an overflow a restart already passed is not one.)
-        frozen_at_one_overflow(&b, OVERFLOWS.load(Ordering::SeqCst) - seen, round);
+        frozen_at_one_overflow(&b, || OVERFLOWS.load(Ordering::SeqCst) - seen, round);
         assert_eq!(
             engine::dropped_at_freezes(0),
             dropped0,
@@ -251,7 +249,8 @@ fn a_group_is_stopped_by_the_kernel_at_the_overflow_even_while_the_signal_waits(
         // And the plain case: the signal taken at once.
         let seen = OVERFLOWS.load(Ordering::SeqCst);
         f.take(PERIOD as usize - 3);
-        assert_eq!(OVERFLOWS.load(Ordering::SeqCst), seen + 1, "round {round}");
+        let overflows = || OVERFLOWS.load(Ordering::SeqCst);
+        assert_eq!(came(overflows, seen + 1), seen + 1, "round {round}");
         b.sample(&mut v).unwrap();
         assert_eq!(v[0], 0, "round {round}");
         b.restart().unwrap();
@@ -384,7 +383,7 @@ fn a_lone_leader_counting_another_thread_is_stopped_by_the_kernel_at_its_record(
             block_overflow_signal(true);
             worker_takes(PERIOD as usize + 20);
             block_overflow_signal(false);
-            frozen_at_one_overflow(&b, overflows() - seen, round);
+            frozen_at_one_overflow(&b, || overflows() - seen, round);
             assert_eq!(
                 engine::dropped_at_freezes(0),
                 dropped0,

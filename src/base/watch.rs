@@ -43,8 +43,10 @@
 //!   look only, so a record its handler takes at once costs no such read):
 //!   asleep at both (in any system call but `futex`, a lock's) without running between, or,
 //!   while the handler is the engine's, having run half the time between them; what the
-//!   discard takes from a binding whose owner blocks the signal for a moment is sent again
-//!   once it unblocks it (`tend_owed`). Limits (decided: docs/differences.md): the discard
+//!   discard (process-wide) takes from any other binding is sent again in the same breath,
+//!   queued to an owner that blocks the signal for a moment (`register_for_resend` enters
+//!   the bindings that count another thread for this only), and to a thread found blocking
+//!   it for good once it unblocks it (`tend_owed`). Limits (decided: docs/differences.md): the discard
 //!   comes some 5-16 ms after the overflow (two looks and the watcher's wake-up; measured
 //!   before the first look without `/proc` was added: 4 ms more now), 100-150 ms
 //!   for a running thread whose handler on the signal is the program's (there the watcher
@@ -127,6 +129,9 @@ struct Entry {
     id: u64,
     fds: Vec<i32>,
     set: Arc<dyn Watched>,
+    /// Polled and judged (a binding of its owner's own thread); otherwise only given its
+    /// signal back after a discard ([`register_for_resend`]).
+    judged: bool,
 }
 
 /// A value behind a spin lock: taken with every signal blocked (never by a handler on the
@@ -204,6 +209,21 @@ pub fn handled() -> u64 {
 /// poll. A failure to start the watcher is reported once and costs only the watching.
 /// Returns whether the set is watched.
 pub fn register(set: Arc<dyn Watched>) -> bool {
+    enter(set, true)
+}
+
+/// Have the watcher give `set` (a notifying binding on the host's kernel that counts another
+/// thread or a CPU, whose overflow signal goes to its owner) its overflow signal back when a
+/// discard of the signals pending on threads that block it for good takes it (issue 44 item
+/// 4: the discard is process-wide), without polling or judging it otherwise. Before, such a
+/// binding's overflow was lost for good when the discard fell while its signal waited.
+/// Returns whether the set is entered.
+pub fn register_for_resend(set: Arc<dyn Watched>) -> bool {
+    enter(set, false)
+}
+
+/// [`register`] (`judged`) or [`register_for_resend`].
+fn enter(set: Arc<dyn Watched>, judged: bool) -> bool {
     let mut fds = Vec::new();
     set.overflow_fds(&mut fds);
     if fds.is_empty() {
@@ -213,9 +233,28 @@ pub fn register(set: Arc<dyn Watched>) -> bool {
         return false;
     }
     let id = set.id();
-    REGISTRY.with(|e| e.push(Entry { id, fds, set }));
+    REGISTRY.with(|e| {
+        e.push(Entry {
+            id,
+            fds,
+            set,
+            judged,
+        })
+    });
     wake();
     true
+}
+
+/// Every binding entered and not gone, with its overflow descriptors, as the registry holds
+/// them now (for the give-back after a discard, which must not miss one bound since the
+/// watcher's look began).
+fn entered() -> Vec<(Arc<dyn Watched>, Vec<i32>)> {
+    REGISTRY.with(|e| {
+        e.iter()
+            .filter(|x| !x.set.gone())
+            .map(|x| (x.set.clone(), x.fds.clone()))
+            .collect()
+    })
 }
 
 /// Stop watching the binding `id` (at its unbind).
@@ -686,8 +725,12 @@ fn run() {
         let mut sets: Vec<Weak<dyn Watched>> = Vec::new();
         REGISTRY.with(|e| {
             e.retain(|x| !x.set.gone());
-            sets.extend(e.iter().map(|x| Arc::downgrade(&x.set)));
-            for x in e.iter() {
+            sets.extend(
+                e.iter()
+                    .filter(|x| x.judged)
+                    .map(|x| Arc::downgrade(&x.set)),
+            );
+            for x in e.iter().filter(|x| x.judged) {
                 for &fd in &x.fds {
                     polled.push(libc::pollfd {
                         fd,

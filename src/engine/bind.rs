@@ -242,6 +242,11 @@ pub fn bind_tagged(
         {
             binding.inner.quieten();
         }
+    } else if notify != 0 && !binding.kind.is_emulated() {
+        // Counting another thread or a CPU: the signal goes to this thread, and a discard of
+        // the signals pending on threads that block it for good (the watcher's, process-wide)
+        // may take it while it waits; the watcher gives it back.
+        crate::base::watch::register_for_resend(binding.inner.clone());
     }
     binding.write(|b| b.start_from_presets())?;
     if let Target::Thread(tid) = target {

@@ -356,3 +356,29 @@ pub fn output_within(
     }
     Some(child.wait_with_output().unwrap())
 }
+
+/// Block (`true`) or unblock the overflow signal on this thread.
+pub fn block_overflow_signal(block: bool) {
+    // SAFETY: a mask change on the calling thread.
+    unsafe {
+        let mut s: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut s);
+        libc::sigaddset(&mut s, perfcompat::base::signal::overflow_signal());
+        let how = if block {
+            libc::SIG_BLOCK
+        } else {
+            libc::SIG_UNBLOCK
+        };
+        assert_eq!(libc::pthread_sigmask(how, &s, std::ptr::null_mut()), 0);
+    }
+}
+
+/// Whether the overflow signal is pending on this thread.
+pub fn overflow_signal_pending() -> bool {
+    // SAFETY: reads this thread's pending set into a local.
+    unsafe {
+        let mut s: libc::sigset_t = std::mem::zeroed();
+        assert_eq!(libc::sigpending(&mut s), 0);
+        libc::sigismember(&s, perfcompat::base::signal::overflow_signal()) == 1
+    }
+}

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
-use super::{bit, blocked_on, look_at, task_signals, tell_taken_over, Watched};
+use super::{bit, blocked_on, entered, look_at, task_signals, tell_taken_over, Watched};
 
 /// Send the overflow signal again for every record of `set` that waits for an overflow not
 /// yet handled (the owner can take the signal): its signal was discarded by a flush, or was
@@ -37,7 +37,7 @@ pub(super) fn tend_signals(
     owed: &mut Vec<Weak<dyn Watched>>,
 ) {
     let sig = crate::base::sys::overflow_signal();
-    let mut flush = false;
+    let mut blocking: Vec<i32> = Vec::new();
     for set in sets.iter().filter_map(Weak::upgrade) {
         if set.gone() {
             continue;
@@ -59,39 +59,51 @@ pub(super) fn tend_signals(
                 set.speak();
                 send_again(&set);
             }
-        } else if t.pending & bit(sig) != 0 {
-            flush = true;
+        } else if t.pending & bit(sig) != 0 && !blocking.contains(&set.owner()) {
+            blocking.push(set.owner());
         }
     }
-    if flush {
-        flush_and_resend(sets, owed);
+    if !blocking.is_empty() {
+        flush_and_resend(&blocking, owed);
     }
 }
 
 /// Discard the overflow signals pending on threads that block them
 /// ([`crate::base::signal::flush_pending_overflow_signal`]: on every thread), then give back
-/// what the discard may have taken from bindings whose signals are on: at once where the
-/// owner can take the signal, and where it blocks it (perhaps only for a moment, inside a call
-/// of the library's or of the program's) once it no longer does ([`tend_owed`]).
-fn flush_and_resend(sets: &[Weak<dyn Watched>], owed: &mut Vec<Weak<dyn Watched>>) {
+/// what the discard may have taken from the other bindings. `blocking` are the threads found
+/// blocking the signal for good: their bindings get theirs once they no longer block it
+/// ([`tend_owed`]). Every other binding's waiting record gets its signal again at once, in
+/// the same breath as the discard (no `/proc` read in between): where the owner can take it,
+/// it comes as if never taken, unless the owner ran on in the few microseconds between; where
+/// the owner blocks it for a moment (inside a call of the library's or of the program's), it
+/// waits for the unblock as the one taken did. Before, such an owner got it back only at the
+/// watcher's next look after its unblock, up to [`super::GRACE_MS`] late, and one that could
+/// take it only after a `/proc` read per binding: the release repeat of `kernel_stop` under
+/// load saw those late signals as lost overflows (23 runs in 1,000).
+fn flush_and_resend(blocking: &[i32], owed: &mut Vec<Weak<dyn Watched>>) {
     if !crate::base::signal::flush_pending_overflow_signal() {
         return;
     }
-    FLUSHES.fetch_add(1, Ordering::Relaxed);
-    let sig = crate::base::sys::overflow_signal();
-    for set in sets.iter().filter_map(Weak::upgrade) {
-        if set.gone() || set.quiet() {
+    // Read after the discard: a binding made since the watcher's look began (entered before
+    // it starts counting) had its signal taken too.
+    let live = entered();
+    for (set, fds) in &live {
+        if set.quiet() || blocking.contains(&set.owner()) {
             continue;
         }
-        match blocked_on(set.owner(), sig) {
-            Some(false) => send_again(&set),
-            Some(true) => {
-                let weak = Arc::downgrade(&set);
-                if !owed.iter().any(|o| Weak::ptr_eq(o, &weak)) {
-                    owed.push(weak);
-                }
+        for &fd in fds {
+            if set.record_pending(fd) {
+                crate::base::signal::queue_overflow_signal(set.owner(), fd);
             }
-            None => {}
+        }
+    }
+    FLUSHES.fetch_add(1, Ordering::Relaxed);
+    for (set, _) in live {
+        if !set.quiet() && blocking.contains(&set.owner()) {
+            let weak = Arc::downgrade(&set);
+            if !owed.iter().any(|o| Weak::ptr_eq(o, &weak)) {
+                owed.push(weak);
+            }
         }
     }
 }
@@ -192,9 +204,8 @@ fn asleep_outside_locks(tid: i32) -> bool {
 /// then is taken when they end. A handler of the program's that passes the signal on leaves a
 /// running thread to [`judge`]: the discard (the signal's action set to `SIG_IGN` and back)
 /// also takes the signals of other threads sent meanwhile, and there the watcher handles their
-/// records itself (tried: `signal_stress` lost page faults). A discard taken from a thread
-/// that blocked the signal for a moment is given back when the thread unblocks it
-/// ([`tend_owed`]). `seen` holds the last looks; returns whether any owner was found blocking
+/// records itself (tried: `signal_stress` lost page faults). What the discard takes from
+/// the other bindings is given back at once ([`flush_and_resend`]). `seen` holds the last looks; returns whether any owner was found blocking
 /// the signal with one pending and a record waiting (look again soon).
 pub(super) fn discard_early(
     sets: &[Weak<dyn Watched>],
@@ -250,9 +261,19 @@ pub(super) fn discard_early(
     }
     let ours = now.iter().any(|n| n.owner.is_some())
         && crate::base::signal::disposition() == crate::base::signal::Disposition::Ours;
-    let again = now.iter().any(|n| seen.iter().any(|s| n.for_good(s, ours)));
-    if again {
-        flush_and_resend(sets, owed);
+    let mut for_good: Vec<i32> = Vec::new();
+    for n in now
+        .iter()
+        .filter(|n| seen.iter().any(|s| n.for_good(s, ours)))
+    {
+        if let Some(set) = n.set.upgrade() {
+            if !for_good.contains(&set.owner()) {
+                for_good.push(set.owner());
+            }
+        }
+    }
+    if !for_good.is_empty() {
+        flush_and_resend(&for_good, owed);
     }
     *seen = now;
     found
