@@ -141,6 +141,9 @@ struct Slot {
     /// Signals for which nothing in this thread's set had overflowed.
     spurious: AtomicU64,
     errors: AtomicU64,
+    /// The first handler error: the step that failed (1 `si_code`, 2 thread, 3 sample, 4 the
+    /// buffer's values, 5 a preset, 6 the restart) in bits 56-63, `si_code` or `errno` below.
+    first_error: AtomicU64,
     allocs: AtomicU64,
     /// Signals that arrived after the final count (their overflow is in it).
     late: AtomicU64,
@@ -169,6 +172,7 @@ const SLOT_INIT: Slot = Slot {
     overshoot: AtomicU64::new(0),
     spurious: AtomicU64::new(0),
     errors: AtomicU64::new(0),
+    first_error: AtomicU64::new(0),
     allocs: AtomicU64::new(0),
     late: AtomicU64::new(0),
     records: AtomicUsize::new(0),
@@ -218,12 +222,24 @@ extern "C" fn on_sigemt(_sig: i32, info: *mut libc::siginfo_t, _uc: *mut libc::c
         slot.buf.load(SeqCst),
     );
     let (mut pf, mut tc) = (0u64, 0u64);
-    let mut ok = code == EMT_CPCOVF
-        && slot.tid.load(SeqCst) == gettid()
-        && cpc_set_sample(cpc, set, buf) == 0
+    // The step that failed first, for the report (see `Slot::first_error`).
+    let failed = |step: u64, detail: i64| {
+        let _ = slot.first_error.compare_exchange(
+            0,
+            step << 56 | (detail as u64 & 0xff_ffff_ffff_ffff),
+            SeqCst,
+            SeqCst,
+        );
+        false
+    };
+    // SAFETY: errno is thread-local.
+    let errno = || i64::from(unsafe { *libc::__errno_location() });
+    let mut ok = (code == EMT_CPCOVF || failed(1, i64::from(code)))
+        && (slot.tid.load(SeqCst) == gettid() || failed(2, 0))
+        && (cpc_set_sample(cpc, set, buf) == 0 || failed(3, errno()))
         // SAFETY: valid out-pointers.
-        && unsafe { cpc_buf_get(cpc, buf, 0, &mut pf) } == 0
-        && unsafe { cpc_buf_get(cpc, buf, 1, &mut tc) } == 0;
+        && (unsafe { cpc_buf_get(cpc, buf, 0, &mut pf) } == 0 || failed(4, errno()))
+        && (unsafe { cpc_buf_get(cpc, buf, 1, &mut tc) } == 0 || failed(4, errno()));
     // Overflowed: wrapped past 2^64, so below the preset.
     let pf_wrapped = ok && pf < PF_PRESET;
     let tc_wrapped = ok && tc < TC_PRESET;
@@ -250,9 +266,9 @@ extern "C" fn on_sigemt(_sig: i32, info: *mut libc::siginfo_t, _uc: *mut libc::c
         }
     }
     ok = ok
-        && cpc_request_preset(cpc, 0, PF_PRESET) == 0
-        && cpc_request_preset(cpc, 1, TC_PRESET) == 0
-        && cpc_set_restart(cpc, set) == 0;
+        && (cpc_request_preset(cpc, 0, PF_PRESET) == 0 || failed(5, errno()))
+        && (cpc_request_preset(cpc, 1, TC_PRESET) == 0 || failed(5, errno()))
+        && (cpc_set_restart(cpc, set) == 0 || failed(6, errno()));
     if !ok {
         slot.errors.fetch_add(1, SeqCst);
     }
@@ -798,7 +814,16 @@ fn a_hundred_thousand_sigemts_inside_malloc_and_the_library() {
         "engine signals on the unbound thread"
     );
     for (i, slot) in SLOTS.iter().enumerate().take(4) {
-        assert_eq!(slot.errors.load(SeqCst), 0, "handler errors on thread {i}");
+        let first = slot.first_error.load(SeqCst);
+        assert_eq!(
+            slot.errors.load(SeqCst),
+            0,
+            "handler errors on thread {i}: the first at step {} (1 si_code, 2 thread, 3 sample, \
+             4 buffer, 5 preset, 6 restart), si_code or errno {}, role {}",
+            first >> 56,
+            ((first << 8) as i64) >> 8,
+            slot.role.load(SeqCst)
+        );
         assert_eq!(
             slot.allocs.load(SeqCst),
             0,
