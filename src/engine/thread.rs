@@ -40,9 +40,15 @@ pub unsafe trait OwnedState: Sized + 'static {
 
 /// One owner's entry on a thread: its binding, under the library's key for it (libcpc: its
 /// set) and the binding's id (key 0: none); and its own state, if it keeps one.
+///
+/// `ptr` is the binding of `id` in the thread's table (null: not there), found once when the
+/// entry is set rather than by a scan of the table on every lookup (issue 48: the scan was a
+/// tenth of `cpc_set_sample`'s own work). It is valid while the table holds its strong count:
+/// every place that drops a slot's count clears the `ptr` that names it first.
 struct Owned {
     key: Cell<usize>,
     id: Cell<u64>,
+    ptr: Cell<*const BoundSet>,
     /// A `Box<RefCell<Option<T>>>` of the owner's [`OwnedState`] type `T`, made at its first
     /// use ([`with_owned_state`]), or null.
     state: Cell<*mut ()>,
@@ -55,6 +61,7 @@ impl Owned {
         Owned {
             key: Cell::new(0),
             id: Cell::new(0),
+            ptr: Cell::new(std::ptr::null()),
             state: Cell::new(std::ptr::null_mut()),
             drop_state: Cell::new(None),
         }
@@ -68,8 +75,22 @@ struct ThreadTable {
     owned: [Owned; OWNERS],
 }
 
+impl ThreadTable {
+    /// Forget `p` as any owner's binding (its slot's strong count is about to be dropped).
+    fn disown(&self, p: *const BoundSet) {
+        for o in &self.owned {
+            if o.ptr.get() == p {
+                o.ptr.set(std::ptr::null());
+            }
+        }
+    }
+}
+
 impl Drop for ThreadTable {
     fn drop(&mut self) {
+        for o in &self.owned {
+            o.ptr.set(std::ptr::null());
+        }
         let slots = self.slots.get_mut();
         for s in slots.iter_mut() {
             if !s.is_null() {
@@ -112,6 +133,7 @@ pub(super) fn register(b: &Arc<BoundSet>, make_current: bool) -> Result<()> {
                 if t.current.get() == *s {
                     t.current.set(std::ptr::null());
                 }
+                t.disown(*s);
                 // SAFETY: releases this slot's strong count.
                 unsafe { drop(Arc::from_raw(*s)) };
                 *s = std::ptr::null();
@@ -141,6 +163,7 @@ pub(super) fn unregister(b: &Arc<BoundSet>) {
                 if t.current.get() == p {
                     t.current.set(std::ptr::null());
                 }
+                t.disown(p);
                 // SAFETY: releases this slot's strong count.
                 unsafe { drop(Arc::from_raw(*s)) };
                 *s = std::ptr::null();
@@ -205,6 +228,17 @@ pub fn set_owned(owner: Owner, key: usize, id: u64) {
         o.key.set(0);
         compiler_fence(Ordering::SeqCst);
         o.id.set(id);
+        // The binding of `id` in the table, looked for whatever its state (a lookup checks
+        // that it is still bound).
+        // SAFETY: as in `with_current`.
+        let slots = unsafe { &*t.slots.get() };
+        let p = slots
+            .iter()
+            .copied()
+            // SAFETY: non-null slots are live.
+            .find(|&s| id != 0 && !s.is_null() && unsafe { (*s).id } == id)
+            .unwrap_or(std::ptr::null());
+        o.ptr.set(p);
         compiler_fence(Ordering::SeqCst);
         o.key.set(key);
     });
@@ -246,7 +280,10 @@ pub fn owned(owner: Owner, key: Option<usize>) -> Option<std::ptr::NonNull<Bound
             if k == 0 || key.is_some_and(|key| key != k) {
                 return None;
             }
-            find(t, o.id.get(), |b| std::ptr::NonNull::from(b))
+            // SAFETY: `ptr` is null or a binding the table holds (see `Owned`), which only
+            // this thread drops, never while one of its signal handlers runs.
+            let b = unsafe { o.ptr.get().as_ref() }?;
+            (!b.gone()).then(|| std::ptr::NonNull::from(b))
         })
         .ok()
         .flatten()
@@ -336,4 +373,50 @@ pub(crate) fn on_overflow_unknown(pc: usize) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sim::SimBackend;
+    use crate::base::set::{CounterSet, Request, Target};
+
+    /// The pointer an owner's entry keeps to its binding (null: none).
+    fn owned_ptr(owner: Owner) -> *const BoundSet {
+        THREAD.with(|t| t.owned[owner as usize].ptr.get())
+    }
+
+    fn bind_here() -> super::super::Binding {
+        let backend: &'static SimBackend = Box::leak(Box::new(SimBackend::new("r10000").unwrap()));
+        let set = CounterSet::new().with(Request::new("cycles")).unwrap();
+        crate::engine::bind_with(backend, &set, Target::CurrentThread).unwrap()
+    }
+
+    // Issue 48: an owner's entry keeps its binding's address, not only its id. The table may
+    // drop that binding (its own unbind on this thread, or a sweep after an unbind elsewhere)
+    // while the entry still names it: the address must go with it, never left to a freed
+    // binding that a sample in a signal handler would read.
+    #[test]
+    fn an_owners_entry_forgets_its_binding_when_the_table_drops_it() {
+        let b = bind_here();
+        set_owned(Owner::Libcpc, 0x1000, b.id());
+        assert!(!owned_ptr(Owner::Libcpc).is_null());
+        assert!(owned(Owner::Libcpc, Some(0x1000)).is_some());
+        assert!(owned(Owner::Libcpc, Some(0x2000)).is_none(), "another key");
+        drop(b);
+        assert!(owned_ptr(Owner::Libcpc).is_null(), "unbound on this thread");
+        assert!(owned(Owner::Libcpc, Some(0x1000)).is_none());
+
+        // Unbound on another thread: detached there, dropped by this thread's next sweep.
+        let b = bind_here();
+        set_owned(Owner::Libcpc, 0x1000, b.id());
+        std::thread::spawn(move || drop(b)).join().unwrap();
+        assert!(owned(Owner::Libcpc, Some(0x1000)).is_none(), "gone");
+        assert!(!owned_ptr(Owner::Libcpc).is_null(), "not swept yet");
+        let other = bind_here();
+        assert!(owned_ptr(Owner::Libcpc).is_null(), "swept");
+        assert!(owned(Owner::Libcpc, Some(0x1000)).is_none());
+        drop(other);
+        set_owned(Owner::Libcpc, 0, 0);
+    }
 }
