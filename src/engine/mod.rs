@@ -169,6 +169,10 @@ pub struct BoundSet {
     // `group`'s read made here, inline, where its backend has one ([`Group::direct_read`],
     // asked once at the bind; `group` is never replaced, so it stays valid).
     direct: Option<DirectRead>,
+    // Whether the lean sample can answer at all (`BoundSet::sample_running`): `direct` reads
+    // from user space (`DirectRead::reads_user`) and no request notifies. Fixed at the bind,
+    // so that the lean sample tests one word where it tested four (issue 48).
+    lean: bool,
     notify: u64,
     seq: SeqCount,
     preset: Box<[AtomicU64]>,
