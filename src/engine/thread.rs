@@ -273,6 +273,16 @@ pub fn with_owned<R>(
 /// one of its signal handlers runs: signals are blocked then). Use it at once, on this thread.
 #[inline(always)]
 pub fn owned(owner: Owner, key: Option<usize>) -> Option<std::ptr::NonNull<BoundSet>> {
+    // SAFETY: the pointer is live (see `owned_any`).
+    owned_any(owner, key).filter(|b| !unsafe { b.as_ref() }.gone())
+}
+
+/// [`owned`] whatever the binding's state: it may be gone (unbound on another thread, or the
+/// parent's after `fork`), which the caller tests ([`BoundSet::is_gone`]) before using it as
+/// `owner`'s binding. For a sample that tests it anyway (the lean sample does, first): the
+/// test is not made twice (issue 48). The same rules of use as [`owned`]'s.
+#[inline(always)]
+pub fn owned_any(owner: Owner, key: Option<usize>) -> Option<std::ptr::NonNull<BoundSet>> {
     THREAD
         .try_with(|t| {
             let o = &t.owned[owner as usize];
@@ -280,10 +290,7 @@ pub fn owned(owner: Owner, key: Option<usize>) -> Option<std::ptr::NonNull<Bound
             if k == 0 || key.is_some_and(|key| key != k) {
                 return None;
             }
-            // SAFETY: `ptr` is null or a binding the table holds (see `Owned`), which only
-            // this thread drops, never while one of its signal handlers runs.
-            let b = unsafe { o.ptr.get().as_ref() }?;
-            (!b.gone()).then(|| std::ptr::NonNull::from(b))
+            std::ptr::NonNull::new(o.ptr.get().cast_mut())
         })
         .ok()
         .flatten()
@@ -413,9 +420,13 @@ mod tests {
         std::thread::spawn(move || drop(b)).join().unwrap();
         assert!(owned(Owner::Libcpc, Some(0x1000)).is_none(), "gone");
         assert!(!owned_ptr(Owner::Libcpc).is_null(), "not swept yet");
+        let any = owned_any(Owner::Libcpc, Some(0x1000)).expect("still in the table");
+        // SAFETY: the table holds it until this thread's next sweep.
+        assert!(unsafe { any.as_ref() }.is_gone());
         let other = bind_here();
         assert!(owned_ptr(Owner::Libcpc).is_null(), "swept");
         assert!(owned(Owner::Libcpc, Some(0x1000)).is_none());
+        assert!(owned_any(Owner::Libcpc, Some(0x1000)).is_none());
         drop(other);
         set_owned(Owner::Libcpc, 0, 0);
     }

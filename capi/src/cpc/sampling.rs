@@ -162,9 +162,11 @@ fn sample_of(cpc: *mut cpc_t, set: *mut cpc_set_t, buf: *mut cpc_buf_t) -> c_int
     if s.cpc != cpc as usize || b.cpc != cpc as usize {
         return checked(cpc, set, buf);
     }
-    let mine = lwp::mine(set as usize);
+    // The thread's binding whatever its state: the lean sample tests that it is not gone
+    // before anything else, and the general path is given it only if it is not.
+    let any = lwp::mine_any(set as usize);
     let n = s.reqs.len();
-    if let (Some(bs), true) = (mine, b.vals.len() == n && n <= LEAN_MAX) {
+    if let (Some(bs), true) = (any, b.vals.len() == n && n <= LEAN_MAX) {
         let mut vals = [0u64; LEAN_MAX];
         // SAFETY: used at once, on this thread (`lwp::mine`'s rules).
         let bs = unsafe { bs.as_ref() };
@@ -173,6 +175,8 @@ fn sample_of(cpc: *mut cpc_t, set: *mut cpc_set_t, buf: *mut cpc_buf_t) -> c_int
             return 0;
         }
     }
+    // SAFETY: as above.
+    let mine = any.filter(|bs| !unsafe { bs.as_ref() }.is_gone());
     sample_general(cpc, s, set as usize, b, mine)
 }
 
