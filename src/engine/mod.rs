@@ -101,9 +101,9 @@ fn gen_word(g: u32, incomplete: bool) -> u64 {
 /// draw from the same sequence.
 ///
 /// The counter starts at 1 and its low 31 bits are the number, 0 skipped: 1, 2, ...,
-/// 2^31 - 1, then 1 again. Every libperfex `start_counters` draws one, and the remainder by
-/// 2^31 - 1 this replaces was a tenth of the instructions it adds to its counter read
-/// (issue 48, the arm64 guest's interval row).
+/// 2^31 - 1, then 1 again. Every libperfex `start_counters` draws one: the remainder by
+/// 2^31 - 1 this replaces (a multiply and shifts) was 7 instructions of each start in the
+/// arm64 guest (issue 48, the interval row).
 #[inline]
 pub fn next_generation() -> u32 {
     let g = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed) & 0x7fff_ffff;
