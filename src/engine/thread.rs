@@ -71,26 +71,27 @@ impl Owned {
 struct ThreadTable {
     slots: UnsafeCell<[*const BoundSet; MAX_THREAD_BINDINGS]>,
     current: Cell<*const BoundSet>,
-    /// Each owner's entry, by [`Owner`].
-    owned: [Owned; OWNERS],
 }
 
-impl ThreadTable {
-    /// Forget `p` as any owner's binding (its slot's strong count is about to be dropped).
-    fn disown(&self, p: *const BoundSet) {
-        for o in &self.owned {
+/// Forget `p` as any owner's binding on this thread (its slot's strong count is about to be
+/// dropped).
+fn disown(p: *const BoundSet) {
+    OWNED.with(|os| {
+        for o in os {
             if o.ptr.get() == p {
                 o.ptr.set(std::ptr::null());
             }
         }
-    }
+    });
 }
 
 impl Drop for ThreadTable {
     fn drop(&mut self) {
-        for o in &self.owned {
-            o.ptr.set(std::ptr::null());
-        }
+        OWNED.with(|os| {
+            for o in os {
+                o.ptr.set(std::ptr::null());
+            }
+        });
         let slots = self.slots.get_mut();
         for s in slots.iter_mut() {
             if !s.is_null() {
@@ -100,13 +101,15 @@ impl Drop for ThreadTable {
             }
         }
         // The owners' own state last: what it holds (libperfex's binding) is unbound here.
-        for o in &self.owned {
-            let p = o.state.replace(std::ptr::null_mut());
-            if let (false, Some(free)) = (p.is_null(), o.drop_state.get()) {
-                // SAFETY: `p` was made by `with_owned_state` for the type `free` frees.
-                unsafe { free(p) };
+        OWNED.with(|os| {
+            for o in os {
+                let p = o.state.replace(std::ptr::null_mut());
+                if let (false, Some(free)) = (p.is_null(), o.drop_state.get()) {
+                    // SAFETY: `p` was made by `with_owned_state` for the type `free` frees.
+                    unsafe { free(p) };
+                }
             }
-        }
+        });
     }
 }
 
@@ -115,9 +118,15 @@ thread_local! {
         ThreadTable {
             slots: UnsafeCell::new([std::ptr::null(); MAX_THREAD_BINDINGS]),
             current: Cell::new(std::ptr::null()),
-            owned: [Owned::none(), Owned::none()],
         }
     };
+
+    /// Each owner's entry on this thread, by [`Owner`]: apart from the table, and without a
+    /// destructor, so that reaching it is the thread-local's address alone (the table's, which
+    /// has one, tests whether it ran: 3 instructions of each sample, start and read in the
+    /// arm64 guest, issue 48). The table clears it when it is destroyed: its `ptr`s and the
+    /// states it frees.
+    static OWNED: [Owned; OWNERS] = const { [Owned::none(), Owned::none()] };
 }
 
 /// Add a binding to this thread's table. Sweeps detached entries first.
@@ -133,7 +142,7 @@ pub(super) fn register(b: &Arc<BoundSet>, make_current: bool) -> Result<()> {
                 if t.current.get() == *s {
                     t.current.set(std::ptr::null());
                 }
-                t.disown(*s);
+                disown(*s);
                 // SAFETY: releases this slot's strong count.
                 unsafe { drop(Arc::from_raw(*s)) };
                 *s = std::ptr::null();
@@ -163,7 +172,7 @@ pub(super) fn unregister(b: &Arc<BoundSet>) {
                 if t.current.get() == p {
                     t.current.set(std::ptr::null());
                 }
-                t.disown(p);
+                disown(p);
                 // SAFETY: releases this slot's strong count.
                 unsafe { drop(Arc::from_raw(*s)) };
                 *s = std::ptr::null();
@@ -223,20 +232,25 @@ fn find<R>(t: &ThreadTable, id: u64, f: impl FnOnce(&BoundSet) -> R) -> Option<R
 /// `key` (libcpc: its set); key 0 (and id 0): none. A signal handler of this thread sees none or
 /// a consistent pair.
 pub fn set_owned(owner: Owner, key: usize, id: u64) {
-    let _ = THREAD.try_with(|t| {
-        let o = &t.owned[owner as usize];
+    OWNED.with(|os| {
+        let o = &os[owner as usize];
         o.key.set(0);
         compiler_fence(Ordering::SeqCst);
         o.id.set(id);
         // The binding of `id` in the table, looked for whatever its state (a lookup checks
-        // that it is still bound).
-        // SAFETY: as in `with_current`.
-        let slots = unsafe { &*t.slots.get() };
-        let p = slots
-            .iter()
-            .copied()
-            // SAFETY: non-null slots are live.
-            .find(|&s| id != 0 && !s.is_null() && unsafe { (*s).id } == id)
+        // that it is still bound); none once the table is destroyed.
+        let p = THREAD
+            .try_with(|t| {
+                // SAFETY: as in `with_current`.
+                let slots = unsafe { &*t.slots.get() };
+                slots
+                    .iter()
+                    .copied()
+                    // SAFETY: non-null slots are live.
+                    .find(|&s| id != 0 && !s.is_null() && unsafe { (*s).id } == id)
+            })
+            .ok()
+            .flatten()
             .unwrap_or(std::ptr::null());
         o.ptr.set(p);
         compiler_fence(Ordering::SeqCst);
@@ -246,9 +260,7 @@ pub fn set_owned(owner: Owner, key: usize, id: u64) {
 
 /// The key of `owner`'s binding on the calling thread (0: none). Async-signal-safe.
 pub fn owned_key(owner: Owner) -> usize {
-    THREAD
-        .try_with(|t| t.owned[owner as usize].key.get())
-        .unwrap_or(0)
+    OWNED.with(|os| os[owner as usize].key.get())
 }
 
 /// Run `f` on `owner`'s binding on the calling thread (only if it is under `key`, when given),
@@ -283,17 +295,14 @@ pub fn owned(owner: Owner, key: Option<usize>) -> Option<std::ptr::NonNull<Bound
 /// test is not made twice (issue 48). The same rules of use as [`owned`]'s.
 #[inline(always)]
 pub fn owned_any(owner: Owner, key: Option<usize>) -> Option<std::ptr::NonNull<BoundSet>> {
-    THREAD
-        .try_with(|t| {
-            let o = &t.owned[owner as usize];
-            let k = o.key.get();
-            if k == 0 || key.is_some_and(|key| key != k) {
-                return None;
-            }
-            std::ptr::NonNull::new(o.ptr.get().cast_mut())
-        })
-        .ok()
-        .flatten()
+    OWNED.with(|os| {
+        let o = &os[owner as usize];
+        let k = o.key.get();
+        if k == 0 || key.is_some_and(|key| key != k) {
+            return None;
+        }
+        std::ptr::NonNull::new(o.ptr.get().cast_mut())
+    })
 }
 
 /// `f` on the calling thread's state of `T`'s owner (empty until `f` fills it), in the
@@ -302,7 +311,7 @@ pub fn owned_any(owner: Owner, key: Option<usize>) -> Option<std::ptr::NonNull<B
 /// exits. Not for signal handlers.
 #[inline(always)]
 pub fn with_owned_state<T: OwnedState, R>(f: impl FnOnce(&RefCell<Option<T>>) -> R) -> R {
-    let mut p = THREAD.with(|t| t.owned[T::OWNER as usize].state.get());
+    let mut p = OWNED.with(|os| os[T::OWNER as usize].state.get());
     if p.is_null() {
         p = new_state::<T>();
     }
@@ -322,9 +331,12 @@ fn new_state<T: OwnedState>() -> *mut () {
         // SAFETY: the caller's promise.
         drop(unsafe { Box::from_raw(p as *mut RefCell<Option<U>>) });
     }
+    // The table's destructor frees the state: made sure to run (a thread that only uses
+    // libperfex has not touched the table yet).
+    THREAD.with(|_| ());
     let p = Box::into_raw(Box::new(RefCell::new(None::<T>))) as *mut ();
-    THREAD.with(|t| {
-        let o = &t.owned[T::OWNER as usize];
+    OWNED.with(|os| {
+        let o = &os[T::OWNER as usize];
         o.state.set(p);
         o.drop_state.set(Some(free::<T>));
     });
@@ -390,7 +402,7 @@ mod tests {
 
     /// The pointer an owner's entry keeps to its binding (null: none).
     fn owned_ptr(owner: Owner) -> *const BoundSet {
-        THREAD.with(|t| t.owned[owner as usize].ptr.get())
+        OWNED.with(|os| os[owner as usize].ptr.get())
     }
 
     fn bind_here() -> super::super::Binding {
