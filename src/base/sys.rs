@@ -20,17 +20,19 @@ pub fn gettid() -> i32 {
 // Always inline: with the lean sample beside the general one, LLVM called it (issue 48).
 #[inline(always)]
 pub fn now_ns() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    // Not zeroed first (two stores of every timed sample, issue 48): read only once a call
+    // that succeeded wrote it.
+    let mut ts = std::mem::MaybeUninit::<libc::timespec>::uninit();
     // SAFETY: a function of the vDSO with clock_gettime's signature (see `vdso_clock`): it
-    // writes into `ts`.
-    let done = vdso_clock().is_some_and(|f| unsafe { f(libc::CLOCK_MONOTONIC, &mut ts) } == 0);
-    if !done {
-        // SAFETY: writes into `ts`.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // writes into `ts` when it returns 0.
+    let done =
+        vdso_clock().is_some_and(|f| unsafe { f(libc::CLOCK_MONOTONIC, ts.as_mut_ptr()) } == 0);
+    // SAFETY: writes into `ts` when it returns 0.
+    if !done && unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, ts.as_mut_ptr()) } != 0 {
+        return 0;
     }
+    // SAFETY: written by the call that returned 0.
+    let ts = unsafe { ts.assume_init() };
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 

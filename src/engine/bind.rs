@@ -196,6 +196,7 @@ pub fn bind_tagged(
         owner: gettid(),
         kind: backend.shape_unmeasured().kind,
         group,
+        lean: notify == 0 && direct.as_ref().is_some_and(|d| d.reads_user()),
         direct,
         notify,
         seq: SeqCount::new(),

@@ -63,8 +63,8 @@ mod watched;
 pub use bind::{bind, bind_tagged, bind_with, check_request, plan, Binding};
 pub use overflow::{add_overflow_hook, dropped_at_freezes, set_overflow_hook};
 pub use thread::{
-    owned, owned_key, set_owned, with_current, with_owned, with_owned_state, with_thread_binding,
-    OwnedState, Owner, MAX_THREAD_BINDINGS,
+    owned, owned_any, owned_key, set_owned, with_current, with_owned, with_owned_state,
+    with_thread_binding, OwnedState, Owner, MAX_THREAD_BINDINGS,
 };
 
 /// What an overflow hook is told.
@@ -86,7 +86,7 @@ pub struct OverflowEvent {
 /// must be async-signal-safe.
 pub type OverflowHook = fn(&OverflowEvent);
 
-static NEXT_GENERATION: AtomicU32 = AtomicU32::new(0);
+static NEXT_GENERATION: AtomicU32 = AtomicU32::new(1);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A [`BoundSet`]'s generation word: generation `g`, and whether its interval was seen
@@ -99,8 +99,25 @@ fn gen_word(g: u32, incomplete: bool) -> u64 {
 /// A fresh generation number: positive, never 0, fits in a C `int`, unique within the process
 /// until it wraps after 2^31 - 1 numbers. ABI layers that keep their own generations (libperfex)
 /// draw from the same sequence.
+///
+/// The counter starts at 1 and its low 31 bits are the number, 0 skipped: 1, 2, ...,
+/// 2^31 - 1, then 1 again. Every libperfex `start_counters` draws one: the remainder by
+/// 2^31 - 1 this replaces (a multiply and shifts) was 7 instructions of each start in the
+/// arm64 guest (issue 48, the interval row).
+#[inline]
 pub fn next_generation() -> u32 {
-    NEXT_GENERATION.fetch_add(1, Ordering::Relaxed) % 0x7fff_ffff + 1
+    let g = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed) & 0x7fff_ffff;
+    if g == 0 {
+        return next_generation_past_zero();
+    }
+    g
+}
+
+/// [`next_generation`] when the counter's low bits came round to 0: the next one.
+#[cold]
+#[inline(never)]
+fn next_generation_past_zero() -> u32 {
+    next_generation()
 }
 
 pub use crate::base::sys::{gettid, now_ns};
@@ -152,6 +169,10 @@ pub struct BoundSet {
     // `group`'s read made here, inline, where its backend has one ([`Group::direct_read`],
     // asked once at the bind; `group` is never replaced, so it stays valid).
     direct: Option<DirectRead>,
+    // Whether the lean sample can answer at all (`BoundSet::sample_running`): `direct` reads
+    // from user space (`DirectRead::reads_user`) and no request notifies. Fixed at the bind,
+    // so that the lean sample tests one word where it tested four (issue 48).
+    lean: bool,
     notify: u64,
     seq: SeqCount,
     preset: Box<[AtomicU64]>,
@@ -203,4 +224,23 @@ pub struct BoundSet {
     // FORKS when the binding was made: a child of fork() has copies of the parent's counter
     // descriptors, which still count the parent; the child must neither read nor stop them.
     fork_gen: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The counter's low bits coming round to 0 give no generation 0 (nor a number a C `int`
+    // cannot hold): the next one is drawn. Other tests may draw meanwhile; every number drawn
+    // here is still in 1..=2^31 - 1.
+    #[test]
+    fn generations_skip_zero_when_the_counter_comes_round() {
+        for start in [0x7fff_fffe_u32, 0xffff_fffe] {
+            NEXT_GENERATION.store(start, Ordering::Relaxed);
+            for _ in 0..4 {
+                let g = next_generation();
+                assert!((1..=0x7fff_ffff).contains(&g), "{g:#x} after {start:#x}");
+            }
+        }
+    }
 }

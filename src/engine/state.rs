@@ -24,6 +24,13 @@ impl BoundSet {
         self.detached.load(Ordering::Acquire) || self.inherited_from_parent()
     }
 
+    /// Whether the binding is no longer usable here: unbound, or the parent's (after fork).
+    /// Async-signal-safe.
+    #[inline(always)]
+    pub fn is_gone(&self) -> bool {
+        self.gone()
+    }
+
     /// Unique id of this binding within the process.
     pub fn id(&self) -> u64 {
         self.id

@@ -40,9 +40,15 @@ pub unsafe trait OwnedState: Sized + 'static {
 
 /// One owner's entry on a thread: its binding, under the library's key for it (libcpc: its
 /// set) and the binding's id (key 0: none); and its own state, if it keeps one.
+///
+/// `ptr` is the binding of `id` in the thread's table (null: not there), found once when the
+/// entry is set rather than by a scan of the table on every lookup (issue 48: the scan was a
+/// tenth of `cpc_set_sample`'s own work). It is valid while the table holds its strong count:
+/// every place that drops a slot's count clears the `ptr` that names it first.
 struct Owned {
     key: Cell<usize>,
     id: Cell<u64>,
+    ptr: Cell<*const BoundSet>,
     /// A `Box<RefCell<Option<T>>>` of the owner's [`OwnedState`] type `T`, made at its first
     /// use ([`with_owned_state`]), or null.
     state: Cell<*mut ()>,
@@ -55,6 +61,7 @@ impl Owned {
         Owned {
             key: Cell::new(0),
             id: Cell::new(0),
+            ptr: Cell::new(std::ptr::null()),
             state: Cell::new(std::ptr::null_mut()),
             drop_state: Cell::new(None),
         }
@@ -64,12 +71,27 @@ impl Owned {
 struct ThreadTable {
     slots: UnsafeCell<[*const BoundSet; MAX_THREAD_BINDINGS]>,
     current: Cell<*const BoundSet>,
-    /// Each owner's entry, by [`Owner`].
-    owned: [Owned; OWNERS],
+}
+
+/// Forget `p` as any owner's binding on this thread (its slot's strong count is about to be
+/// dropped).
+fn disown(p: *const BoundSet) {
+    OWNED.with(|os| {
+        for o in os {
+            if o.ptr.get() == p {
+                o.ptr.set(std::ptr::null());
+            }
+        }
+    });
 }
 
 impl Drop for ThreadTable {
     fn drop(&mut self) {
+        OWNED.with(|os| {
+            for o in os {
+                o.ptr.set(std::ptr::null());
+            }
+        });
         let slots = self.slots.get_mut();
         for s in slots.iter_mut() {
             if !s.is_null() {
@@ -79,13 +101,15 @@ impl Drop for ThreadTable {
             }
         }
         // The owners' own state last: what it holds (libperfex's binding) is unbound here.
-        for o in &self.owned {
-            let p = o.state.replace(std::ptr::null_mut());
-            if let (false, Some(free)) = (p.is_null(), o.drop_state.get()) {
-                // SAFETY: `p` was made by `with_owned_state` for the type `free` frees.
-                unsafe { free(p) };
+        OWNED.with(|os| {
+            for o in os {
+                let p = o.state.replace(std::ptr::null_mut());
+                if let (false, Some(free)) = (p.is_null(), o.drop_state.get()) {
+                    // SAFETY: `p` was made by `with_owned_state` for the type `free` frees.
+                    unsafe { free(p) };
+                }
             }
-        }
+        });
     }
 }
 
@@ -94,9 +118,15 @@ thread_local! {
         ThreadTable {
             slots: UnsafeCell::new([std::ptr::null(); MAX_THREAD_BINDINGS]),
             current: Cell::new(std::ptr::null()),
-            owned: [Owned::none(), Owned::none()],
         }
     };
+
+    /// Each owner's entry on this thread, by [`Owner`]: apart from the table, and without a
+    /// destructor, so that reaching it is the thread-local's address alone (the table's, which
+    /// has one, tests whether it ran: 3 instructions of each sample, start and read in the
+    /// arm64 guest, issue 48). The table clears it when it is destroyed: its `ptr`s and the
+    /// states it frees.
+    static OWNED: [Owned; OWNERS] = const { [Owned::none(), Owned::none()] };
 }
 
 /// Add a binding to this thread's table. Sweeps detached entries first.
@@ -112,6 +142,7 @@ pub(super) fn register(b: &Arc<BoundSet>, make_current: bool) -> Result<()> {
                 if t.current.get() == *s {
                     t.current.set(std::ptr::null());
                 }
+                disown(*s);
                 // SAFETY: releases this slot's strong count.
                 unsafe { drop(Arc::from_raw(*s)) };
                 *s = std::ptr::null();
@@ -141,6 +172,7 @@ pub(super) fn unregister(b: &Arc<BoundSet>) {
                 if t.current.get() == p {
                     t.current.set(std::ptr::null());
                 }
+                disown(p);
                 // SAFETY: releases this slot's strong count.
                 unsafe { drop(Arc::from_raw(*s)) };
                 *s = std::ptr::null();
@@ -200,11 +232,27 @@ fn find<R>(t: &ThreadTable, id: u64, f: impl FnOnce(&BoundSet) -> R) -> Option<R
 /// `key` (libcpc: its set); key 0 (and id 0): none. A signal handler of this thread sees none or
 /// a consistent pair.
 pub fn set_owned(owner: Owner, key: usize, id: u64) {
-    let _ = THREAD.try_with(|t| {
-        let o = &t.owned[owner as usize];
+    OWNED.with(|os| {
+        let o = &os[owner as usize];
         o.key.set(0);
         compiler_fence(Ordering::SeqCst);
         o.id.set(id);
+        // The binding of `id` in the table, looked for whatever its state (a lookup checks
+        // that it is still bound); none once the table is destroyed.
+        let p = THREAD
+            .try_with(|t| {
+                // SAFETY: as in `with_current`.
+                let slots = unsafe { &*t.slots.get() };
+                slots
+                    .iter()
+                    .copied()
+                    // SAFETY: non-null slots are live.
+                    .find(|&s| id != 0 && !s.is_null() && unsafe { (*s).id } == id)
+            })
+            .ok()
+            .flatten()
+            .unwrap_or(std::ptr::null());
+        o.ptr.set(p);
         compiler_fence(Ordering::SeqCst);
         o.key.set(key);
     });
@@ -212,9 +260,7 @@ pub fn set_owned(owner: Owner, key: usize, id: u64) {
 
 /// The key of `owner`'s binding on the calling thread (0: none). Async-signal-safe.
 pub fn owned_key(owner: Owner) -> usize {
-    THREAD
-        .try_with(|t| t.owned[owner as usize].key.get())
-        .unwrap_or(0)
+    OWNED.with(|os| os[owner as usize].key.get())
 }
 
 /// Run `f` on `owner`'s binding on the calling thread (only if it is under `key`, when given),
@@ -239,17 +285,24 @@ pub fn with_owned<R>(
 /// one of its signal handlers runs: signals are blocked then). Use it at once, on this thread.
 #[inline(always)]
 pub fn owned(owner: Owner, key: Option<usize>) -> Option<std::ptr::NonNull<BoundSet>> {
-    THREAD
-        .try_with(|t| {
-            let o = &t.owned[owner as usize];
-            let k = o.key.get();
-            if k == 0 || key.is_some_and(|key| key != k) {
-                return None;
-            }
-            find(t, o.id.get(), |b| std::ptr::NonNull::from(b))
-        })
-        .ok()
-        .flatten()
+    // SAFETY: the pointer is live (see `owned_any`).
+    owned_any(owner, key).filter(|b| !unsafe { b.as_ref() }.gone())
+}
+
+/// [`owned`] whatever the binding's state: it may be gone (unbound on another thread, or the
+/// parent's after `fork`), which the caller tests ([`BoundSet::is_gone`]) before using it as
+/// `owner`'s binding. For a sample that tests it anyway (the lean sample does, first): the
+/// test is not made twice (issue 48). The same rules of use as [`owned`]'s.
+#[inline(always)]
+pub fn owned_any(owner: Owner, key: Option<usize>) -> Option<std::ptr::NonNull<BoundSet>> {
+    OWNED.with(|os| {
+        let o = &os[owner as usize];
+        let k = o.key.get();
+        if k == 0 || key.is_some_and(|key| key != k) {
+            return None;
+        }
+        std::ptr::NonNull::new(o.ptr.get().cast_mut())
+    })
 }
 
 /// `f` on the calling thread's state of `T`'s owner (empty until `f` fills it), in the
@@ -258,7 +311,7 @@ pub fn owned(owner: Owner, key: Option<usize>) -> Option<std::ptr::NonNull<Bound
 /// exits. Not for signal handlers.
 #[inline(always)]
 pub fn with_owned_state<T: OwnedState, R>(f: impl FnOnce(&RefCell<Option<T>>) -> R) -> R {
-    let mut p = THREAD.with(|t| t.owned[T::OWNER as usize].state.get());
+    let mut p = OWNED.with(|os| os[T::OWNER as usize].state.get());
     if p.is_null() {
         p = new_state::<T>();
     }
@@ -278,9 +331,12 @@ fn new_state<T: OwnedState>() -> *mut () {
         // SAFETY: the caller's promise.
         drop(unsafe { Box::from_raw(p as *mut RefCell<Option<U>>) });
     }
+    // The table's destructor frees the state: made sure to run (a thread that only uses
+    // libperfex has not touched the table yet).
+    THREAD.with(|_| ());
     let p = Box::into_raw(Box::new(RefCell::new(None::<T>))) as *mut ();
-    THREAD.with(|t| {
-        let o = &t.owned[T::OWNER as usize];
+    OWNED.with(|os| {
+        let o = &os[T::OWNER as usize];
         o.state.set(p);
         o.drop_state.set(Some(free::<T>));
     });
@@ -336,4 +392,54 @@ pub(crate) fn on_overflow_unknown(pc: usize) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sim::SimBackend;
+    use crate::base::set::{CounterSet, Request, Target};
+
+    /// The pointer an owner's entry keeps to its binding (null: none).
+    fn owned_ptr(owner: Owner) -> *const BoundSet {
+        OWNED.with(|os| os[owner as usize].ptr.get())
+    }
+
+    fn bind_here() -> super::super::Binding {
+        let backend: &'static SimBackend = Box::leak(Box::new(SimBackend::new("r10000").unwrap()));
+        let set = CounterSet::new().with(Request::new("cycles")).unwrap();
+        crate::engine::bind_with(backend, &set, Target::CurrentThread).unwrap()
+    }
+
+    // Issue 48: an owner's entry keeps its binding's address, not only its id. The table may
+    // drop that binding (its own unbind on this thread, or a sweep after an unbind elsewhere)
+    // while the entry still names it: the address must go with it, never left to a freed
+    // binding that a sample in a signal handler would read.
+    #[test]
+    fn an_owners_entry_forgets_its_binding_when_the_table_drops_it() {
+        let b = bind_here();
+        set_owned(Owner::Libcpc, 0x1000, b.id());
+        assert!(!owned_ptr(Owner::Libcpc).is_null());
+        assert!(owned(Owner::Libcpc, Some(0x1000)).is_some());
+        assert!(owned(Owner::Libcpc, Some(0x2000)).is_none(), "another key");
+        drop(b);
+        assert!(owned_ptr(Owner::Libcpc).is_null(), "unbound on this thread");
+        assert!(owned(Owner::Libcpc, Some(0x1000)).is_none());
+
+        // Unbound on another thread: detached there, dropped by this thread's next sweep.
+        let b = bind_here();
+        set_owned(Owner::Libcpc, 0x1000, b.id());
+        std::thread::spawn(move || drop(b)).join().unwrap();
+        assert!(owned(Owner::Libcpc, Some(0x1000)).is_none(), "gone");
+        assert!(!owned_ptr(Owner::Libcpc).is_null(), "not swept yet");
+        let any = owned_any(Owner::Libcpc, Some(0x1000)).expect("still in the table");
+        // SAFETY: the table holds it until this thread's next sweep.
+        assert!(unsafe { any.as_ref() }.is_gone());
+        let other = bind_here();
+        assert!(owned_ptr(Owner::Libcpc).is_null(), "swept");
+        assert!(owned(Owner::Libcpc, Some(0x1000)).is_none());
+        assert!(owned_any(Owner::Libcpc, Some(0x1000)).is_none());
+        drop(other);
+        set_owned(Owner::Libcpc, 0, 0);
+    }
 }

@@ -130,6 +130,13 @@ pub fn mine(set: usize) -> Option<std::ptr::NonNull<BoundSet>> {
     engine::owned(Owner::Libcpc, Some(set))
 }
 
+/// [`mine`] whatever the binding's state (see [`engine::owned_any`]): the caller tests
+/// [`BoundSet::is_gone`] before it takes it for this thread's counters.
+#[inline(always)]
+pub fn mine_any(set: usize) -> Option<std::ptr::NonNull<BoundSet>> {
+    engine::owned_any(Owner::Libcpc, Some(set))
+}
+
 /// Run `f` on this thread's libcpc counters (the set it bound with `cpc_bind_curlwp`, or its
 /// inherited copy), if it has them: what `cpc_request_preset`, `cpc_set_restart`,
 /// `cpc_enable` and `cpc_disable` act on. Found by binding id, not as the engine's current

@@ -23,7 +23,7 @@
 //!   since it started, for the events perfex counts: see [`adopt_handoff`].
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Once, OnceLock};
 
 use crate::api::costs;
@@ -222,21 +222,38 @@ fn env_override(index: usize) -> Option<i32> {
 /// in the arm64 guest, issue 48).
 #[inline(always)]
 pub fn events(e0: i32, e1: i32) -> (i32, i32) {
-    let (o0, o1) = match OVERRIDES.get() {
-        Some(o) => *o,
-        None => read_overrides(),
+    let mut w = OVERRIDES.load(Ordering::Relaxed);
+    if w & OVERRIDES_READ == 0 {
+        w = read_overrides();
+    }
+    let pick = |byte: u32, e: i32| match byte as u8 {
+        NO_OVERRIDE => e,
+        n => i32::from(n),
     };
-    (o0.unwrap_or(e0), o1.unwrap_or(e1))
+    (pick(w, e0), pick(w >> 8, e1))
 }
 
-/// The environment's overrides, read once per process ([`events`]).
-static OVERRIDES: OnceLock<(Option<i32>, Option<i32>)> = OnceLock::new();
+/// The environment's overrides, read once per process ([`events`]): one byte each, the first
+/// in the low byte (the event number, or [`NO_OVERRIDE`]), and [`OVERRIDES_READ`] once read.
+/// One word, so that a start or a read loads it once and picks each event with a compare (a
+/// `OnceLock` of two `Option<i32>`s copied 16 bytes through the stack: ~8 instructions of each
+/// start and read in the arm64 guest, issue 48). Two threads reading it first both store the
+/// same word.
+static OVERRIDES: AtomicU32 = AtomicU32::new(0);
+/// [`OVERRIDES`]'s mark of a word read from the environment.
+const OVERRIDES_READ: u32 = 1 << 16;
+/// An [`OVERRIDES`] byte without an override (an event number is below 32).
+const NO_OVERRIDE: u8 = 0xff;
 
 /// [`OVERRIDES`], read at the first call.
 #[cold]
 #[inline(never)]
-fn read_overrides() -> (Option<i32>, Option<i32>) {
-    *OVERRIDES.get_or_init(|| (env_override(0), env_override(1)))
+fn read_overrides() -> u32 {
+    let byte = |o: Option<i32>| o.and_then(|n| u8::try_from(n).ok()).unwrap_or(NO_OVERRIDE);
+    let w =
+        OVERRIDES_READ | u32::from(byte(env_override(0))) | (u32::from(byte(env_override(1))) << 8);
+    OVERRIDES.store(w, Ordering::Relaxed);
+    w
 }
 
 /// An R10000 event number written as text (`"26"`, surrounding blanks allowed), or an error

@@ -404,6 +404,14 @@ impl DirectRead {
         rdpmc::read_host(self.pages.as_ref()?, &mut out[..self.layout.n])
     }
 
+    /// [`DirectRead::read_user`] for a caller that found [`DirectRead::reads_user`] true
+    /// (fixed for the group's life): the scaled-request test not made again.
+    #[inline(always)]
+    pub fn read_user_unscaled(&self, out: &mut [u64]) -> Option<Times> {
+        debug_assert!(self.scale.is_none());
+        rdpmc::read_host(self.pages.as_ref()?, &mut out[..self.layout.n])
+    }
+
     /// [`Group::read`] with its `read` system call made right here. Async-signal-safe; on
     /// x86-64 and arm64 it does not change `errno`.
     #[inline(always)]
