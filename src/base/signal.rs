@@ -347,56 +347,174 @@ pub unsafe fn call_handler(
     if uc.is_null() {
         return false;
     }
-    // SAFETY: plain libc calls on local sets; `uc` is the kernel's context (caller's contract).
+    // SAFETY: the kernel's sigaction and mask calls on locals; `uc` is the kernel's context
+    // (caller's contract).
     unsafe {
-        let mut act: libc::sigaction = std::mem::zeroed();
         let interrupted = &(*(uc as *const libc::ucontext_t)).uc_sigmask;
         let pending = |sig| {
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigpending(&mut set) != 0 || libc::sigismember(&set, sig) != 0
         };
-        if libc::sigaction(sig, std::ptr::null(), &mut act) != 0
-            || act.sa_sigaction == libc::SIG_DFL
-            || act.sa_sigaction == libc::SIG_IGN
-            || act.sa_flags & libc::SA_ONSTACK != 0
-            || libc::sigismember(interrupted, sig) != 0
+        let Some(act) = kernel_action(sig) else {
+            return false;
+        };
+        if act.handler == libc::SIG_DFL
+            || act.handler == libc::SIG_IGN
+            || act.flags & libc::SA_ONSTACK as u64 != 0
+            || kernel_mask(interrupted) & sig_bit(sig) != 0
             || (maybe_pending && pending(sig))
         {
             return false;
         }
         // The mask the kernel sets for a handler: the interrupted one, sa_mask, and the signal
-        // itself unless SA_NODEFER. (Bytes past the kernel's sigset in `uc_sigmask` are
-        // whatever follows it in the signal frame; the kernel ignores those bits.)
-        let mut during: libc::sigset_t = std::mem::zeroed();
-        let n = std::mem::size_of::<libc::sigset_t>();
-        let (d, a, b) = (
-            &mut during as *mut libc::sigset_t as *mut u8,
-            interrupted as *const libc::sigset_t as *const u8,
-            &act.sa_mask as *const libc::sigset_t as *const u8,
-        );
-        for i in 0..n {
-            *d.add(i) = *a.add(i) | *b.add(i);
+        // itself unless SA_NODEFER. (Only the kernel's 64 signals: bytes past them in
+        // `uc_sigmask` are whatever follows it in the signal frame, and the kernel reads no
+        // more than its 64 bits of any set.)
+        let mut during = kernel_mask(interrupted) | act.mask;
+        if act.flags & libc::SA_NODEFER as u64 == 0 {
+            during |= sig_bit(sig);
         }
-        if act.sa_flags & libc::SA_NODEFER == 0 {
-            libc::sigaddset(&mut during, sig);
-        }
-        if act.sa_flags & libc::SA_RESETHAND != 0 {
+        if act.flags & libc::SA_RESETHAND as u64 != 0 {
             let mut dfl: libc::sigaction = std::mem::zeroed();
             dfl.sa_sigaction = libc::SIG_DFL;
             libc::sigaction(sig, &dfl, std::ptr::null_mut());
         }
         before_call();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &during, std::ptr::null_mut());
-        if act.sa_flags & libc::SA_SIGINFO != 0 {
+        set_mask(during);
+        if act.flags & libc::SA_SIGINFO as u64 != 0 {
             let h: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                std::mem::transmute(act.sa_sigaction);
+                std::mem::transmute(act.handler);
             h(sig, info, uc);
         } else {
-            let h: extern "C" fn(libc::c_int) = std::mem::transmute(act.sa_sigaction);
+            let h: extern "C" fn(libc::c_int) = std::mem::transmute(act.handler);
             h(sig);
         }
     }
     true
+}
+
+/// A signal's disposition as the kernel holds it: what its `rt_sigaction` answers.
+struct KernelAction {
+    handler: usize,
+    flags: u64,
+    mask: u64,
+}
+
+/// Signal `sig`'s bit in a kernel signal set.
+fn sig_bit(sig: libc::c_int) -> u64 {
+    1u64.wrapping_shl(sig.wrapping_sub(1) as u32)
+}
+
+/// The kernel's 64 signals of a C library signal set (its first 8 bytes).
+fn kernel_mask(set: &libc::sigset_t) -> u64 {
+    // SAFETY: a sigset_t is at least 8 bytes on every target (glibc's is 128); an unaligned
+    // read of its first 8.
+    unsafe { (set as *const libc::sigset_t as *const u64).read_unaligned() }
+}
+
+/// Signal `sig`'s disposition, `None` where the C library's `sigaction` would fail. On Linux
+/// x86_64 and aarch64 one raw `rt_sigaction` (the overflow path's SIGEMT delivery, issue 48):
+/// glibc's `sigaction` makes that same system call and only copies the kernel's answer into
+/// its own layout (the 8-byte mask widened to 128 bytes), after refusing the two signals it
+/// keeps for itself (SIGCANCEL 32 and SIGSETXID 33), refused here too. Skipping the wrapper
+/// skips the copies; the answer is the kernel's either way, the one a kernel delivery follows
+/// (a `sigaction` interposed by a preloaded library is not asked, as the kernel does not ask
+/// it). Async-signal-safe.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+fn kernel_action(sig: libc::c_int) -> Option<KernelAction> {
+    // The kernel's `struct sigaction` on these two: handler, flags, restorer, 64-bit mask.
+    #[repr(C)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: u64,
+        restorer: usize,
+        mask: u64,
+    }
+    if sig == 32 || sig == 33 {
+        return None;
+    }
+    let mut k = KernelSigaction {
+        handler: 0,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    // SAFETY: a query (no new action) into a local of the kernel's layout and size.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            std::ptr::null::<KernelSigaction>(),
+            &mut k as *mut KernelSigaction,
+            8usize,
+        )
+    };
+    (rc == 0).then_some(KernelAction {
+        handler: k.handler,
+        flags: k.flags,
+        mask: k.mask,
+    })
+}
+
+/// Signal `sig`'s disposition through the C library, `None` where `sigaction` fails.
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+fn kernel_action(sig: libc::c_int) -> Option<KernelAction> {
+    // SAFETY: a query into a local.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        (libc::sigaction(sig, std::ptr::null(), &mut act) == 0).then(|| KernelAction {
+            handler: act.sa_sigaction,
+            flags: act.sa_flags as u64,
+            mask: kernel_mask(&act.sa_mask),
+        })
+    }
+}
+
+/// Set the calling thread's signal mask to the kernel set `mask`, as glibc's
+/// `pthread_sigmask(SIG_SETMASK, ..)` does: without SIGCANCEL (32) and SIGSETXID (33), which it
+/// never lets a program block, then one raw `rt_sigprocmask` of the kernel's 8 bytes (the one
+/// system call glibc makes, without its 128-byte copy of the set). Async-signal-safe.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+fn set_mask(mask: u64) {
+    let mask = mask & !(sig_bit(32) | sig_bit(33));
+    // SAFETY: a new mask from a local of the kernel's size; the old one is not asked for.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &mask as *const u64,
+            std::ptr::null_mut::<u64>(),
+            8usize,
+        );
+    }
+}
+
+/// Set the calling thread's signal mask to the kernel set `mask` through the C library.
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+fn set_mask(mask: u64) {
+    // SAFETY: plain libc calls on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in 1..=64 {
+            if mask & sig_bit(sig) != 0 {
+                libc::sigaddset(&mut set, sig);
+            }
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+    }
 }
 
 /// `si_fd` of a SIGPOLL-style siginfo (Linux: after `si_band`, a `long` at offset 16).
@@ -565,5 +683,70 @@ extern "C" fn on_fatal_signal(sig: libc::c_int, _: *mut libc::siginfo_t, _: *mut
         libc::sigaction(sig, &dfl, std::ptr::null_mut());
         libc::raise(sig);
         *libc::__errno_location() = errno;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    extern "C" fn nothing(_: libc::c_int) {}
+
+    /// The raw `rt_sigaction` answer is what the C library's `sigaction` reports: handler, the
+    /// flags the program set, its mask; and glibc's own two signals are refused as it refuses
+    /// them (issue 48: the SIGEMT delivery's disposition without the wrapper).
+    #[test]
+    fn kernel_action_agrees_with_sigaction() {
+        let sig = libc::SIGRTMAX() - 2;
+        // SAFETY: a handler that does nothing, for a real-time signal nothing here sends.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = nothing as *const () as usize;
+            sa.sa_flags = libc::SA_NODEFER | libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaddset(&mut sa.sa_mask, libc::SIGUSR2);
+            libc::sigaddset(&mut sa.sa_mask, libc::SIGRTMIN() + 1);
+            assert_eq!(libc::sigaction(sig, &sa, std::ptr::null_mut()), 0);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            assert_eq!(libc::sigaction(sig, std::ptr::null(), &mut old), 0);
+            let k = kernel_action(sig).expect("a valid signal");
+            assert_eq!(k.handler, old.sa_sigaction);
+            assert_eq!(k.flags, old.sa_flags as u64);
+            assert_eq!(k.mask, kernel_mask(&old.sa_mask));
+            assert_eq!(
+                k.mask,
+                sig_bit(libc::SIGUSR2) | sig_bit(libc::SIGRTMIN() + 1)
+            );
+            libc::signal(sig, libc::SIG_DFL);
+        }
+        for sig in [0, 32, 33, 65] {
+            // SAFETY: a query into a local.
+            let libc_fails = unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+            };
+            assert!(libc_fails, "glibc answers for signal {sig}");
+            assert!(kernel_action(sig).is_none(), "signal {sig} answered");
+        }
+    }
+
+    /// The raw `rt_sigprocmask` sets the mask asked for, less glibc's two signals, as
+    /// `pthread_sigmask` does.
+    #[test]
+    fn set_mask_is_pthread_sigmasks() {
+        let ask = sig_bit(libc::SIGUSR1) | sig_bit(32) | sig_bit(33) | sig_bit(libc::SIGRTMAX());
+        // SAFETY: the test thread's own mask, put back after.
+        unsafe {
+            let mut saved: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut saved);
+            set_mask(ask);
+            let mut now: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut now);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &saved, std::ptr::null_mut());
+            assert_eq!(
+                kernel_mask(&now),
+                sig_bit(libc::SIGUSR1) | sig_bit(libc::SIGRTMAX())
+            );
+        }
     }
 }
