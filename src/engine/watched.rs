@@ -127,6 +127,12 @@ impl crate::base::watch::Watched for BoundSet {
         if self.is_frozen() || self.group.overflow_record_pending(fd) != Some(true) {
             return false;
         }
+        // The counts are read through the descriptors below: one the program closed and
+        // reused (issue 44 item 1) must not be read (a pipe's data would be taken). One
+        // `PERF_EVENT_IOC_ID` per descriptor, only while a record waits.
+        if self.check_descriptors().is_err() {
+            return false;
+        }
         // A record can outlive the overflow it reports (see `take_unsignalled`): only a
         // request past its wrap now has one to handle.
         let mut raw = [0u64; MAX_REQUESTS];
