@@ -400,17 +400,7 @@ struct KernelAction {
     mask: u64,
 }
 
-/// Signal `sig`'s bit in a kernel signal set (the kernel's 64 signals: as `/proc` shows a mask,
-/// and as `rt_sigprocmask` takes one); 0 for a number outside 1-64. The one place the library
-/// computes it.
-#[inline]
-pub(crate) fn sig_bit(sig: libc::c_int) -> u64 {
-    if (1..=64).contains(&sig) {
-        1 << (sig - 1)
-    } else {
-        0
-    }
-}
+use crate::base::sys::sig_bit;
 
 /// The kernel's 64 signals of a C library signal set (its first 8 bytes).
 fn kernel_mask(set: &libc::sigset_t) -> u64 {

@@ -37,7 +37,7 @@ pub fn program_blocks(sig: i32) -> Option<bool> {
         .try_with(|m| m.get())
         .ok()
         .flatten()
-        .map(|m| m & crate::base::signal::sig_bit(sig) != 0)
+        .map(|m| m & crate::base::sys::sig_bit(sig) != 0)
 }
 
 /// Whether the library has every signal blocked on this thread now (inside a [`Blocked`] scope

@@ -401,6 +401,18 @@ pub fn online_cpus() -> Vec<u32> {
     (0..n).collect()
 }
 
+/// Signal `sig`'s bit in a kernel signal set (the kernel's 64 signals: as `/proc` shows a mask,
+/// and as `rt_sigprocmask` takes one); 0 for a number outside 1-64. The one place the library
+/// computes it.
+#[inline]
+pub fn sig_bit(sig: libc::c_int) -> u64 {
+    if (1..=64).contains(&sig) {
+        1 << (sig - 1)
+    } else {
+        0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -381,7 +381,7 @@ pub fn blocked_on(tid: i32, sig: i32) -> Option<bool> {
     task_signals(tid).map(|t| t.blocked & bit(sig) != 0)
 }
 
-use crate::base::signal::sig_bit as bit;
+use crate::base::sys::sig_bit as bit;
 
 /// A mask as `/proc` shows it (`SigBlk:\t0000000000000000`): the hexadecimal after `key`.
 fn mask_line(text: &str, key: &str) -> Option<u64> {
