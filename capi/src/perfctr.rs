@@ -258,6 +258,17 @@ fn sums_out(s: &pc::Sums) -> perfctr_sum_ctrs {
     }
 }
 
+/// The CPU's `struct perfctr_info` into `*info` (every `*_info` call's body); 0, or `EFAULT`
+/// naming it for a NULL `info`.
+///
+/// # Safety
+/// `info` is NULL or points to a writable `struct perfctr_info`.
+unsafe fn write_info(info: *mut perfctr_info) -> perfcompat::Result<c_int> {
+    let i = info_out(&pc::info()?);
+    // SAFETY: as the caller promises.
+    unsafe { write_to(info, i, "info is NULL") }
+}
+
 fn info_out(i: &pc::Info) -> perfctr_info {
     let mut out = perfctr_info {
         abi_version: i.abi_version,
@@ -310,9 +321,8 @@ pub extern "C" fn vperfctr_open() -> *mut vperfctr {
 #[no_mangle]
 pub unsafe extern "C" fn vperfctr_info(vp: *mut vperfctr, info: *mut perfctr_info) -> c_int {
     edge::call(c"vperfctr_info", vp, Tell::Stderr, -1, |_| {
-        let i = info_out(&pc::info()?);
         // SAFETY: as the contract says.
-        unsafe { write_to(info, i, "info is NULL") }
+        unsafe { write_info(info) }
     })
 }
 

@@ -7,8 +7,8 @@ use std::ffi::{c_int, c_uint};
 
 use perfcompat::api::perfctr::{self as pc, global::Global};
 
-use super::{cpu_in, cpu_out, info_out, null, perfctr_cpu_control, perfctr_info};
-use super::{perfctr_sum_ctrs, sums_out, vperfctr, write_to};
+use super::{cpu_in, cpu_out, null, perfctr_cpu_control, perfctr_info, write_info};
+use super::{perfctr_sum_ctrs, sums_out, vperfctr};
 use crate::edge::{self, registry, Handle, Kind, Tell, Tells};
 
 /// `struct gperfctr_cpu_control`: one CPU's control data.
@@ -162,9 +162,8 @@ pub extern "C" fn gperfctr_stop(gp: *mut gperfctr) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn gperfctr_info(gp: *mut gperfctr, info: *mut perfctr_info) -> c_int {
     edge::call(c"gperfctr_info", gp, Tell::Stderr, -1, |_| {
-        let i = info_out(&pc::info()?);
         // SAFETY: as the contract says.
-        unsafe { write_to(info, i, "info is NULL") }
+        unsafe { write_info(info) }
     })
 }
 
@@ -242,9 +241,8 @@ pub extern "C" fn perfctr_cpus_info(fd: c_int) -> *mut perfctr_cpus_info {
 pub unsafe extern "C" fn perfctr_info(fd: c_int, info: *mut perfctr_info) -> c_int {
     let _ = fd;
     edge::run(Tell::Stderr, c"perfctr_info", -1, || {
-        let i = info_out(&pc::info()?);
         // SAFETY: as the contract says.
-        unsafe { write_to(info, i, "info is NULL") }
+        unsafe { write_info(info) }
     })
 }
 
@@ -255,9 +253,8 @@ pub unsafe extern "C" fn perfctr_info(fd: c_int, info: *mut perfctr_info) -> c_i
 #[no_mangle]
 pub unsafe extern "C" fn perfctr_get_info(info: *mut perfctr_info) -> c_int {
     edge::run(Tell::Stderr, c"perfctr_get_info", -1, || {
-        let i = info_out(&pc::info()?);
         // SAFETY: as the contract says.
-        unsafe { write_to(info, i, "info is NULL") }
+        unsafe { write_info(info) }
     })
 }
 

@@ -6,7 +6,7 @@ use std::ffi::c_int;
 
 use perfcompat::api::perfctr::remote::Remote;
 
-use super::{control_in, info_out, null, perfctr_info, perfctr_sum_ctrs, sums_out};
+use super::{control_in, null, perfctr_info, perfctr_sum_ctrs, sums_out, write_info};
 use super::{vperfctr_control, write_to};
 use crate::edge::{self, registry, Handle, Kind, Tell, Tells};
 
@@ -58,9 +58,8 @@ pub extern "C" fn rvperfctr_pid(rvp: *mut rvperfctr) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn rvperfctr_info(rvp: *mut rvperfctr, info: *mut perfctr_info) -> c_int {
     edge::call(c"rvperfctr_info", rvp, Tell::Stderr, -1, |_| {
-        let i = info_out(&perfcompat::api::perfctr::info()?);
         // SAFETY: as the contract says.
-        unsafe { write_to(info, i, "info is NULL") }
+        unsafe { write_info(info) }
     })
 }
 

@@ -171,7 +171,7 @@ impl Global {
         }
         if c.tsc_on != 0 {
             let ns = now().saturating_sub(s.start_ns);
-            out.tsc = (u128::from(ns) * u128::from(self.khz) / 1_000_000) as u64;
+            out.tsc = super::ns_to_tsc(u128::from(ns), self.khz);
         }
         Ok(out)
     }

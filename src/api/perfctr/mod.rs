@@ -167,6 +167,29 @@ pub mod cpu_type {
 }
 
 /// The emulated TSC's nominal clock: 1 GHz (a tick per emulated cycle).
+/// The error of a call that found this thread's perfctr state in use by the call it
+/// interrupted (a signal handler's): `EAGAIN`, as `Error::Busy` gives, with a static text, so
+/// that the refusal allocates nothing on the signal-safe calls (`vperfctr_read_state`).
+fn busy(op: &'static str) -> Error {
+    Error::Os {
+        op,
+        errno: libc::EAGAIN,
+    }
+}
+
+/// `vperfctr_iresume`'s refusal when no i-mode counter overflowed: perfctr's `EPERM`.
+pub(crate) fn no_overflow() -> Error {
+    Error::Os {
+        op: "resuming without an i-mode overflow",
+        errno: libc::EPERM,
+    }
+}
+
+/// `ns` nanoseconds as ticks of a TSC running at `khz` kHz.
+pub(crate) fn ns_to_tsc(ns: u128, khz: u32) -> u64 {
+    (ns * u128::from(khz) / 1_000_000) as u64
+}
+
 const SIM_KHZ: u32 = 1_000_000;
 
 /// The process's `vperfctr_info`.
@@ -274,7 +297,7 @@ pub fn tsc_now(kind: BackendKind, khz: u32) -> u64 {
             // SAFETY: a plain system call into a local.
             unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
             let ns = ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128;
-            (ns * u128::from(khz) / 1_000_000) as u64
+            ns_to_tsc(ns, khz)
         }
     }
 }
@@ -399,9 +422,9 @@ pub fn control_with(b: &'static dyn Backend, c: &Control) -> Result<()> {
     let set = checked_set(b, c)?;
     install()?;
     SLOW.with(|s| -> Result<()> {
-        let mut s = s
-            .try_borrow_mut()
-            .map_err(|_| Error::Busy("vperfctr_control from a signal handler".into()))?;
+        let mut s = s.try_borrow_mut().map_err(|_| {
+            busy("vperfctr_control from a signal handler during another of this thread's calls")
+        })?;
         // The new counters are bound before the earlier ones go, which stop meanwhile (so that
         // no event is in both): a set the engine cannot place or the kernel cannot count (a
         // raw event without a PMU: ENOENT) leaves the earlier counters as they were.
@@ -521,7 +544,7 @@ pub fn read_state() -> Result<(Sums, Control)> {
     let c = SLOW.with(|s| {
         s.try_borrow()
             .map(|s| s.control)
-            .map_err(|_| Error::Busy("vperfctr_read_state during a vperfctr_control".into()))
+            .map_err(|_| busy("vperfctr_read_state during a vperfctr_control"))
     })?;
     Ok((read()?, Control { preserve: 0, ..c }))
 }
@@ -542,10 +565,7 @@ pub fn iresume() -> Result<()> {
                 tsc_resume(f);
                 Ok(())
             }
-            Err(Error::WrongState(_)) | Err(Error::NotBound) => Err(Error::Os {
-                op: "resuming without an i-mode overflow",
-                errno: libc::EPERM,
-            }),
+            Err(Error::WrongState(_)) | Err(Error::NotBound) => Err(no_overflow()),
             Err(e) => Err(e),
         }
     })
@@ -560,9 +580,9 @@ pub fn is_running() -> bool {
 /// control with `preserve` goes on from them.
 pub fn stop() -> Result<()> {
     SLOW.with(|s| {
-        let mut s = s
-            .try_borrow_mut()
-            .map_err(|_| Error::Busy("vperfctr_stop from a signal handler".into()))?;
+        let mut s = s.try_borrow_mut().map_err(|_| {
+            busy("vperfctr_stop from a signal handler during another of this thread's calls")
+        })?;
         FAST.with(|f| {
             fold(f, &s);
             f.binding.set(0);
@@ -593,4 +613,25 @@ pub fn unlink() -> Result<()> {
         f.signo.set(0);
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A `vperfctr_read_state` that interrupts this thread's own `vperfctr_control` (a signal
+    // handler's) is refused with EAGAIN, and its error holds only static text: the call is
+    // one a handler may make, so its refusal must not allocate.
+    #[test]
+    fn a_read_state_inside_a_control_is_eagain_with_a_static_error() {
+        SLOW.with(|s| {
+            let _held = s.borrow_mut();
+            let e = read_state().unwrap_err();
+            assert_eq!(e.errno(), libc::EAGAIN);
+            assert!(
+                matches!(e, Error::Os { .. }),
+                "a static-text error, not an allocated one: {e:?}"
+            );
+        });
+    }
 }

@@ -87,7 +87,7 @@ impl Remote {
     fn cpu_time(&self) -> Option<u64> {
         let text = std::fs::read_to_string(format!("/proc/{}/schedstat", self.tid)).ok()?;
         let ns: u128 = text.split_whitespace().next()?.parse().ok()?;
-        Some((ns * u128::from(self.khz) / 1_000_000) as u64)
+        Some(super::ns_to_tsc(ns, self.khz))
     }
 
     /// `rvperfctr_control`: check `c` and (re)program the thread's counters; on an error the
@@ -161,10 +161,7 @@ impl Remote {
     /// `rvperfctr_iresume`: there are no remote i-mode counters, so never an overflow to resume
     /// from: `EPERM`.
     pub fn iresume(&self) -> Result<()> {
-        Err(Error::Os {
-            op: "resuming without an i-mode overflow",
-            errno: libc::EPERM,
-        })
+        Err(super::no_overflow())
     }
 
     /// `rvperfctr_unlink`: end the thread's counting and forget its sums and control.
