@@ -413,9 +413,49 @@ pub fn sig_bit(sig: libc::c_int) -> u64 {
     }
 }
 
+/// Nanoseconds thread `tid` of process `pid` has run so far: the first field of
+/// `/proc/<pid>/task/<tid>/schedstat`. `None` when the thread is gone or the kernel keeps no
+/// scheduler statistics. The one place the perfctr remote TSC, `cputrack`'s times and the
+/// watcher read a thread's CPU time. Allocates: not for signal handlers.
+pub fn thread_cpu_ns(pid: i32, tid: i32) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Whether `tid` is a thread of process `pid` now (`/proc/<pid>/task/<tid>` exists; never for
+/// an id of 0 or below).
+pub fn is_thread_of(pid: i32, tid: i32) -> bool {
+    pid > 0 && tid > 0 && std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_threads_cpu_time_and_membership_come_from_proc() {
+        let (pid, tid) = (std::process::id() as i32, gettid());
+        let before = thread_cpu_ns(pid, tid).expect("this thread's schedstat");
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < std::time::Duration::from_millis(20) {
+            std::hint::black_box(t0.elapsed());
+        }
+        let after = thread_cpu_ns(pid, tid).unwrap();
+        assert!(
+            after >= before + 5_000_000,
+            "{before} -> {after} after 20 ms spinning"
+        );
+        assert!(is_thread_of(pid, tid));
+        // A thread that has ended is no thread of ours, and has no CPU time to read.
+        let gone = std::thread::spawn(gettid).join().unwrap();
+        assert!(!is_thread_of(pid, gone));
+        assert_eq!(thread_cpu_ns(pid, gone), None);
+        assert!(!is_thread_of(pid, 0) && !is_thread_of(0, tid));
+    }
 
     #[test]
     fn the_clock_is_the_vdsos_and_agrees_with_libcs() {

@@ -581,17 +581,14 @@ fn look_at(tid: i32) -> Option<Seen> {
     let mut fields = rest.split_whitespace();
     let state = fields.next()?;
     let asleep = matches!(state, "S" | "T" | "t");
-    let ran_ns = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .or_else(|| {
-            // utime and stime are the 12th and 13th fields after the state.
-            let mut f = fields.skip(10);
-            let t: u64 = f.next()?.parse::<u64>().ok()? + f.next()?.parse::<u64>().ok()?;
-            // SAFETY: sysconf has no preconditions.
-            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-            Some(t * 1_000_000_000 / hz)
-        })?;
+    let ran_ns = crate::base::sys::thread_cpu_ns(std::process::id() as i32, tid).or_else(|| {
+        // utime and stime are the 12th and 13th fields after the state.
+        let mut f = fields.skip(10);
+        let t: u64 = f.next()?.parse::<u64>().ok()? + f.next()?.parse::<u64>().ok()?;
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+        Some(t * 1_000_000_000 / hz)
+    })?;
     Some(Seen {
         blocked,
         asleep,

@@ -177,10 +177,7 @@ fn add(into: &mut [u64], v: &[u64]) {
 /// A thread's CPU time so far in nanoseconds (`/proc/<pid>/task/<tid>/schedstat`), 0 when it
 /// cannot be read.
 fn cpu_ns(pid: i32, tid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat"))
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
-        .unwrap_or(0)
+    crate::base::sys::thread_cpu_ns(pid, tid).unwrap_or(0)
 }
 
 impl<'a> Tracker<'a> {

@@ -75,7 +75,7 @@ pub fn psargs(pid: i32) -> Vec<u8> {
 /// Whether `tid` is a thread of process `pid` (what a libcpc bind to another process's thread
 /// needs): [`Error::NotAThreadOf`] when it is not, or is not a thread id at all.
 pub fn check_thread(pid: i32, tid: i32) -> Result<()> {
-    if tid > 0 && std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists() {
+    if crate::base::sys::is_thread_of(pid, tid) {
         Ok(())
     } else {
         Err(Error::NotAThreadOf { tid, pid })

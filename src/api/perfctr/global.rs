@@ -22,10 +22,10 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use super::{checked_set, info, Control, CpuControl, Sums, MAX_CTRS};
+use super::{checked_set, info, Control, CpuControl, Sums};
 use crate::backend::Backend;
 use crate::base::error::{Error, Result};
-use crate::base::set::Target;
+use crate::base::set::{CounterSet, Target};
 use crate::engine::{self, Binding};
 
 /// `struct gperfctr`: the process's global-mode counters.
@@ -37,8 +37,9 @@ pub struct Global {
 
 #[derive(Default)]
 struct State {
-    /// The control data of the CPUs the next start counts.
-    armed: BTreeMap<u32, CpuControl>,
+    /// The counter sets of the CPUs the next start counts, checked when their control data
+    /// was given (a start does not check them again).
+    armed: BTreeMap<u32, CounterSet>,
     /// The control data each CPU last had (what a read reports).
     shown: BTreeMap<u32, CpuControl>,
     /// While running: each CPU's binding (none with the TSC alone) and the start time.
@@ -88,7 +89,7 @@ impl Global {
                 errno: libc::EPERM,
             });
         }
-        checked_set(
+        let set = checked_set(
             self.backend,
             &Control {
                 cpu: *c,
@@ -103,7 +104,7 @@ impl Global {
             });
         }
         if c.tsc_on != 0 || c.nrctrs() > 0 {
-            s.armed.insert(cpu, *c);
+            s.armed.insert(cpu, set);
         } else {
             s.armed.remove(&cpu);
         }
@@ -125,19 +126,12 @@ impl Global {
             return Ok(s.running.len() as u32);
         }
         let mut running = Vec::new();
-        for (&cpu, c) in &s.armed {
-            let set = checked_set(
-                self.backend,
-                &Control {
-                    cpu: *c,
-                    ..Control::default()
-                },
-            )?;
+        for (&cpu, set) in &s.armed {
             let b = if set.is_empty() {
                 None
             } else {
                 // On an error `running` is dropped: the CPUs bound so far stop.
-                Some(engine::bind_with(self.backend, &set, Target::Cpu(cpu))?)
+                Some(engine::bind_with(self.backend, set, Target::Cpu(cpu))?)
             };
             running.push((cpu, b));
         }
@@ -151,8 +145,11 @@ impl Global {
 
     /// `gperfctr_read`: CPU `cpu`'s sums and control (zeros for a CPU without control data).
     pub fn read(&self, cpu: u32) -> Result<(Sums, CpuControl)> {
-        Self::online(cpu)?;
         let s = self.state();
+        // A CPU given control data was online then: only another is looked up in `/sys`.
+        if !s.shown.contains_key(&cpu) {
+            Self::online(cpu)?;
+        }
         let control = s.shown.get(&cpu).copied().unwrap_or_default();
         let sums = match s.running.iter().find(|(c, _)| *c == cpu) {
             Some((_, b)) => self.sums(&s, b.as_ref(), &control)?,
@@ -164,10 +161,7 @@ impl Global {
     fn sums(&self, s: &State, b: Option<&Binding>, c: &CpuControl) -> Result<Sums> {
         let mut out = Sums::default();
         if let Some(b) = b {
-            let n = b.len().min(MAX_CTRS);
-            let (mut v, mut t) = ([0u64; MAX_CTRS], [0u64; MAX_CTRS]);
-            b.sample_totals(&mut v[..n], &mut t[..n])?;
-            out.pmc[..n].copy_from_slice(&t[..n]);
+            super::add_totals(b, &mut out.pmc)?;
         }
         if c.tsc_on != 0 {
             let ns = now().saturating_sub(s.start_ns);

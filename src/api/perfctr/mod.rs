@@ -76,8 +76,6 @@ pub struct Sums {
 struct Fast {
     /// The running binding's id (0: none).
     binding: Cell<u64>,
-    /// Counters programmed.
-    n: Cell<usize>,
     /// The overflow signal.
     signo: Cell<i32>,
     /// Sums carried from earlier controls and bindings.
@@ -101,7 +99,6 @@ thread_local! {
     static FAST: Fast = const {
         Fast {
             binding: Cell::new(0),
-            n: Cell::new(0),
             signo: Cell::new(0),
             base: [const { Cell::new(0) }; MAX_CTRS],
             tsc_on: Cell::new(false),
@@ -354,7 +351,6 @@ extern "C" fn after_fork_in_child() {
     });
     let _ = FAST.try_with(|f| {
         f.binding.set(0);
-        f.n.set(0);
         f.signo.set(0);
         for x in &f.base {
             x.set(0);
@@ -455,7 +451,6 @@ pub fn control_with(b: &'static dyn Backend, c: &Control) -> Result<()> {
                 }
                 f.tsc_sum.set(0);
             }
-            f.n.set(c.cpu.nrctrs() as usize);
             f.signo.set(c.si_signo);
             f.tsc_on.set(c.cpu.tsc_on != 0);
             s.control = *c;
@@ -493,15 +488,26 @@ fn checked_set(b: &dyn Backend, c: &Control) -> Result<CounterSet> {
 /// Add the binding's totals to the carried sums (before it goes).
 fn fold(f: &Fast, s: &Slow) {
     if let Some(b) = &s.binding {
-        let n = b.len().min(MAX_CTRS);
-        let mut v = [0u64; MAX_CTRS];
-        let mut t = [0u64; MAX_CTRS];
-        if b.sample_totals(&mut v[..n], &mut t[..n]).is_ok() {
-            for (b, t) in f.base.iter().zip(&t[..n]) {
-                b.set(b.get().wrapping_add(*t));
+        let mut sums = f.base.each_ref().map(Cell::get);
+        if add_totals(b, &mut sums).is_ok() {
+            for (c, v) in f.base.iter().zip(sums) {
+                c.set(v);
             }
         }
     }
+}
+
+/// Add binding `b`'s totals (its first [`MAX_CTRS`] counters, wrapping) into `sums`: the one
+/// way the thread's, the remote and the global calls turn a binding into perfctr's sums.
+/// Async-signal-safe.
+pub(crate) fn add_totals(b: &engine::BoundSet, sums: &mut [u64; MAX_CTRS]) -> Result<()> {
+    let n = b.len().min(MAX_CTRS);
+    let (mut v, mut t) = ([0u64; MAX_CTRS], [0u64; MAX_CTRS]);
+    b.sample_totals(&mut v[..n], &mut t[..n])?;
+    for (p, t) in sums.iter_mut().zip(&t[..n]) {
+        *p = p.wrapping_add(*t);
+    }
+    Ok(())
 }
 
 /// `vperfctr_read_ctrs`: the TSC's and every counter's sum (counters not programmed: what
@@ -514,14 +520,8 @@ pub fn read() -> Result<Sums> {
         }
         let id = f.binding.get();
         if id != 0 {
-            let n = f.n.get().min(MAX_CTRS);
-            let mut v = [0u64; MAX_CTRS];
-            let mut t = [0u64; MAX_CTRS];
-            engine::with_thread_binding(id, |b| b.sample_totals(&mut v[..n], &mut t[..n]))
+            engine::with_thread_binding(id, |b| add_totals(b, &mut out.pmc))
                 .unwrap_or(Err(Error::NotBound))?;
-            for (p, t) in out.pmc.iter_mut().zip(&t[..n]) {
-                *p = p.wrapping_add(*t);
-            }
         }
         out.tsc = f.tsc_sum.get();
         if f.tsc_running.get() {
@@ -609,7 +609,6 @@ pub fn unlink() -> Result<()> {
             x.set(0);
         }
         f.tsc_sum.set(0);
-        f.n.set(0);
         f.signo.set(0);
     });
     Ok(())

@@ -17,7 +17,7 @@
 //! engine there and resumed from here); so `rvperfctr_iresume` always finds no overflow to
 //! resume from (`EPERM`, as perfctr's driver answered without i-mode counters).
 //!
-//! The remote virtual TSC is the thread's CPU time (`/proc/<tid>/schedstat`'s first field, in
+//! The remote virtual TSC is the thread's CPU time (`/proc/<tid>/task/<tid>/schedstat`'s first field, in
 //! nanoseconds) at the nominal clock (`cpu_khz`), on every backend (an emulated PMU's TSC is
 //! its thread's own cycles, which another thread cannot read), while the counters run.
 
@@ -54,12 +54,12 @@ impl Remote {
     /// `ENOTSUP` when it is not a thread of the calling process.
     pub fn open(tid: i32) -> Result<Remote> {
         let backend = crate::backend::global()?;
-        let exists = |p: String| tid > 0 && std::path::Path::new(&p).exists();
-        if !exists(format!("/proc/{tid}")) {
+        // A thread id names its own `/proc/<tid>` (a thread of any process).
+        if !crate::base::sys::is_thread_of(tid, tid) {
             return Err(Error::NoSuchProcess(tid));
         }
         if matches!(backend.shape_unmeasured().kind, BackendKind::Sim(_))
-            && !exists(format!("/proc/self/task/{tid}"))
+            && !crate::base::sys::is_thread_of(std::process::id() as i32, tid)
         {
             return Err(Error::Unsupported(format!(
                 "thread {tid} is another process's: the emulated PMU counts only the calling \
@@ -85,9 +85,8 @@ impl Remote {
 
     /// The thread's CPU time now, in TSC ticks (`None` once it is gone).
     fn cpu_time(&self) -> Option<u64> {
-        let text = std::fs::read_to_string(format!("/proc/{}/schedstat", self.tid)).ok()?;
-        let ns: u128 = text.split_whitespace().next()?.parse().ok()?;
-        Some(super::ns_to_tsc(ns, self.khz))
+        let ns = crate::base::sys::thread_cpu_ns(self.tid, self.tid)?;
+        Some(super::ns_to_tsc(u128::from(ns), self.khz))
     }
 
     /// `rvperfctr_control`: check `c` and (re)program the thread's counters; on an error the
@@ -178,12 +177,7 @@ impl State {
     fn sums(&self, r: &Remote) -> Result<Sums> {
         let mut out = self.base;
         if let Some(b) = &self.binding {
-            let n = b.len().min(super::MAX_CTRS);
-            let (mut v, mut t) = ([0u64; super::MAX_CTRS], [0u64; super::MAX_CTRS]);
-            b.sample_totals(&mut v[..n], &mut t[..n])?;
-            for (p, t) in out.pmc.iter_mut().zip(&t[..n]) {
-                *p = p.wrapping_add(*t);
-            }
+            super::add_totals(b, &mut out.pmc)?;
         }
         if self.tsc_running {
             if let Some(now) = r.cpu_time() {
