@@ -57,7 +57,6 @@
 //! the event and the reason.
 
 use std::any::Any;
-use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -149,8 +148,10 @@ pub struct PerfBackend {
     /// could not tell; [`VIRTUAL_COUNTERS`] then).
     counters: OnceLock<Option<PmuCounters>>,
     /// Whether each hardware, cache, raw or sysfs event opens here: its errno, 0 when it does
-    /// (PMU hosts only; filled as events are checked).
-    opens: Mutex<HashMap<PerfCode, i32>>,
+    /// (PMU hosts only; filled as events are checked). A list, looked through: a program
+    /// checks a handful of events, and a `HashMap`'s random keys cost a first use a
+    /// `getrandom` system call and the hash table's code pages (issue 48).
+    opens: Mutex<Vec<(PerfCode, i32)>>,
     // The kernel is the host's (`new`), not a model: groups make their reads inline
     // ([`DirectRead`]).
     host: bool,
@@ -192,9 +193,9 @@ impl PerfBackend {
         let pmu = host::probe_counting(kernel)?;
         // The probe opened `cycles` as the check of an event opens it: its answer is kept.
         let opens = if pmu {
-            HashMap::from([(host::pmu_probe_code(), 0)])
+            vec![(host::pmu_probe_code(), 0)]
         } else {
-            HashMap::new()
+            Vec::new()
         };
         Ok(PerfBackend {
             kernel,
@@ -220,7 +221,7 @@ impl PerfBackend {
             cycles_fallback: OnceLock::new(),
             standin: OnceLock::new(),
             counters: OnceLock::new(),
-            opens: Mutex::new(HashMap::new()),
+            opens: Mutex::new(Vec::new()),
             host: false,
         })
     }
@@ -353,12 +354,17 @@ impl PerfBackend {
         if !self.pmu || class == Class::Software {
             return None;
         }
-        let errno = *self
-            .opens
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(code)
-            .or_insert_with(|| host::open_errno(self.kernel, code));
+        let errno = {
+            let mut opens = self.opens.lock().unwrap_or_else(|p| p.into_inner());
+            match opens.iter().find(|(c, _)| *c == code) {
+                Some(&(_, e)) => e,
+                None => {
+                    let e = host::open_errno(self.kernel, code);
+                    opens.push((code, e));
+                    e
+                }
+            }
+        };
         let errno_name = match errno {
             libc::ENOENT => "ENOENT",
             libc::EOPNOTSUPP => "EOPNOTSUPP",
