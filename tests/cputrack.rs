@@ -955,3 +955,64 @@ fn options_stop_at_the_command() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "-v:");
 }
+
+/// Issue 48: cputrack checks each set before the command runs without binding it (its trial
+/// binds were most of its fixed cost over its floor): traced with strace, before the command's
+/// process is created each event of each set is opened once, as the bind opens it, and no
+/// descriptor is moved up (`F_DUPFD_CLOEXEC`), no counter's id asked, enabled, read or mapped.
+#[test]
+fn the_sets_are_checked_before_the_command_runs_not_bound() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "strace not found: CI must install it (.ci/run does)"
+        );
+        common::skip("strace not found (apt-get install strace): cputrack's check not traced");
+        return;
+    }
+    let trace = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("cputrack-check.strace");
+    let out = Command::new("strace")
+        .guarded()
+        // cputrack alone (no -f): it traces its command itself.
+        .args(["-qq", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_cputrack"))
+        .args([
+            "-T",
+            "0",
+            "-c",
+            "page-faults,task-clock",
+            "-c",
+            "page-faults",
+            "true",
+        ])
+        .env_remove("PERFCOMPAT_BACKEND")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    let before: Vec<&str> = trace
+        .lines()
+        .take_while(|l| {
+            !["clone(", "clone3(", "fork(", "vfork("]
+                .iter()
+                .any(|c| l.contains(c))
+        })
+        .collect();
+    // The sets' opens (the backend's probes ask for no read format).
+    let opens = before
+        .iter()
+        .filter(|l| l.contains("perf_event_open(") && l.contains("read_format=PERF_FORMAT"))
+        .count();
+    assert_eq!(opens, 3, "each event of each set opened once: {before:#?}");
+    for word in [
+        "F_DUPFD_CLOEXEC",
+        "PERF_EVENT_IOC_ID",
+        "PERF_EVENT_IOC_ENABLE",
+        "PERF_EVENT_IOC_DISABLE",
+        "mmap(NULL, 4096, PROT_READ, MAP_SHARED",
+    ] {
+        let hits: Vec<&&str> = before.iter().filter(|l| l.contains(word)).collect();
+        assert!(hits.is_empty(), "{word} before the command runs: {hits:#?}");
+    }
+}

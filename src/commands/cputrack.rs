@@ -594,10 +594,13 @@ pub fn run(
 ) -> Result<Option<Status>> {
     let b = backend::global()?;
     refuse_emulation(b)?;
-    // Bind every set once to this thread before anything runs: an event this host cannot
-    // count (or a conflict) is an error before the command starts, not after.
+    // Check every set as a bind to this thread before anything runs: an event this host
+    // cannot count (or a conflict, or a refused mode) is an error before the command starts,
+    // not after. Checked, not bound (issue 48): the bind's errors come from its plan and its
+    // opens, which `check_bind` makes alike; the pages, descriptor moves and start of a
+    // binding dropped at once were most of cputrack's fixed cost over its floor.
     for s in &opts.sets {
-        drop(bind_with(b, s, Target::CurrentThread)?);
+        crate::engine::check_bind(b, s, Target::CurrentThread)?;
     }
     let mut p = match subject {
         Subject::Command(c) => {
