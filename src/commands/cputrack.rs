@@ -610,6 +610,10 @@ pub fn run(
         }
         Subject::Pid(pid) => Pctx::capture(*pid)?,
     };
+    // cputrack's process runs no thread but this one while it tracks (its binds notify on no
+    // overflow, so no watcher thread; a measurement of the PMU's counters runs on a thread
+    // joined before the bind returns): nothing else can take SIGCHLD (issue 48).
+    p.sole_sigchld_taker();
     let mut t = Tracker::new(b, opts.clone(), sink)?;
     if let Some(s) = stop {
         t.stop_on(s);
