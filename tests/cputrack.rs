@@ -955,3 +955,96 @@ fn options_stop_at_the_command() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "-v:");
 }
+
+/// The strace of `cputrack ARGS` alone (it traces its command itself): its lines, or `None`
+/// (the test skipped) without strace.
+fn cputrack_traced(name: &str, args: &[&str]) -> Option<String> {
+    if Command::new("strace").arg("-V").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "strace not found: CI must install it (.ci/run does)"
+        );
+        common::skip("strace not found (apt-get install strace): cputrack not traced");
+        return None;
+    }
+    let trace = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.strace"));
+    let out = Command::new("strace")
+        .guarded()
+        .args(["-qq", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_cputrack"))
+        .args(args)
+        .env_remove("PERFCOMPAT_BACKEND")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    Some(std::fs::read_to_string(&trace).unwrap())
+}
+
+/// Issue 48: cputrack, whose process has no other thread to take SIGCHLD, waits for it
+/// rather than waking every 10 ms to look at its command (each wakeup two context switches):
+/// over a command of 0.3 s without ticks (`-T 0`) it waits a few times, not about 30.
+#[test]
+fn cputrack_waits_for_its_command_without_waking_every_10_ms() {
+    let Some(trace) = cputrack_traced(
+        "cputrack-waits",
+        &["-T", "0", "-c", "page-faults", "sleep", "0.3"],
+    ) else {
+        return;
+    };
+    let waits: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.starts_with("rt_sigtimedwait("))
+        .collect();
+    assert!(
+        !waits.is_empty() && waits.len() <= 6,
+        "{} waits for SIGCHLD: {waits:#?}",
+        waits.len()
+    );
+}
+
+/// Issue 48: cputrack checks each set before the command runs without binding it (its trial
+/// binds were most of its fixed cost over its floor): traced with strace, before the command's
+/// process is created each event of each set is opened once, as the bind opens it, and no
+/// descriptor is moved up (`F_DUPFD_CLOEXEC`), no counter's id asked, enabled, read or mapped.
+#[test]
+fn the_sets_are_checked_before_the_command_runs_not_bound() {
+    let Some(trace) = cputrack_traced(
+        "cputrack-check",
+        &[
+            "-T",
+            "0",
+            "-c",
+            "page-faults,task-clock",
+            "-c",
+            "page-faults",
+            "true",
+        ],
+    ) else {
+        return;
+    };
+    let before: Vec<&str> = trace
+        .lines()
+        .take_while(|l| {
+            !["clone(", "clone3(", "fork(", "vfork("]
+                .iter()
+                .any(|c| l.contains(c))
+        })
+        .collect();
+    // The sets' opens (the backend's probes ask for no read format).
+    let opens = before
+        .iter()
+        .filter(|l| l.contains("perf_event_open(") && l.contains("read_format=PERF_FORMAT"))
+        .count();
+    assert_eq!(opens, 3, "each event of each set opened once: {before:#?}");
+    for word in [
+        "F_DUPFD_CLOEXEC",
+        "PERF_EVENT_IOC_ID",
+        "PERF_EVENT_IOC_ENABLE",
+        "PERF_EVENT_IOC_DISABLE",
+        "mmap(NULL, 4096, PROT_READ, MAP_SHARED",
+    ] {
+        let hits: Vec<&&str> = before.iter().filter(|l| l.contains(word)).collect();
+        assert!(hits.is_empty(), "{word} before the command runs: {hits:#?}");
+    }
+}

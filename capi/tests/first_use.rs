@@ -114,6 +114,23 @@ fn cpc_open_and_first_bind_read_only_what_they_use_and_describe_the_backend_as_b
     };
     // The nominal clock is read at cpc_open: cpc_buf_tick needs it in signal handlers.
     check(&calls, 1, &[]);
+    // Issue 48: the clock looks up cpufreq once (its directory; without a cpufreq driver one
+    // failed lookup, not one per file), and nothing on the path seeds a hash table's random
+    // keys (the Rust standard library's `getrandom` with GRND_INSECURE).
+    let cpufreq: Vec<&String> = calls.iter().filter(|l| l.contains("cpufreq")).collect();
+    assert!(
+        cpufreq.len() <= 1,
+        "cpufreq looked up {} times: {cpufreq:#?}",
+        cpufreq.len()
+    );
+    let seeds: Vec<&String> = calls
+        .iter()
+        .filter(|l| l.starts_with("getrandom(") && l.contains("GRND_INSECURE"))
+        .collect();
+    assert!(
+        seeds.is_empty(),
+        "random keys seeded on first use: {seeds:#?}"
+    );
     let pmu = perfcompat::backend::perf::PerfBackend::new().is_ok_and(|b| b.caps().pmu);
     let info = perfcompat::backend::perf::PerfBackend::new()
         .map(|b| perfcompat::backend::Backend::info(&b).clone())

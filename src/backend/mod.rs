@@ -388,6 +388,14 @@ pub trait Backend: Send + Sync + 'static {
     /// Program and start the counters. `slots` holds the placement of each request. The
     /// requests that notify on overflow are armed with the distance from their preset.
     fn open(&self, requests: &[Request], slots: &[Slot], target: Target) -> Result<Box<dyn Group>>;
+    /// Whether [`Backend::open`] of the same requests would succeed, with the same error when
+    /// not, programming nothing that lasts: `cputrack` checks its sets on its own thread
+    /// before the command runs. By default the group is opened and dropped; the perf backend
+    /// opens each member as `open` would and closes it (no pages mapped, no descriptor moved,
+    /// nothing started: issue 48, most of `cputrack`'s fixed cost over its floor).
+    fn check_open(&self, requests: &[Request], slots: &[Slot], target: Target) -> Result<()> {
+        self.open(requests, slots, target).map(drop)
+    }
     /// The name of shared resource `r` in conflict messages (a Pentium 4 ESCR).
     fn resource_name(&self, r: u16) -> String {
         format!("resource {r}")

@@ -591,10 +591,13 @@ pub fn run(
 ) -> Result<Option<Status>> {
     let b = backend::global()?;
     refuse_emulation(b)?;
-    // Bind every set once to this thread before anything runs: an event this host cannot
-    // count (or a conflict) is an error before the command starts, not after.
+    // Check every set as a bind to this thread before anything runs: an event this host
+    // cannot count (or a conflict, or a refused mode) is an error before the command starts,
+    // not after. Checked, not bound (issue 48): the bind's errors come from its plan and its
+    // opens, which `check_bind` makes alike; the pages, descriptor moves and start of a
+    // binding dropped at once were most of cputrack's fixed cost over its floor.
     for s in &opts.sets {
-        drop(bind_with(b, s, Target::CurrentThread)?);
+        crate::engine::check_bind(b, s, Target::CurrentThread)?;
     }
     let mut p = match subject {
         Subject::Command(c) => {
@@ -604,6 +607,10 @@ pub fn run(
         }
         Subject::Pid(pid) => Pctx::capture(*pid)?,
     };
+    // cputrack's process runs no thread but this one while it tracks (its binds notify on no
+    // overflow, so no watcher thread; a measurement of the PMU's counters runs on a thread
+    // joined before the bind returns): nothing else can take SIGCHLD (issue 48).
+    p.sole_sigchld_taker();
     let mut t = Tracker::new(b, opts.clone(), sink)?;
     if let Some(s) = stop {
         t.stop_on(s);

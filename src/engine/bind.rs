@@ -144,6 +144,20 @@ fn resource_namer(backend: &dyn Backend) -> Box<dyn Fn(u16) -> String + '_> {
     Box::new(move |r| backend.resource_name(r))
 }
 
+/// Whether [`bind_with`] of `set` to `target` would succeed, and with which error when not,
+/// binding nothing: the set planned as the bind plans it, then opened and closed again
+/// ([`Backend::check_open`]: the perf backend maps, moves, starts and registers nothing).
+/// `cputrack` checks its sets so before the command runs (issue 48: its trial binds were most
+/// of its fixed cost over its floor). A set that notifies on overflow is bound and dropped, so
+/// that the signal's set-up is checked too.
+pub fn check_bind(backend: &'static dyn Backend, set: &CounterSet, target: Target) -> Result<()> {
+    if set.requests().iter().any(|r| r.flags.notify_overflow) {
+        return bind_with(backend, set, target).map(drop);
+    }
+    let slots = plan(backend, set)?;
+    backend.check_open(set.requests(), &slots, target)
+}
+
 /// Bind `set` to `target` on the process's backend ([`backend::global`]).
 pub fn bind(set: &CounterSet, target: Target) -> Result<Binding> {
     bind_with(backend::global()?, set, target)

@@ -60,7 +60,7 @@ mod state;
 mod thread;
 mod watched;
 
-pub use bind::{bind, bind_tagged, bind_with, check_request, plan, Binding};
+pub use bind::{bind, bind_tagged, bind_with, check_bind, check_request, plan, Binding};
 pub use overflow::{add_overflow_hook, dropped_at_freezes, set_overflow_hook};
 pub use thread::{
     owned, owned_any, owned_key, set_owned, with_current, with_owned, with_owned_state,

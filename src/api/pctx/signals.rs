@@ -9,6 +9,10 @@ use crate::base::error::{Error, Result};
 /// The longest wait for SIGCHLD before children are checked again anyway.
 const POLL: Duration = Duration::from_millis(10);
 
+/// [`POLL`] for a controller that no other thread can take SIGCHLD from
+/// ([`Signals::sole_taker`]): only a bound on a delay that should not happen.
+pub(crate) const LONG_POLL: Duration = Duration::from_secs(1);
+
 /// The calling thread's signal state while a command runs: SIGCHLD (and optionally SIGUSR1
 /// and SIGUSR2) blocked and taken with `sigwaitinfo`; SIGINT and SIGQUIT optionally ignored.
 /// Restored on drop.
@@ -18,6 +22,8 @@ pub(crate) struct Signals {
     old_int: libc::sighandler_t,
     old_quit: libc::sighandler_t,
     ignoring: bool,
+    /// The longest wait before children are checked again without a SIGCHLD.
+    poll: Duration,
 }
 
 impl Signals {
@@ -46,6 +52,7 @@ impl Signals {
                 old_int: libc::SIG_DFL,
                 old_quit: libc::SIG_DFL,
                 ignoring: false,
+                poll: POLL,
             })
         }
     }
@@ -61,11 +68,19 @@ impl Signals {
         self.ignoring = true;
     }
 
-    /// The next of the blocked signals, or `None` when `timeout` (at most [`POLL`]) passed
-    /// first. In a multithreaded process SIGCHLD may go to (and be dropped by) a thread that
-    /// does not block it, so callers check their children again after every `None`.
+    /// No thread but the caller can take SIGCHLD (the process has no other, or they all block
+    /// it): the children are checked without a SIGCHLD every [`LONG_POLL`], not every
+    /// [`POLL`].
+    pub(crate) fn sole_taker(&mut self) {
+        self.poll = LONG_POLL;
+    }
+
+    /// The next of the blocked signals, or `None` when `timeout` (at most [`POLL`], or
+    /// [`LONG_POLL`] after [`Signals::sole_taker`]) passed first. In a multithreaded process
+    /// SIGCHLD may go to (and be dropped by) a thread that does not block it, so callers check
+    /// their children again after every `None`.
     pub(crate) fn next(&self, timeout: Option<Duration>) -> Result<Option<i32>> {
-        let d = timeout.map_or(POLL, |t| t.min(POLL));
+        let d = timeout.map_or(self.poll, |t| t.min(self.poll));
         let ts = libc::timespec {
             tv_sec: d.as_secs() as libc::time_t,
             tv_nsec: d.subsec_nanos() as libc::c_long,

@@ -78,23 +78,73 @@ fn cpuinfo_field(key: &str) -> Option<&'static str> {
 
 /// This machine's nominal core clock in MHz (cpufreq base or maximum frequency, else
 /// `/proc/cpuinfo`, else 1000).
+///
+/// `cpc_open` reads it (`cpc_buf_tick` needs it inside signal handlers), so it is part of a
+/// first use (issue 48): the cpufreq directory is opened once and its files relative to it
+/// (without a cpufreq driver, as in most virtual machines, one failed path lookup instead of
+/// two), and `/proc/cpuinfo`, which the kernel formats for the read, is read only where it can
+/// hold the `cpu MHz` line ([`CPUINFO_HAS_MHZ`]). The value is the same as before.
 pub(crate) fn nominal_mhz() -> f64 {
     static MHZ: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
     *MHZ.get_or_init(|| {
-        for p in [
-            "/sys/devices/system/cpu/cpu0/cpufreq/base_frequency",
-            "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq",
-        ] {
-            if let Some(khz) = std::fs::read_to_string(p)
-                .ok()
-                .and_then(|s| s.trim().parse::<f64>().ok())
-            {
-                return khz / 1000.0;
-            }
+        if let Some(khz) = cpufreq_khz() {
+            return khz / 1000.0;
         }
-        cpuinfo_field("cpu MHz")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1000.0)
+        (if CPUINFO_HAS_MHZ {
+            cpuinfo_field("cpu MHz")
+        } else {
+            None
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000.0)
+    })
+}
+
+/// Whether this architecture's `/proc/cpuinfo` can have a `cpu MHz` line: arm64's never has
+/// (its entries list `BogoMIPS`, `Features` and the CPU's implementer, architecture, variant,
+/// part and revision), so there the nominal clock does not read the file for it.
+pub(crate) const CPUINFO_HAS_MHZ: bool = !cfg!(target_arch = "aarch64");
+
+/// The cpufreq directory of CPU 0, whose files [`cpufreq_khz`] reads.
+const CPUFREQ_DIR: &std::ffi::CStr = c"/sys/devices/system/cpu/cpu0/cpufreq";
+
+/// The cpufreq files [`cpufreq_khz`] tries, in order, in [`CPUFREQ_DIR`].
+const CPUFREQ_FILES: [&std::ffi::CStr; 2] = [c"base_frequency", c"cpuinfo_max_freq"];
+
+/// CPU 0's cpufreq base frequency, else its maximum, in kHz: the directory opened once (a
+/// `O_PATH` descriptor), each file relative to it.
+fn cpufreq_khz() -> Option<f64> {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    // SAFETY: a NUL-terminated path; the descriptor, if any, is ours.
+    let dir = unsafe {
+        libc::open(
+            CPUFREQ_DIR.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if dir < 0 {
+        return None;
+    }
+    // SAFETY: a fresh descriptor we own (closed when dropped).
+    let dir = unsafe { OwnedFd::from_raw_fd(dir) };
+    CPUFREQ_FILES.iter().find_map(|name| {
+        // SAFETY: a NUL-terminated name relative to a directory descriptor we hold.
+        let fd = unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: a fresh descriptor we own.
+        let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        let mut text = String::new();
+        f.read_to_string(&mut text).ok()?;
+        text.trim().parse::<f64>().ok()
     })
 }
 

@@ -57,7 +57,6 @@
 //! the event and the reason.
 
 use std::any::Any;
-use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -149,8 +148,10 @@ pub struct PerfBackend {
     /// could not tell; [`VIRTUAL_COUNTERS`] then).
     counters: OnceLock<Option<PmuCounters>>,
     /// Whether each hardware, cache, raw or sysfs event opens here: its errno, 0 when it does
-    /// (PMU hosts only; filled as events are checked).
-    opens: Mutex<HashMap<PerfCode, i32>>,
+    /// (PMU hosts only; filled as events are checked). A list, looked through: a program
+    /// checks a handful of events, and a `HashMap`'s random keys cost a first use a
+    /// `getrandom` system call and the hash table's code pages (issue 48).
+    opens: Mutex<Vec<(PerfCode, i32)>>,
     // The kernel is the host's (`new`), not a model: groups make their reads inline
     // ([`DirectRead`]).
     host: bool,
@@ -164,6 +165,17 @@ pub(super) fn open_attr(
     group: i32,
 ) -> std::result::Result<OwnedFd, i32> {
     kernel.perf_event_open(attr, pid, cpu, group, b::PERF_FLAG_FD_CLOEXEC as u64)
+}
+
+/// How [`PerfBackend::open_or_check`] opens a set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opening {
+    /// For counting: the group programmed and returned.
+    Count,
+    /// Only to know whether it opens ([`Backend::check_open`]): each member opened as for
+    /// counting, with the same attributes and the same errors, and closed again (not moved up,
+    /// see [`Kernel::perf_event_probe`]); no signal routing, pages, ids or start.
+    Check,
 }
 
 pub(super) fn attr_for(code: PerfCode) -> perf_event_attr {
@@ -192,9 +204,9 @@ impl PerfBackend {
         let pmu = host::probe_counting(kernel)?;
         // The probe opened `cycles` as the check of an event opens it: its answer is kept.
         let opens = if pmu {
-            HashMap::from([(host::pmu_probe_code(), 0)])
+            vec![(host::pmu_probe_code(), 0)]
         } else {
-            HashMap::new()
+            Vec::new()
         };
         Ok(PerfBackend {
             kernel,
@@ -220,7 +232,7 @@ impl PerfBackend {
             cycles_fallback: OnceLock::new(),
             standin: OnceLock::new(),
             counters: OnceLock::new(),
-            opens: Mutex::new(HashMap::new()),
+            opens: Mutex::new(Vec::new()),
             host: false,
         })
     }
@@ -353,12 +365,17 @@ impl PerfBackend {
         if !self.pmu || class == Class::Software {
             return None;
         }
-        let errno = *self
-            .opens
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(code)
-            .or_insert_with(|| host::open_errno(self.kernel, code));
+        let errno = {
+            let mut opens = self.opens.lock().unwrap_or_else(|p| p.into_inner());
+            match opens.iter().find(|(c, _)| *c == code) {
+                Some(&(_, e)) => e,
+                None => {
+                    let e = host::open_errno(self.kernel, code);
+                    opens.push((code, e));
+                    e
+                }
+            }
+        };
         let errno_name = match errno {
             libc::ENOENT => "ENOENT",
             libc::EOPNOTSUPP => "EOPNOTSUPP",
@@ -854,7 +871,32 @@ impl Backend for PerfBackend {
         self.candidate_on(req, false)
     }
 
-    fn open(&self, reqs: &[Request], _slots: &[Slot], target: Target) -> Result<Box<dyn Group>> {
+    fn open(&self, reqs: &[Request], slots: &[Slot], target: Target) -> Result<Box<dyn Group>> {
+        // `Opening::Count` always gives the group.
+        self.open_or_check(reqs, slots, target, Opening::Count)?
+            .ok_or_else(|| Error::Unsupported("perf: no group opened for counting".into()))
+    }
+
+    fn check_open(&self, reqs: &[Request], slots: &[Slot], target: Target) -> Result<()> {
+        self.open_or_check(reqs, slots, target, Opening::Check)
+            .map(drop)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl PerfBackend {
+    /// [`Backend::open`] (`Opening::Count`: the group, `Some`), or only the opens that tell
+    /// whether it would succeed and with which error (`Opening::Check`: `None`).
+    fn open_or_check(
+        &self,
+        reqs: &[Request],
+        _slots: &[Slot],
+        target: Target,
+        how: Opening,
+    ) -> Result<Option<Box<dyn Group>>> {
         let mut resolved = Vec::with_capacity(reqs.len());
         let mut scale = [1.0f64; MAX_REQUESTS];
         for (i, r) in reqs.iter().enumerate() {
@@ -928,7 +970,17 @@ impl Backend for PerfBackend {
                         a.clockid = libc::CLOCK_MONOTONIC;
                     }
                     let group = fds.first().map_or(-1, |f| f.as_raw_fd());
-                    fds.push(open_attr(self.kernel, &mut a, pid, cpu, group).map_err(|e| (e, i))?);
+                    let fd = match how {
+                        Opening::Count => open_attr(self.kernel, &mut a, pid, cpu, group),
+                        Opening::Check => self.kernel.perf_event_probe(
+                            &mut a,
+                            pid,
+                            cpu,
+                            group,
+                            b::PERF_FLAG_FD_CLOEXEC as u64,
+                        ),
+                    };
+                    fds.push(fd.map_err(|e| (e, i))?);
                 }
                 Ok(fds)
             };
@@ -941,6 +993,10 @@ impl Backend for PerfBackend {
                 other => other,
             }
             .map_err(|(e, i)| self.explain_open(e, &reqs[i].event, &reqs[i], target))?;
+            if how == Opening::Check {
+                // The opens said yes: closed again (dropped) at once.
+                continue;
+            }
             for (fd, r) in fds.iter().zip(reqs) {
                 if r.flags.notify_overflow {
                     // The signal's number is looked up only for a set that notifies.
@@ -979,6 +1035,9 @@ impl Backend for PerfBackend {
                 mmaps,
                 rings,
             });
+        }
+        if how == Opening::Check {
+            return Ok(None);
         }
         let inline_read = self.host && units.len() == 1;
         let armed: [AtomicU64; MAX_REQUESTS] = std::array::from_fn(|i| {
@@ -1043,7 +1102,7 @@ impl Backend for PerfBackend {
             && !reqs[0].flags.hypervisor
             && units[0].leader_ring().is_some()
             && matches!(target, Target::CurrentThread | Target::Thread(_));
-        Ok(Box::new(PerfGroup {
+        Ok(Some(Box::new(PerfGroup {
             kernel: self.kernel,
             inline_read,
             pollable: self.host,
@@ -1065,11 +1124,7 @@ impl Backend for PerfBackend {
             scaled: scale.iter().any(|s| *s != 1.0),
             scale,
             notify,
-        }))
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
+        })))
     }
 }
 
