@@ -127,6 +127,17 @@ awk '
 undefs=$(awk '/^[ \t]*(#|$)/ || $1 == "version" { next } { printf " -Wl,--undefined=%s", $1 }' \
   "$repo/capi/abi.manifest")
 
+# arm64: the outline atomics' flag defined here (capi/link/lse_atomics.c says why), so that
+# the archive's object with __init_cpu_features, a constructor of trapped CPU ID-register reads
+# at every load, is never pulled in.
+arch_objs=()
+case $("$cc" -dumpmachine) in
+  aarch64*)
+    "$cc" -std=c99 -O2 -fPIC -ffunction-sections -c -o "$work/lse_atomics.o" \
+      "$repo/capi/link/lse_atomics.c"
+    arch_objs+=("$work/lse_atomics.o") ;;
+esac
+
 echo "install.sh: linking $real" >&2
 # The unwinder (libgcc_eh) goes into the library (-static-libgcc), hidden by the version script,
 # instead of a dependency on libgcc_s.so.1 (issue 48): a C program that loads the library would
@@ -136,7 +147,7 @@ echo "install.sh: linking $real" >&2
 # shellcheck disable=SC2086 # $undefs is a list of words
 "$cc" -shared -o "$work/$real" -Wl,-soname,$soname -Wl,--version-script="$work/perfcompat.map" \
   -Wl,--gc-sections -Wl,-z,relro,-z,now -Wl,-z,noexecstack $undefs -static-libgcc \
-  "$rel/libperfcompat_capi.a" ${static_libs#-lgcc_s }
+  "${arch_objs[@]}" "$rel/libperfcompat_capi.a" ${static_libs#-lgcc_s }
 
 pfcntr=libpfcntr.so.1.0.0
 echo "install.sh: linking $pfcntr" >&2
