@@ -41,6 +41,8 @@
 # The shared library is linked here from the release staticlib with a version script generated
 # from capi/abi.manifest: rustc gives every cdylib its own anonymous version script, which
 # overrides (rust-lld) or conflicts with (GNU ld) any other, so a cdylib cannot carry versions.
+# Its load-time work is kept small (issue 48): the functions in capi/link/load-order.txt first in
+# the text, and on arm64 capi/link/lse_atomics.c linked before the archive (both said below).
 # libpfcntr and libperfcompat-preload are C, linked here against that library with the
 # anonymous version scripts capi/pfcntr/pfcntr.map and capi/preload/preload.map (their
 # definitions carry no version) and the run path $ORIGIN (each finds libperfcompat.so.1 next to
@@ -138,6 +140,36 @@ case $("$cc" -dumpmachine) in
     arch_objs+=("$work/lse_atomics.o") ;;
 esac
 
+# The load-time functions first in the text (capi/link/load-order.txt says why): their sections
+# .text.<symbol> renamed .text.hot.<symbol> in a copy of the archive, which GNU ld's default
+# script places at the start of .text. A Rust path a::b::c is found by its mangled components
+# 1a1b1c (legacy and v0 manglings both spell a path so), followed by the legacy hash (17h) or
+# the name's end (v0).
+objdump=objdump objcopy=objcopy
+if [ -n "$triple" ]; then objdump=$cross-objdump objcopy=$cross-objcopy; fi
+renames=$("$objdump" -h "$rel/libperfcompat_capi.a" 2>/dev/null | awk -v list="$repo/capi/link/load-order.txt" '
+  BEGIN {
+    while ((getline line < list) > 0) {
+      if (line ~ /^[ \t]*(#|$)/) continue
+      n = split(line, part, "::"); enc = ""
+      for (i = 1; i <= n; i++) enc = enc length(part[i]) part[i]
+      want[line] = enc
+    }
+  }
+  $2 ~ /^\.text\./ {
+    for (p in want) {
+      at = index($2, want[p])
+      if (at == 0) continue
+      rest = substr($2, at + length(want[p]))
+      if (rest == "" || rest ~ /^17h[0-9a-f]+E$/) { found[p] = 1; if (!($2 in seen)) { seen[$2] = 1; print $2 } }
+    }
+  }
+  END { for (p in want) if (!(p in found)) { print "install.sh: " p " (capi/link/load-order.txt): no such function in the archive" > "/dev/stderr"; bad = 1 }
+        exit bad }')
+args=()
+for sec in $renames; do args+=(--rename-section "$sec=.text.hot.${sec#.text.}"); done
+"$objcopy" "${args[@]}" "$rel/libperfcompat_capi.a" "$work/libperfcompat_capi.a"
+
 echo "install.sh: linking $real" >&2
 # The unwinder (libgcc_eh) goes into the library (-static-libgcc), hidden by the version script,
 # instead of a dependency on libgcc_s.so.1 (issue 48): a C program that loads the library would
@@ -147,7 +179,7 @@ echo "install.sh: linking $real" >&2
 # shellcheck disable=SC2086 # $undefs is a list of words
 "$cc" -shared -o "$work/$real" -Wl,-soname,$soname -Wl,--version-script="$work/perfcompat.map" \
   -Wl,--gc-sections -Wl,-z,relro,-z,now -Wl,-z,noexecstack $undefs -static-libgcc \
-  "${arch_objs[@]}" "$rel/libperfcompat_capi.a" ${static_libs#-lgcc_s }
+  "${arch_objs[@]}" "$work/libperfcompat_capi.a" ${static_libs#-lgcc_s }
 
 pfcntr=libpfcntr.so.1.0.0
 echo "install.sh: linking $pfcntr" >&2

@@ -19,6 +19,6 @@
 /* Read by the outline-atomics helpers; hidden by the library's version script. */
 _Bool __aarch64_have_lse_atomics;
 
-__attribute__((constructor(90))) static void perfcompat_init_lse_atomics(void) {
+__attribute__((constructor(90), hot)) static void perfcompat_init_lse_atomics(void) {
     __aarch64_have_lse_atomics = (getauxval(AT_HWCAP) & HWCAP_ATOMICS) != 0;
 }

@@ -276,6 +276,42 @@ fn every_rust_export_is_in_the_manifest() {
 /// Loading the library loads the C library alone besides it (issue 48): the unwinder is linked
 /// in (`-static-libgcc`), so a C program that preloads or links it does not also load
 /// libgcc_s.so.1, which cost 0.18 M instructions of the 0.85 M a preload took in the arm64 guest.
+/// The functions that run when a program loads the library without counting
+/// (`capi/link/load-order.txt`) lie in one 64 KiB window of the text, the span one page fault
+/// maps in (the kernel's fault-around), instead of a fault each across the 1 MB text (issue 48,
+/// loading the library: `tools/install.sh` links them first).
+#[test]
+fn load_time_functions_lie_together() {
+    let so = lib().join("libperfcompat.so.1.0.0");
+    let text = std::fs::read_to_string(repo().join("capi/link/load-order.txt")).unwrap();
+    let wanted: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert!(wanted.len() >= 3, "load-order.txt names {wanted:?}");
+    let symbols = tool(Command::new("nm").args(["-C", "--defined-only"]).arg(&so));
+    let mut at = Vec::new();
+    for name in &wanted {
+        let addr = symbols.lines().find_map(|l| {
+            let (addr, rest) = l.split_once(' ')?;
+            let (kind, sym) = rest.split_once(' ')?;
+            (matches!(kind, "t" | "T") && sym == *name)
+                .then(|| u64::from_str_radix(addr, 16).ok())?
+        });
+        let addr = addr.unwrap_or_else(|| panic!("{name} is not a function of {}", so.display()));
+        at.push((addr, *name));
+    }
+    let windows: BTreeSet<u64> = at.iter().map(|(a, _)| a >> 16).collect();
+    assert_eq!(
+        windows.len(),
+        1,
+        "the load-time functions span {} windows of 64 KiB: {:x?}",
+        windows.len(),
+        at
+    );
+}
+
 #[test]
 fn the_library_needs_the_c_library_alone() {
     let dynamic = tool(
