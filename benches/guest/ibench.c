@@ -306,6 +306,14 @@ static void on_papi(int es_, void *addr, long long vec, void *ctx) {
     ovf_count++;
 }
 
+/* An event's attributes, zeroed but for its type and configuration. */
+static void attr_of(struct perf_event_attr *a, uint32_t type, uint64_t config) {
+    memset(a, 0, sizeof *a);
+    a->size = sizeof *a;
+    a->type = type;
+    a->config = config;
+}
+
 /* A counter of the thread's system calls (the raw_syscalls:sys_enter tracepoint, a software
  * event: it takes no PMU counter), or -1 where the kernel has none. */
 static int syscall_counter(void) {
@@ -316,10 +324,7 @@ static int syscall_counter(void) {
     fclose(f);
     if (!ok) return -1;
     struct perf_event_attr a;
-    memset(&a, 0, sizeof a);
-    a.size = sizeof a;
-    a.type = PERF_TYPE_TRACEPOINT;
-    a.config = id;
+    attr_of(&a, PERF_TYPE_TRACEPOINT, id);
     a.disabled = 1;
     return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
 }
@@ -644,11 +649,8 @@ static int profile_exec(char **argv) {
         }
         close(go[0]);
         struct perf_event_attr a;
-        memset(&a, 0, sizeof a);
-        a.size = sizeof a;
-        a.type = PERF_TYPE_SOFTWARE;
-        a.config = PERF_COUNT_SW_TASK_CLOCK;
-        a.sample_period = 997;
+        attr_of(&a, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK);
+        a.sample_period = prof_period; /* the kernel's least for task-clock: 10 us */
         a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_CALLCHAIN;
         a.disabled = 1;
         a.enable_on_exec = 1;

@@ -276,6 +276,16 @@ fn every_rust_export_is_in_the_manifest() {
 /// Loading the library loads the C library alone besides it (issue 48): the unwinder is linked
 /// in (`-static-libgcc`), so a C program that preloads or links it does not also load
 /// libgcc_s.so.1, which cost 0.18 M instructions of the 0.85 M a preload took in the arm64 guest.
+/// The names a list of `capi/link/` holds, one a line (`#` comments and blank lines left out).
+fn link_list(file: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(repo().join("capi/link").join(file)).unwrap();
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
 /// The functions that run when a program loads the library without counting
 /// (`capi/link/load-order.txt`) lie in one 64 KiB window of the text, the span one page fault
 /// maps in (the kernel's fault-around), instead of a fault each across the 1 MB text (issue 48,
@@ -283,12 +293,7 @@ fn every_rust_export_is_in_the_manifest() {
 #[test]
 fn load_time_functions_lie_together() {
     let so = lib().join("libperfcompat.so.1.0.0");
-    let text = std::fs::read_to_string(repo().join("capi/link/load-order.txt")).unwrap();
-    let wanted: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .collect();
+    let wanted = link_list("load-order.txt");
     assert!(wanted.len() >= 3, "load-order.txt names {wanted:?}");
     let symbols = tool(Command::new("nm").args(["-C", "--defined-only"]).arg(&so));
     let mut at = Vec::new();
@@ -296,11 +301,11 @@ fn load_time_functions_lie_together() {
         let addr = symbols.lines().find_map(|l| {
             let (addr, rest) = l.split_once(' ')?;
             let (kind, sym) = rest.split_once(' ')?;
-            (matches!(kind, "t" | "T") && sym == *name)
+            (matches!(kind, "t" | "T") && sym == name)
                 .then(|| u64::from_str_radix(addr, 16).ok())?
         });
         let addr = addr.unwrap_or_else(|| panic!("{name} is not a function of {}", so.display()));
-        at.push((addr, *name));
+        at.push((addr, name.as_str()));
     }
     let windows: BTreeSet<u64> = at.iter().map(|(a, _)| a >> 16).collect();
     assert_eq!(
@@ -352,17 +357,12 @@ fn stem(name: &str) -> String {
 #[test]
 fn first_use_functions_lie_together() {
     let so = lib().join("libperfcompat.so.1.0.0");
-    let text = std::fs::read_to_string(repo().join("capi/link/first-use-order.txt")).unwrap();
-    let wanted: BTreeSet<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .collect();
+    let wanted: BTreeSet<String> = link_list("first-use-order.txt").into_iter().collect();
     let symbols = tool(Command::new("nm").args(["-S", "--defined-only"]).arg(&so));
     let mut found = Vec::new();
     for l in symbols.lines() {
         let f: Vec<&str> = l.split_whitespace().collect();
-        if f.len() != 4 || !matches!(f[2], "t" | "T") || !wanted.contains(stem(f[3]).as_str()) {
+        if f.len() != 4 || !matches!(f[2], "t" | "T") || !wanted.contains(&stem(f[3])) {
             continue;
         }
         let (Ok(at), Ok(size)) = (u64::from_str_radix(f[0], 16), u64::from_str_radix(f[1], 16))
