@@ -10,7 +10,8 @@
 # counters, and runs it under valgrind's callgrind: every function of the library it executed is
 # listed. GUEST_FUNCTIONS, a file of symbol names one a line, adds the arm64 guest's own (the
 # hardware-event paths the host cannot run): the functions a QEMU `-d in_asm` log of the guest
-# running `ibench first ours` and `ibench first perfex` shows executed in the library (issue 48's
+# running `ibench first ours`, `ibench first perfex` and `ibench overflow ours` shows executed in
+# the library (issue 48's
 # notes keep the harness that wrote it). Names are written without their hashes (the legacy
 # hash, `.llvm.N` suffixes, v0 crate disambiguators), which differ between builds and targets;
 # the load-time functions are left out (load-order.txt places them).
@@ -52,8 +53,9 @@ norm() { sed -E "s/'[0-9]+\$//; s/\.llvm\.[0-9]+\$//; s/17h[0-9a-f]+E\$//; s/Cs[
   callgrind_annotate --threshold=100 "$work/cg.out" 2>/dev/null | grep 'libperfcompat\.so' |
     sed -E 's/^ *[0-9,]+ +\([ 0-9.]+%\) +//; s/ \[.*//; s/^.*://'
   [ -z "$guest" ] || cat "$guest"
-} | # not the archive's: the C runtime's start files and libc_nonshared.a's pthread_atfork
-  grep -v -E '^(0x|\?\?\?|_init$|_fini$|frame_dummy$|register_tm_clones$|deregister_tm_clones$|__do_global_dtors_aux$|call_weak_fn$|pthread_atfork$)' |
+} | # not the archive's: the C runtime's start files, libc_nonshared.a's pthread_atfork; LLVM's
+  # outlined fragments (one set of names per object)
+  grep -v -E '^(0x|\?\?\?|_init$|_fini$|frame_dummy$|register_tm_clones$|deregister_tm_clones$|__do_global_dtors_aux$|call_weak_fn$|pthread_atfork$|OUTLINED_FUNCTION_[0-9]+$)' |
   norm | sort -u >"$work/names"
 # The load-time functions (their Rust paths, as mangled components) are load-order.txt's.
 load=$(awk '!/^[ \t]*(#|$)/ { n = split($0, p, "::"); e = ""; for (i = 1; i <= n; i++) e = e length(p[i]) p[i]; print e }' \
