@@ -177,7 +177,7 @@ renames=$("$objdump" -h "$rel/libperfcompat_capi.a" 2>/dev/null | awk \
       rest = substr(name, at + length(path[p]))
       if (rest == "" || rest ~ /^17h[0-9a-f]+E(\.llvm\.[0-9]+)?$/) { g = pgroup[p]; found[p] = 1 }
     }
-    if (g != "" && (g == "startup" || !(name in seen))) { seen[$2] = 1; print $2 "=.text." g "." name }
+    if (g != "") { seen[$2] = 1; print $2 "=.text." g "." name }
   }
   END {
     for (p in path) if (pgroup[p] == "startup" && !(p in found)) bad = bad " " p
@@ -185,7 +185,7 @@ renames=$("$objdump" -h "$rel/libperfcompat_capi.a" 2>/dev/null | awk \
     if (bad != "") { print "install.sh: capi/link/load-order.txt names no function of the archive:" bad > "/dev/stderr"; exit 1 }
   }')
 args=()
-for r in $renames; do args+=(--rename-section "$r"); done
+while IFS= read -r r; do [ -z "$r" ] || args+=(--rename-section "$r"); done <<<"$renames"
 "$objcopy" "${args[@]}" "$rel/libperfcompat_capi.a" "$work/libperfcompat_capi.a"
 
 echo "install.sh: linking $real" >&2

@@ -9,7 +9,10 @@
  * library in the arm64 guest, for a table (__aarch64_cpu_features) that only function
  * multiversioning reads, which nothing in the library uses. Defined here, the linker never
  * pulls that object: the flag is set the same way (the kernel's HWCAP_ATOMICS bit), by one
- * getauxval, before any other constructor (priority 90, as compiler-rt's). */
+ * getauxval, first of the library's constructors: priority 90, compiler-rt's own for this flag,
+ * before std's 99 (its argument capture) and the unprioritised rest. The priority is given by
+ * the section name (.init_array.00090, sorted first by the linker) because GCC reserves
+ * constructor priorities under 101 for the compiler's runtime, which this stands in for. */
 #include <sys/auxv.h>
 
 #ifndef HWCAP_ATOMICS
@@ -19,6 +22,9 @@
 /* Read by the outline-atomics helpers; hidden by the library's version script. */
 _Bool __aarch64_have_lse_atomics;
 
-__attribute__((constructor(90), hot)) static void perfcompat_init_lse_atomics(void) {
+__attribute__((hot)) static void perfcompat_init_lse_atomics(void) {
     __aarch64_have_lse_atomics = (getauxval(AT_HWCAP) & HWCAP_ATOMICS) != 0;
 }
+
+__attribute__((used, section(".init_array.00090"))) static void (*const perfcompat_lse_ctor)(void) =
+    perfcompat_init_lse_atomics;
