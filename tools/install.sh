@@ -41,6 +41,9 @@
 # The shared library is linked here from the release staticlib with a version script generated
 # from capi/abi.manifest: rustc gives every cdylib its own anonymous version script, which
 # overrides (rust-lld) or conflicts with (GNU ld) any other, so a cdylib cannot carry versions.
+# Its load-time work is kept small (issue 48): the functions in capi/link/load-order.txt, then
+# those in capi/link/first-use-order.txt, first in the text, and on arm64 capi/link/lse_atomics.c
+# linked before the archive (both said below).
 # libpfcntr and libperfcompat-preload are C, linked here against that library with the
 # anonymous version scripts capi/pfcntr/pfcntr.map and capi/preload/preload.map (their
 # definitions carry no version) and the run path $ORIGIN (each finds libperfcompat.so.1 next to
@@ -127,6 +130,64 @@ awk '
 undefs=$(awk '/^[ \t]*(#|$)/ || $1 == "version" { next } { printf " -Wl,--undefined=%s", $1 }' \
   "$repo/capi/abi.manifest")
 
+# arm64: the outline atomics' flag defined here (capi/link/lse_atomics.c says why), so that
+# the archive's object with __init_cpu_features, a constructor of trapped CPU ID-register reads
+# at every load, is never pulled in.
+arch_objs=()
+case $("$cc" -dumpmachine) in
+  aarch64*)
+    "$cc" -std=c99 -O2 -fPIC -ffunction-sections -c -o "$work/lse_atomics.o" \
+      "$repo/capi/link/lse_atomics.c"
+    arch_objs+=("$work/lse_atomics.o") ;;
+esac
+
+# The load-time functions first in the text, then those of a first use (capi/link/load-order.txt
+# and first-use-order.txt say why): their sections .text.<symbol> renamed .text.startup.<symbol>
+# and .text.hot.<symbol> in a copy of the archive, which GNU ld's default script places at the
+# start of .text in that order. A line is a Rust path a::b::c, found by its mangled components
+# 1a1b1c (legacy and v0 manglings both spell a path so) followed by the legacy hash (17h...E)
+# or the name's end (v0); or a mangled name without its hashes (`_ZN...`, `_R...`: the
+# legacy hash, an `.llvm.N` suffix and v0 crate disambiguators dropped, as tools/load-order.sh
+# writes them). A load-time name that matches nothing fails the install; a first-use name may
+# be missing (inlined, or another architecture's).
+objdump=objdump objcopy=objcopy
+if [ -n "$triple" ]; then objdump=$cross-objdump objcopy=$cross-objcopy; fi
+renames=$("$objdump" -h "$rel/libperfcompat_capi.a" 2>/dev/null | awk \
+  -v load="$repo/capi/link/load-order.txt" -v first="$repo/capi/link/first-use-order.txt" '
+  function norm(n) {
+    sub(/\.llvm\.[0-9]+$/, "", n); sub(/17h[0-9a-f]+E$/, "", n); gsub(/Cs[0-9A-Za-z]+_/, "C_", n)
+    return n
+  }
+  function read(file, group,   line, n, part, i, enc) {
+    while ((getline line < file) > 0) {
+      if (line ~ /^[ \t]*(#|$)/) continue
+      if (line ~ /^_[ZR]/ || index(line, "::") == 0) { stem[line] = group; continue }
+      n = split(line, part, "::"); enc = ""
+      for (i = 1; i <= n; i++) enc = enc length(part[i]) part[i]
+      path[line] = enc; pgroup[line] = group
+    }
+  }
+  BEGIN { read(load, "startup"); read(first, "hot") }
+  $2 ~ /^\.text\./ && !($2 in seen) {
+    name = substr($2, 7); g = ""
+    if (norm(name) in stem) { g = stem[norm(name)]; found[norm(name)] = 1 }
+    for (p in path) {
+      at = index(name, path[p])
+      if (at == 0) continue
+      rest = substr(name, at + length(path[p]))
+      if (rest == "" || rest ~ /^17h[0-9a-f]+E(\.llvm\.[0-9]+)?$/) { g = pgroup[p]; found[p] = 1 }
+    }
+    if (g != "") { seen[$2] = 1; print $2 "=.text." g "." name }
+  }
+  END {
+    for (p in path) if (pgroup[p] == "startup" && !(p in found)) bad = bad " " p
+    for (p in stem) if (stem[p] == "startup" && !(p in found)) bad = bad " " p
+    if (bad != "") { print "install.sh: capi/link/load-order.txt names no function of the archive:" bad > "/dev/stderr"; exit 1 }
+  }')
+args=()
+while IFS= read -r r; do [ -z "$r" ] || args+=(--rename-section "$r"); done <<<"$renames"
+"$objcopy" "${args[@]}" "$rel/libperfcompat_capi.a" "$work/libperfcompat_capi.a"
+
 echo "install.sh: linking $real" >&2
 # The unwinder (libgcc_eh) goes into the library (-static-libgcc), hidden by the version script,
 # instead of a dependency on libgcc_s.so.1 (issue 48): a C program that loads the library would
@@ -136,7 +197,7 @@ echo "install.sh: linking $real" >&2
 # shellcheck disable=SC2086 # $undefs is a list of words
 "$cc" -shared -o "$work/$real" -Wl,-soname,$soname -Wl,--version-script="$work/perfcompat.map" \
   -Wl,--gc-sections -Wl,-z,relro,-z,now -Wl,-z,noexecstack $undefs -static-libgcc \
-  "$rel/libperfcompat_capi.a" ${static_libs#-lgcc_s }
+  "${arch_objs[@]}" "$work/libperfcompat_capi.a" ${static_libs#-lgcc_s }
 
 pfcntr=libpfcntr.so.1.0.0
 echo "install.sh: linking $pfcntr" >&2

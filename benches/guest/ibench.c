@@ -24,7 +24,8 @@
  *   fixed    a command's whole run (`ibench fixed LABEL [NAME=VALUE]... COMMAND...`): see fixed.
  *   overflow one overflow handled (`ibench overflow ours|raw|papi`): see overflow.
  *   overflow-part the system calls our overflow makes beyond PAPI's: see sigemt_parts.
- * usage: ibench [first WHO | fixed LABEL [NAME=VALUE]... COMMAND... | overflow WHO [syscalls]]; prints "IBENCH <row> <who> <instructions per call>" lines. */
+ * usage: ibench [first WHO | fixed LABEL [NAME=VALUE]... COMMAND... | overflow WHO [syscalls] |
+ *        profile exec [NAME=VALUE]... COMMAND...]; prints "IBENCH <row> <who> <instructions per call>" lines. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -305,6 +306,14 @@ static void on_papi(int es_, void *addr, long long vec, void *ctx) {
     ovf_count++;
 }
 
+/* An event's attributes, zeroed but for its type and configuration. */
+static void attr_of(struct perf_event_attr *a, uint32_t type, uint64_t config) {
+    memset(a, 0, sizeof *a);
+    a->size = sizeof *a;
+    a->type = type;
+    a->config = config;
+}
+
 /* A counter of the thread's system calls (the raw_syscalls:sys_enter tracepoint, a software
  * event: it takes no PMU counter), or -1 where the kernel has none. */
 static int syscall_counter(void) {
@@ -315,10 +324,7 @@ static int syscall_counter(void) {
     fclose(f);
     if (!ok) return -1;
     struct perf_event_attr a;
-    memset(&a, 0, sizeof a);
-    a.size = sizeof a;
-    a.type = PERF_TYPE_TRACEPOINT;
-    a.config = id;
+    attr_of(&a, PERF_TYPE_TRACEPOINT, id);
     a.disabled = 1;
     return (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
 }
@@ -601,6 +607,132 @@ static int profile(int argc, char **argv) {
     return 0;
 }
 
+/* `ibench profile exec [NAME=VALUE]... COMMAND...`: COMMAND's whole run (its exec, the loader,
+ * the constructors, main, the exit) under the same sampling profiler, PROF_RUNS times: the
+ * task-clock event opened by this process on the child, enabled at its exec, with the
+ * executable mappings of the child recorded (PERF_RECORD_MMAP), so that each user-space sample
+ * is named by the file it falls in and its offset from that file's first mapping (what dladdr
+ * names in the `first` profile). This is how the loader's work on a preloaded library is seen
+ * (issue 48, loading the library): `.ci/arm64 --profile 'exec LD_PRELOAD=... ./workload 0'`. */
+#define PROF_RUNS 10
+struct pmap {
+    uint64_t start, len, pgoff;
+    char file[128];
+};
+
+static int profile_exec(char **argv) {
+    int cmd = 0;
+    while (argv[cmd] && strchr(argv[cmd], '=') && argv[cmd][0] != '=') cmd++;
+    if (!argv[cmd]) fail("profile exec: no command", 0);
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **envp = calloc(n + (size_t)cmd + 1, sizeof *envp);
+    if (!envp) fail("calloc", 0);
+    memcpy(envp, argv, (size_t)cmd * sizeof *envp);
+    memcpy(envp + cmd, environ, n * sizeof *envp);
+    long page = sysconf(_SC_PAGESIZE);
+    static struct pmap maps[256];
+    for (int r = 0; r < PROF_RUNS; r++) {
+        int go[2];
+        if (pipe(go) != 0) fail("pipe", 0);
+        pid_t pid = fork();
+        if (pid == 0) {
+            char c;
+            close(go[1]);
+            if (read(go[0], &c, 1) != 1) _exit(126);
+            close(go[0]);
+            int null = open("/dev/null", O_WRONLY);
+            dup2(null, 1);
+            dup2(null, 2);
+            execvpe(argv[cmd], argv + cmd, envp);
+            _exit(127);
+        }
+        close(go[0]);
+        struct perf_event_attr a;
+        attr_of(&a, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK);
+        a.sample_period = prof_period; /* the kernel's least for task-clock: 10 us */
+        a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_CALLCHAIN;
+        a.disabled = 1;
+        a.enable_on_exec = 1;
+        a.mmap = 1;
+        a.mmap_data = 1; /* the libraries' first, read-only mappings too: their bases */
+        int fd = (int)syscall(SYS_perf_event_open, &a, pid, -1, -1, 0);
+        if (fd < 0) fail("perf_event_open task-clock of the child", 0);
+        size_t len = (size_t)page * (PROF_PAGES + 1);
+        struct perf_event_mmap_page *meta = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (meta == MAP_FAILED) fail("mmap of the sample ring", 0);
+        if (write(go[1], "x", 1) != 1) fail("write", 0);
+        close(go[1]);
+        int st;
+        if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) fail(argv[cmd], pid);
+        if (r == 0) load_ksyms();
+        const unsigned char *data = (const unsigned char *)meta + page;
+        uint64_t size = (uint64_t)page * PROF_PAGES, head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+        if (head > size) printf("IPROF-NOTE the ring wrapped: only the last %llu bytes of samples\n", (unsigned long long)size);
+        size_t nmaps = 0;
+        static unsigned char rec[4096];
+        for (uint64_t at = head > size ? head - size : 0; at < head;) {
+            struct perf_event_header h;
+            for (size_t i = 0; i < sizeof h; i++) ((unsigned char *)&h)[i] = data[(at + i) % size];
+            if (h.size == 0) break;
+            for (size_t i = 0; i < h.size && i < sizeof rec; i++) rec[i] = data[(at + i) % size];
+            if (h.type == PERF_RECORD_MMAP && nmaps < 256) {
+                /* pid, tid, addr, len, pgoff, filename */
+                struct pmap *m = &maps[nmaps++];
+                memcpy(&m->start, rec + sizeof h + 8, 8);
+                memcpy(&m->len, rec + sizeof h + 16, 8);
+                memcpy(&m->pgoff, rec + sizeof h + 24, 8);
+                const char *f = (const char *)rec + sizeof h + 32, *b = strrchr(f, '/');
+                f = b ? b + 1 : f;
+                size_t fl = strnlen(f, sizeof m->file - 1);
+                memcpy(m->file, f, fl);
+                m->file[fl] = 0;
+            } else if (h.type == PERF_RECORD_SAMPLE) {
+                /* ip, then the call chain: the kernel's frames, then PERF_CONTEXT_USER and the
+                 * user-space ones; the first user-space address is the code whose system
+                 * call or fault the kernel was serving ("IUSER", beside the sample's place). */
+                uint64_t pc, nr, user = 0;
+                memcpy(&pc, rec + sizeof h, 8);
+                memcpy(&nr, rec + sizeof h + 8, 8);
+                for (uint64_t i = 0, seen_user = 0; i < nr && sizeof h + 16 + 8 * (i + 1) <= sizeof rec; i++) {
+                    uint64_t ip;
+                    memcpy(&ip, rec + sizeof h + 16 + 8 * i, 8);
+                    if (ip == (uint64_t)PERF_CONTEXT_USER) seen_user = 1;
+                    else if (seen_user && ip < (uint64_t)PERF_CONTEXT_MAX) { user = ip; break; }
+                }
+                if (pc < 0xffff000000000000ull) user = pc;
+                for (int pass = 0; pass < 2; pass++) {
+                    uint64_t at_pc = pass ? user : pc;
+                    const char *tag = pass ? "IUSER" : "IPROF";
+                    if (pass && !user) { printf("IUSER ? 0\n"); continue; }
+                    if (at_pc >= 0xffff000000000000ull) {
+                        printf("%s k:%s 0\n", tag, ksym_name(at_pc));
+                        continue;
+                    }
+                    const struct pmap *in = NULL;
+                    for (size_t i = 0; i < nmaps; i++)
+                        if (at_pc >= maps[i].start && at_pc - maps[i].start < maps[i].len) in = &maps[i];
+                    if (!in) {
+                        printf("%s ? %llx\n", tag, (unsigned long long)at_pc);
+                        continue;
+                    }
+                    /* The file's base: its mapping at offset 0 (the loader maps a library's
+                     * segments contiguously from there). */
+                    uint64_t base = in->start - in->pgoff;
+                    for (size_t i = 0; i < nmaps; i++)
+                        if (maps[i].pgoff == 0 && strcmp(maps[i].file, in->file) == 0 && maps[i].start <= at_pc)
+                            base = maps[i].start;
+                    printf("%s %s %llx\n", tag, in->file, (unsigned long long)(at_pc - base));
+                }
+            }
+            at += h.size;
+        }
+        munmap(meta, len);
+        close(fd);
+    }
+    return 0;
+}
+
 /* `ibench fixed LABEL [NAME=VALUE]... COMMAND...`: COMMAND run to its end (its output to
  * /dev/null), the fewest instructions of three runs, user and kernel, every process included
  * (the guest has one CPU and nothing else runs, so the clock counts them all). The NAME=VALUE
@@ -649,6 +781,8 @@ int main(int argc, char **argv) {
     if (argc > 3 && strcmp(argv[1], "fixed") == 0) return fixed(argv + 2);
     if (argc > 2 && strcmp(argv[1], "overflow") == 0)
         return overflow(argv[2], argc > 3 && strcmp(argv[3], "syscalls") == 0);
+    if (argc > 3 && strcmp(argv[1], "profile") == 0 && strcmp(argv[2], "exec") == 0)
+        return profile_exec(argv + 3);
     if (argc > 2 && strcmp(argv[1], "profile") == 0) return profile(argc, argv);
     cpc = cpc_open(CPC_VER_CURRENT);
     if (!cpc) fail("cpc_open", 0);

@@ -276,6 +276,119 @@ fn every_rust_export_is_in_the_manifest() {
 /// Loading the library loads the C library alone besides it (issue 48): the unwinder is linked
 /// in (`-static-libgcc`), so a C program that preloads or links it does not also load
 /// libgcc_s.so.1, which cost 0.18 M instructions of the 0.85 M a preload took in the arm64 guest.
+/// The names a list of `capi/link/` holds, one a line (`#` comments and blank lines left out).
+fn link_list(file: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(repo().join("capi/link").join(file)).unwrap();
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The functions that run when a program loads the library without counting
+/// (`capi/link/load-order.txt`) lie in one 64 KiB window of the text, the span one page fault
+/// maps in (the kernel's fault-around), instead of a fault each across the 1 MB text (issue 48,
+/// loading the library: `tools/install.sh` links them first).
+#[test]
+fn load_time_functions_lie_together() {
+    let so = lib().join("libperfcompat.so.1.0.0");
+    let wanted = link_list("load-order.txt");
+    assert!(wanted.len() >= 3, "load-order.txt names {wanted:?}");
+    let symbols = tool(Command::new("nm").args(["-C", "--defined-only"]).arg(&so));
+    let mut at = Vec::new();
+    for name in &wanted {
+        let addr = symbols.lines().find_map(|l| {
+            let (addr, rest) = l.split_once(' ')?;
+            let (kind, sym) = rest.split_once(' ')?;
+            (matches!(kind, "t" | "T") && sym == name)
+                .then(|| u64::from_str_radix(addr, 16).ok())?
+        });
+        let addr = addr.unwrap_or_else(|| panic!("{name} is not a function of {}", so.display()));
+        at.push((addr, name.as_str()));
+    }
+    let windows: BTreeSet<u64> = at.iter().map(|(a, _)| a >> 16).collect();
+    assert_eq!(
+        windows.len(),
+        1,
+        "the load-time functions span {} windows of 64 KiB: {:x?}",
+        windows.len(),
+        at
+    );
+}
+
+/// A symbol name without the parts that change between builds and targets, as
+/// `capi/link/first-use-order.txt` holds them (tools/load-order.sh): the legacy hash
+/// (`17h<hex>E`), an `.llvm.<n>` suffix and v0 crate disambiguators (`Cs<base62>_`).
+fn stem(name: &str) -> String {
+    let mut n = name.split(".llvm.").next().unwrap_or(name).to_string();
+    if let Some(at) = n.rfind("17h") {
+        let tail = &n[at + 3..];
+        if tail.len() > 1
+            && tail.ends_with('E')
+            && tail[..tail.len() - 1]
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit())
+        {
+            n.truncate(at);
+        }
+    }
+    let mut out = String::new();
+    let mut rest = n.as_str();
+    while let Some(at) = rest.find("Cs") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let body = after.bytes().take_while(u8::is_ascii_alphanumeric).count();
+        if body > 0 && after[body..].starts_with('_') {
+            out.push_str("C_");
+            rest = &after[body + 1..];
+        } else {
+            out.push_str("Cs");
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The functions a first use runs (`capi/link/first-use-order.txt`, issue 48) lie together: as
+/// many 64 KiB windows of the text as their sizes need, plus one, not one window each across
+/// the text (the first use's page faults, each mapping the 64 KiB around it).
+#[test]
+fn first_use_functions_lie_together() {
+    let so = lib().join("libperfcompat.so.1.0.0");
+    let wanted: BTreeSet<String> = link_list("first-use-order.txt").into_iter().collect();
+    let symbols = tool(Command::new("nm").args(["-S", "--defined-only"]).arg(&so));
+    let mut found = Vec::new();
+    for l in symbols.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() != 4 || !matches!(f[2], "t" | "T") || !wanted.contains(&stem(f[3])) {
+            continue;
+        }
+        let (Ok(at), Ok(size)) = (u64::from_str_radix(f[0], 16), u64::from_str_radix(f[1], 16))
+        else {
+            continue;
+        };
+        found.push((at, size));
+    }
+    // Most of the list is this architecture's (the rest: inlined here, or another's).
+    assert!(
+        found.len() >= 100,
+        "{} functions of first-use-order.txt found in {}",
+        found.len(),
+        so.display()
+    );
+    let bytes: u64 = found.iter().map(|f| f.1).sum();
+    let windows: BTreeSet<u64> = found.iter().map(|f| f.0 >> 16).collect();
+    let need = bytes.div_ceil(1 << 16) + 1;
+    assert!(
+        windows.len() as u64 <= need,
+        "the {} first-use functions ({bytes} bytes) span {} windows of 64 KiB, not at most {need}",
+        found.len(),
+        windows.len()
+    );
+}
+
 #[test]
 fn the_library_needs_the_c_library_alone() {
     let dynamic = tool(

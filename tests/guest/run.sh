@@ -108,6 +108,7 @@ t overflow plain ./overflow plain
 t overflow icount ./overflow exact lone
 t overflow plain ./overflow plain lone
 t perfctr icount ./perfctr
+t loader icount ./loader
 x perfctr.self icount ./perfctr_self
 x examples.cpc_example1 icount env EVENT0=instructions EVENT1=cycles ./examples/cpc_example1
 x examples.cpc_example2 icount ./examples/cpc_example2
