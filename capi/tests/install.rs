@@ -273,9 +273,6 @@ fn every_rust_export_is_in_the_manifest() {
     assert!(exported.len() > 50, "{exported:?}");
 }
 
-/// Loading the library loads the C library alone besides it (issue 48): the unwinder is linked
-/// in (`-static-libgcc`), so a C program that preloads or links it does not also load
-/// libgcc_s.so.1, which cost 0.18 M instructions of the 0.85 M a preload took in the arm64 guest.
 /// The names a list of `capi/link/` holds, one a line (`#` comments and blank lines left out).
 fn link_list(file: &str) -> Vec<String> {
     let text = std::fs::read_to_string(repo().join("capi/link").join(file)).unwrap();
@@ -389,6 +386,9 @@ fn first_use_functions_lie_together() {
     );
 }
 
+/// Loading the library loads the C library alone besides it (issue 48): the unwinder is linked
+/// in (`-static-libgcc`), so a C program that preloads or links it does not also load
+/// libgcc_s.so.1, which cost 0.18 M instructions of the 0.85 M a preload took in the arm64 guest.
 #[test]
 fn the_library_needs_the_c_library_alone() {
     let dynamic = tool(
