@@ -42,6 +42,11 @@ if [ -x /guest/ibench ]; then
   ./ibench fixed preload LD_PRELOAD=/usr/lib/libperfcompat-preload.so.1 PERFCOMPAT_PRELOAD_EVENTS=0,16 $w
   # The library loaded and not counting: the preload's floor (the loader's work on it).
   ./ibench fixed load LD_PRELOAD=/usr/lib/libperfcompat-preload.so.1 $w
+  # The library alone (a program linked with -lcpc loads it), and the loading rows' floors:
+  # one and two empty libraries preloaded.
+  ./ibench fixed lib LD_PRELOAD=/usr/lib/libperfcompat.so.1 $w
+  ./ibench fixed empty1 LD_PRELOAD=/guest/empty1.so $w
+  ./ibench fixed empty2 "LD_PRELOAD=/guest/empty1.so /guest/empty2.so" $w
   # The commands' own start and exit, a floor of their fixed cost: perfex's usage (-h), and
   # cputrack's usage error (its -h lists the events, which probes the PMU), over true's run.
   ./ibench fixed true true
