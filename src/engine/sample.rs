@@ -168,6 +168,78 @@ impl BoundSet {
         })
     }
 
+    /// libcpc's common sample (issue 48), written straight into `out` (one value per request,
+    /// the caller's buffer): the time of the sample and the running time since the bind
+    /// ([`SampleInfo::hrtime`], [`SampleInfo::bound_running_ns`]). Two cases answer:
+    ///
+    /// - a frozen set (`cpc_disable`, an overflow): the values, time and running time of the
+    ///   freeze, as [`BoundSet::sample`] gives them;
+    /// - a running set of the lean kind ([`BoundSet::sample_running`]'s): each member read
+    ///   from its mmap page and made virtual into its slot of `out`, then one clock read.
+    ///
+    /// `None` for anything else (gone, a lost descriptor, a buffer of another size, a member
+    /// off its counter or multiplexed, a write during the read): nothing is decided, and the
+    /// caller takes [`BoundSet::sample`], which says what is wrong or reads the general way.
+    /// `out` may then hold some values of this try, which that sample writes over.
+    ///
+    /// No buffer of counts between the pages and `out`, no [`SampleInfo`], no `Result`: on
+    /// the arm64 guest each of those was instructions of every `cpc_set_sample`.
+    /// Async-signal-safe.
+    #[inline(always)]
+    pub fn sample_to(&self, out: &[AtomicU64]) -> Option<(i64, u64)> {
+        if out.len() != self.n || self.gone() || self.lost() {
+            return None;
+        }
+        let s1 = self.seq.begin();
+        let (hrtime, running) = if self.state.load(Ordering::Acquire) & FROZEN != 0 {
+            for (o, v) in out.iter().zip(&self.frozen_vals[..]) {
+                o.store(v.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            (
+                self.frozen_at.load(Ordering::Relaxed) as i64,
+                self.frozen_running.load(Ordering::Relaxed),
+            )
+        } else {
+            if !self.lean {
+                return None;
+            }
+            let pages = self.direct.as_ref()?.user_pages()?;
+            if pages.len() != out.len() {
+                return None;
+            }
+            // The first member's times are the group's (as `DirectRead::read`'s).
+            let mut first = None;
+            for (((page, o), base), origin) in pages
+                .iter()
+                .zip(out)
+                .zip(&self.base[..])
+                .zip(&self.origin[..])
+            {
+                let (count, times) = page.read()?;
+                first.get_or_insert(times);
+                let events = count.wrapping_sub(origin.load(Ordering::Relaxed));
+                o.store(
+                    virt::virtual_value(base.load(Ordering::Relaxed), events),
+                    Ordering::Relaxed,
+                );
+            }
+            let times = first?;
+            let (enabled, running) = self.since_restart(&times);
+            // Incomplete: the general sample marks the interval (the generation word).
+            if running < enabled {
+                return None;
+            }
+            (now_ns(), times.running)
+        };
+        if !self.seq.valid(s1) {
+            return None;
+        }
+        Some((
+            hrtime,
+            running.wrapping_sub(self.bound_running0.load(Ordering::Relaxed)),
+        ))
+    }
+
     /// [`BoundSet::sample`] without the time of the sample: [`SampleInfo::hrtime`] is 0 (on a
     /// frozen set, the time of the freeze), one clock read fewer, for callers that do not report
     /// it (libperfex). Async-signal-safe.

@@ -412,6 +412,15 @@ impl DirectRead {
         rdpmc::read_host(self.pages.as_ref()?, &mut out[..self.layout.n])
     }
 
+    /// The members' pages, to be read one by one ([`UserPage::read`]), when
+    /// [`DirectRead::reads_user`] is true (`None` without pages). Valid while `self` is.
+    ///
+    /// [`UserPage::read`]: super::UserPage::read
+    #[inline(always)]
+    pub fn user_pages(&self) -> Option<&[super::UserPage]> {
+        self.pages.as_ref().map(rdpmc::HostPages::members)
+    }
+
     /// [`Group::read`] with its `read` system call made right here. Async-signal-safe; on
     /// x86-64 and arm64 it does not change `errno`.
     #[inline(always)]
