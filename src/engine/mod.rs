@@ -63,8 +63,8 @@ mod watched;
 pub use bind::{bind, bind_tagged, bind_with, check_request, plan, Binding};
 pub use overflow::{add_overflow_hook, dropped_at_freezes, set_overflow_hook};
 pub use thread::{
-    owned, owned_any, owned_key, set_owned, with_current, with_owned, with_owned_state,
-    with_thread_binding, OwnedState, Owner, MAX_THREAD_BINDINGS,
+    owned, owned_any, owned_key, set_owned, with_current, with_made_state, with_owned,
+    with_owned_state, with_thread_binding, OwnedState, Owner, MAX_THREAD_BINDINGS,
 };
 
 /// What an overflow hook is told.
