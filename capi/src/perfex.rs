@@ -74,12 +74,15 @@ fn load_impl(name: &[u8]) -> c_int {
 /// permission denied (`EACCES`).
 #[no_mangle]
 pub extern "C" fn start_counters(e0: c_int, e1: c_int) -> c_int {
-    // The common case first, outside the unwind boundary (it cannot panic), the rest a tail
-    // call (issue 48).
-    match start_fast(e0, e1) {
-        0 => start_other(e0, e1),
-        g => g,
+    // The common case first, outside the unwind boundary (it cannot panic), where it can
+    // answer at all; the rest a tail call (issue 48).
+    if perfex::lean_pairs() {
+        let g = start_fast(e0, e1);
+        if g != 0 {
+            return g;
+        }
     }
+    start_other(e0, e1)
 }
 
 /// `start_counters`' common case ([`perfex::start_running`]): the generation, or 0 when it
@@ -117,13 +120,15 @@ pub unsafe extern "C" fn read_counters(
     e1: c_int,
     c1: *mut c_longlong,
 ) -> c_int {
-    // The common case outside the unwind boundary (it cannot panic), the rest a tail call
-    // (issue 48).
-    // SAFETY: the caller promises NULL or valid pointers.
-    if let (Some(p0), Some(p1)) = unsafe { (c0.as_mut(), c1.as_mut()) } {
-        let g = read_fast(e0, p0, e1, p1);
-        if g != 0 {
-            return g;
+    // The common case first, outside the unwind boundary (it cannot panic), where it can
+    // answer at all; the rest a tail call (issue 48).
+    if perfex::lean_pairs() {
+        // SAFETY: the caller promises NULL or valid pointers.
+        if let (Some(p0), Some(p1)) = unsafe { (c0.as_mut(), c1.as_mut()) } {
+            let g = read_fast(e0, p0, e1, p1);
+            if g != 0 {
+                return g;
+            }
         }
     }
     // SAFETY: the caller's promise, passed on.

@@ -97,6 +97,9 @@ impl ThreadCounters {
             ..RequestFlags::USER
         };
         let binding = bind(&pinned_set(bound.as_slice(), flags)?, Target::CurrentThread)?;
+        if binding.is_lean() {
+            LEAN_PAIRS.store(true, Ordering::Relaxed);
+        }
         let mut t = ThreadCounters {
             bound,
             kernel,
@@ -356,6 +359,20 @@ pub fn start(e0: i32, e1: i32) -> Result<u32> {
             other => start_slow(other, bound, e0, e1),
         }
     })
+}
+
+/// Whether a pair of this process was ever read from user space (the lean sample answers
+/// for it): until then [`start_running`] and [`read_running`] cannot answer, and the C
+/// exports do not try them. Where counters are read with `read()` (software events, a host
+/// without user-space reads) the try cost every start and read about 2% (`benches/ab` on
+/// the host's software events, issue 48).
+static LEAN_PAIRS: AtomicBool = AtomicBool::new(false);
+
+/// Whether [`start_running`] and [`read_running`] may answer: a pair of this process was
+/// read from user space ([`LEAN_PAIRS`]). One relaxed load.
+#[inline(always)]
+pub fn lean_pairs() -> bool {
+    LEAN_PAIRS.load(Ordering::Relaxed)
 }
 
 /// [`start`]'s common case alone (issue 48): this thread's pair already counts these events
