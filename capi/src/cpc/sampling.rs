@@ -131,25 +131,24 @@ fn not_sampled(err: Option<Error>) -> Error {
 /// 0, or -1 with `errno` `EINVAL` when a handle is bad or of another `cpc_t`, the set is not
 /// bound, or the buffer was made for a different number of requests; the engine's errno when
 /// the counters cannot be read (`ESRCH`: the thread it counted has exited).
-///
-/// The common case here, outside the unwind boundary (nothing in it can panic: no indexing,
-/// no arithmetic that checks), everything else in [`sample_general`], a tail call that keeps
-/// no frame of this one (issue 48): the calling thread's own binding of the set, running and
-/// read from user space or stopped, answers [`BoundSet::sample_to`], which writes the values
-/// straight into the buffer; then its time and ticks.
-///
-/// The set and the buffer are looked up first (each an index and a generation in the
-/// registry: O(1), a garbage pointer is never dereferenced), each checked to be made from
-/// `cpc`: then `cpc` is live too (`cpc_close` destroys its sets and buffers), and is not
-/// looked up itself. The buffer's size is checked against the binding's number of requests
-/// (`sample_to`), which is the set's: requests are added to unbound sets only, and a thread's
-/// inherited copy is bound from the same requests.
 #[no_mangle]
 pub extern "C" fn cpc_set_sample(
     cpc: *mut cpc_t,
     set: *mut cpc_set_t,
     buf: *mut cpc_buf_t,
 ) -> c_int {
+    // The common case here, outside the unwind boundary (nothing in it can panic: no
+    // indexing, no arithmetic that checks), everything else in `sample_general`, out of line
+    // (issue 48): the calling thread's own binding of the set, running and read from user
+    // space or stopped, answers `BoundSet::sample_to`, which writes the values straight into
+    // the buffer; then its time and ticks.
+    //
+    // The set and the buffer are looked up first (each an index and a generation in the
+    // registry: O(1), a garbage pointer is never dereferenced), each checked to be made from
+    // `cpc`: then `cpc` is live too (`cpc_close` destroys its sets and buffers), and is not
+    // looked up itself. The buffer's size is checked against the binding's number of
+    // requests (`sample_to`), which is the set's: requests are added to unbound sets only,
+    // and a thread's inherited copy is bound from the same requests.
     let (Some(s), Some(b)) = (edge::get(set), edge::get(buf)) else {
         return checked(cpc, set, buf);
     };

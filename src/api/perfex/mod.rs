@@ -369,7 +369,7 @@ pub fn start(e0: i32, e1: i32) -> Result<u32> {
 static LEAN_PAIRS: AtomicBool = AtomicBool::new(false);
 
 /// Whether [`start_running`] and [`read_running`] may answer: a pair of this process was
-/// read from user space ([`LEAN_PAIRS`]). One relaxed load.
+/// read from user space (a process-wide flag set at such a bind). One relaxed load.
 #[inline(always)]
 pub fn lean_pairs() -> bool {
     LEAN_PAIRS.load(Ordering::Relaxed)
