@@ -185,20 +185,24 @@ impl BoundSet {
         if pages.len() != out.len() {
             return None;
         }
-        let (base, origin) = (&self.base[..], &self.origin[..]);
-        let put = |i: usize, count: u64| {
-            if let (Some(o), Some(b), Some(g)) = (out.get(i), base.get(i), origin.get(i)) {
-                let events = count.wrapping_sub(g.load(Ordering::Relaxed));
-                o.put(virt::virtual_value(b.load(Ordering::Relaxed), events));
-            }
+        // Zipped: one length test for the four slices (`base` and `origin` hold one value per
+        // request), none per member.
+        let put = |o: &S, base: &AtomicU64, origin: &AtomicU64, count: u64| {
+            let events = count.wrapping_sub(origin.load(Ordering::Relaxed));
+            o.put(virt::virtual_value(base.load(Ordering::Relaxed), events));
         };
+        let mut members = pages
+            .iter()
+            .zip(out)
+            .zip(&self.base[..])
+            .zip(&self.origin[..]);
         // The first member apart: its times are the group's (as `DirectRead::read`'s), and
         // a one-request set has no loop.
-        let (first, rest) = pages.split_first()?;
+        let (((first, o), base), origin) = members.next()?;
         let (count, times) = first.read()?;
-        put(0, count);
-        for (i, page) in rest.iter().enumerate() {
-            put(i + 1, page.read()?.0);
+        put(o, base, origin, count);
+        for (((page, o), base), origin) in members {
+            put(o, base, origin, page.read()?.0);
         }
         let (enabled, running) = self.since_restart(&times);
         if running < enabled {
