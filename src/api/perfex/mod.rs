@@ -28,7 +28,7 @@ use std::sync::{Once, OnceLock};
 
 use crate::api::costs;
 use crate::base::error::{Error, Result};
-use crate::engine::{self, next_generation, OwnedState, Owner};
+use crate::engine::{self, next_generation, Generations, OwnedState, Owner};
 use crate::{backend, bind, Binding, CounterSet, Request, RequestFlags, Target};
 
 /// How a thread's counters came to be running.
@@ -86,6 +86,8 @@ struct ThreadCounters {
     enabled0: u64,
     running0: u64,
     generation: u32,
+    /// Where this thread's fresh generations come from (no atomic operation per start).
+    generations: Generations,
     mode: Mode,
 }
 
@@ -108,6 +110,7 @@ impl ThreadCounters {
             enabled0: 0,
             running0: 0,
             generation: 0,
+            generations: Generations::new(),
             mode,
         };
         t.restart()?;
@@ -122,7 +125,7 @@ impl ThreadCounters {
         self.origin = v;
         self.enabled0 = enabled;
         self.running0 = running;
-        self.generation = next_generation();
+        self.generation = self.generations.draw();
         Ok(())
     }
 
@@ -180,7 +183,7 @@ impl ThreadCounters {
         let running = running.wrapping_sub(self.running0);
         if running < enabled {
             // The kernel took the counters away for part of the interval.
-            self.generation = next_generation();
+            self.generation = self.generations.draw();
         }
         // `& 1`: an index is 0 or 1 (`index`), said so that no bounds check is made.
         let count = |i: usize| v[i & 1].wrapping_sub(self.origin[i & 1]) as i64;
@@ -400,7 +403,7 @@ pub fn start_running(e0: i32, e1: i32) -> Option<u32> {
         t.origin = v;
         t.enabled0 = enabled;
         t.running0 = running;
-        t.generation = next_generation();
+        t.generation = t.generations.draw();
         t.mode = Mode::Started(e0, e1);
         Some(t.generation)
     })
