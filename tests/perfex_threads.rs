@@ -72,3 +72,44 @@ fn the_cost_table_is_one_per_process() {
     assert!(report.contains(&format!("{:.6}", 9e6 / 195e6)), "{report}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+// Issue 48: the C exports try `start_running` and `read_running` first, outside their
+// unwind boundary, and take `start` and `read` when they answer `None`. A `None` must leave
+// everything as it was: no state made on a thread that never started, no generation drawn,
+// the started pair still started (the emulated counters are not read from user space, so
+// here the common case never answers).
+#[test]
+fn the_common_start_and_read_leave_everything_as_it_was_when_they_do_not_answer() {
+    emulated_r10000();
+    std::thread::spawn(|| {
+        assert_eq!(perfex::read_running(0, 18), None, "never started");
+        assert_eq!(perfex::start_running(0, 18), None, "no pair yet");
+        assert!(
+            matches!(perfex::read(0, 18), Err(Error::WrongState(_))),
+            "nothing was started by the try"
+        );
+        let g = perfex::start(0, 18).unwrap();
+        assert_eq!(
+            perfex::start_running(0, 18),
+            None,
+            "not read from user space"
+        );
+        assert_eq!(
+            perfex::start_running(99, 18),
+            None,
+            "a bad event: `start` tells"
+        );
+        assert_eq!(perfex::read_running(0, 18), None);
+        assert_eq!(perfex::read_running(1, 18), None, "other events");
+        sim::advance("0", 5).unwrap();
+        let c = perfex::read(0, 18).expect("still started");
+        assert_eq!(
+            (c.c0, c.generation),
+            (5, g),
+            "origin and generation untouched"
+        );
+        assert_eq!(perfex::read_running(0, 18), None, "read: stopped");
+    })
+    .join()
+    .unwrap();
+}

@@ -172,3 +172,54 @@ fn an_untimed_sample_reads_the_same_counts() {
         }
     }
 }
+
+// Issue 48: `BoundSet::sample_to` (cpc_set_sample's common case) writes the values straight
+// into the caller's slots. A stopped set answers with exactly what `sample` gives (the values,
+// time and running time of the freeze), presets near 2^64 included; what it cannot answer
+// exactly it leaves to `sample`: a running group read with read() (software events have no
+// user-space read), a buffer of another size.
+#[test]
+fn sample_to_answers_a_stopped_set_as_the_sample_does_and_leaves_the_rest() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let load = |s: &[AtomicU64]| {
+        s.iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .collect::<Vec<_>>()
+    };
+    let b = bind(&["page-faults", "task-clock"]);
+    let slots = [AtomicU64::new(0), AtomicU64::new(0)];
+    let user = b.group().direct_read().is_some_and(|d| d.reads_user());
+    if !user {
+        assert_eq!(
+            b.sample_to(&slots),
+            None,
+            "read with read(): the general sample"
+        );
+    }
+    for preset in [None, Some(u64::MAX - 3)] {
+        if let Some(p) = preset {
+            b.set_preset(1, p).unwrap();
+            b.restart().unwrap();
+            if !user {
+                assert_eq!(b.sample_to(&slots), None, "running again after the restart");
+            }
+        }
+        b.stop().unwrap();
+        let mut v = [0u64; 2];
+        let info = b.sample(&mut v).unwrap();
+        assert!(info.frozen);
+        let (hrtime, bound_running) = b.sample_to(&slots).expect("a stopped set answers");
+        assert_eq!(load(&slots), v, "the values of the freeze");
+        assert_eq!(hrtime, info.hrtime, "the time of the freeze");
+        assert_eq!(bound_running, info.bound_running_ns);
+        if let Some(p) = preset {
+            // task-clock ran for more than 3 ns between the restart and the stop: wrapped.
+            assert!(v[1] < p, "{:#x} from the preset {p:#x} wraps", v[1]);
+        }
+        let one = [AtomicU64::new(7)];
+        let three = [AtomicU64::new(7), AtomicU64::new(7), AtomicU64::new(7)];
+        assert_eq!(b.sample_to(&one), None, "a buffer of another size");
+        assert_eq!(b.sample_to(&three), None);
+        assert_eq!(load(&three), [7, 7, 7], "not written");
+    }
+}

@@ -1,6 +1,7 @@
 //! Sampling a bound set: the counts read from the backend (or the frozen values) turned into
 //! 64-bit virtual values, with the time enabled and running and the generation rule.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{BoundSet, SampleInfo, FROZEN};
@@ -32,6 +33,27 @@ fn read_error(errno: i32) -> Error {
             op: "reading the counters",
             errno,
         }
+    }
+}
+
+/// Where the lean read puts a value: the caller's buffer of plain values (through a `Cell`
+/// view) or of atomics (a `cpc_buf_t`, written with relaxed stores).
+trait Slot {
+    /// Put `v` here.
+    fn put(&self, v: u64);
+}
+
+impl Slot for Cell<u64> {
+    #[inline(always)]
+    fn put(&self, v: u64) {
+        self.set(v);
+    }
+}
+
+impl Slot for AtomicU64 {
+    #[inline(always)]
+    fn put(&self, v: u64) {
+        self.store(v, Ordering::Relaxed);
     }
 }
 
@@ -119,17 +141,101 @@ impl BoundSet {
     /// The lean sample of [`BoundSet::sample_running`] (the clock read when `TIMED`).
     #[inline(always)]
     fn lean<const TIMED: bool>(&self, out: &mut [u64]) -> Option<Lean> {
-        // What cannot change after the bind first, in one word (`BoundSet::lean`); then a
-        // stopped set (relaxed: looked at again inside the sequence section): it takes the
-        // general path, and pays only these few instructions for the try.
-        if !self.lean || self.state.load(Ordering::Relaxed) & FROZEN != 0 {
+        // What cannot change after the bind first, in one word (`BoundSet::lean`): a group
+        // read with `read()` pays only this test for the try.
+        if !self.lean || out.len() < self.n {
             return None;
         }
-        let d = self.direct.as_ref()?;
-        // Tested apart from the slice below: so LLVM knows the read loop's bound from a
-        // caller's array (libperfex's two values) and unrolls it (with `get_mut`, it did not:
-        // 22 instructions more per start/read pair in the arm64 guest).
-        if out.len() < self.n {
+        if self.gone() || self.lost() {
+            return None;
+        }
+        let out = Cell::from_mut(&mut out[..self.n]).as_slice_of_cells();
+        let s1 = self.seq.begin();
+        // A stopped set takes the general path.
+        if self.state.load(Ordering::Acquire) & FROZEN != 0 {
+            return None;
+        }
+        let (enabled, running, times) = self.read_user_into(out)?;
+        if !self.seq.valid(s1) {
+            return None;
+        }
+        // The time of the sample after the sequence check: nothing that follows the clock
+        // read can fail, so a caller's fallback keeps nothing alive across that call.
+        Some(Lean {
+            hrtime: if TIMED { now_ns() } else { 0 },
+            enabled,
+            running,
+            bound_running: times
+                .running
+                .wrapping_sub(self.bound_running0.load(Ordering::Relaxed)),
+        })
+    }
+
+    /// The lean read, inside a sequence section: each member's mmap page read
+    /// ([`crate::backend::perf::UserPage::read`]) and its virtual value put straight into its
+    /// slot of `out` (one per request); the time enabled and running since the last restart,
+    /// and the group's times. `None` when there are no pages, `out` is of another
+    /// size, a member is off its counter or was multiplexed, or the interval since the last
+    /// restart is incomplete (the general sample marks it: the generation word). For a set
+    /// of the lean kind only: the callers test `BoundSet::lean` first (once).
+    #[inline(always)]
+    fn read_user_into<S: Slot>(&self, out: &[S]) -> Option<(u64, u64, Times)> {
+        debug_assert!(self.lean);
+        let pages = self.direct.as_ref()?.user_pages()?;
+        if pages.len() != out.len() {
+            return None;
+        }
+        // Zipped: one length test for the four slices (`base` and `origin` hold one value per
+        // request), none per member.
+        let put = |o: &S, base: &AtomicU64, origin: &AtomicU64, count: u64| {
+            let events = count.wrapping_sub(origin.load(Ordering::Relaxed));
+            o.put(virt::virtual_value(base.load(Ordering::Relaxed), events));
+        };
+        let mut members = pages
+            .iter()
+            .zip(out)
+            .zip(&self.base[..])
+            .zip(&self.origin[..]);
+        // The first member apart: its times are the group's (as `DirectRead::read`'s), and
+        // a one-request set has no loop.
+        let (((first, o), base), origin) = members.next()?;
+        let (count, times) = first.read()?;
+        put(o, base, origin, count);
+        for (((page, o), base), origin) in members {
+            put(o, base, origin, page.read()?.0);
+        }
+        let (enabled, running) = self.since_restart(&times);
+        if running < enabled {
+            return None;
+        }
+        Some((enabled, running, times))
+    }
+
+    /// libcpc's common sample (issue 48), written straight into `out` (one value per request,
+    /// the caller's buffer): the time of the sample and the running time since the bind
+    /// ([`SampleInfo::hrtime`], [`SampleInfo::bound_running_ns`]). Two cases answer:
+    ///
+    /// - a frozen set (`cpc_disable`, an overflow): the values, time and running time of the
+    ///   freeze, as [`BoundSet::sample`] gives them;
+    /// - a running set of the lean kind ([`BoundSet::sample_running`]'s): each member read
+    ///   from its mmap page and made virtual into its slot of `out`, then one clock read.
+    ///
+    /// `None` for anything else (gone, a lost descriptor, a buffer of another size, a member
+    /// off its counter or multiplexed, a write during the read): nothing is decided, and the
+    /// caller takes [`BoundSet::sample`], which says what is wrong or reads the general way.
+    /// `out` may then hold some values of this try, which that sample writes over.
+    ///
+    /// No buffer of counts between the pages and `out`, no [`SampleInfo`], no `Result`: on
+    /// the arm64 guest each of those was instructions of every `cpc_set_sample`.
+    /// Async-signal-safe.
+    #[inline(always)]
+    pub fn sample_to(&self, out: &[AtomicU64]) -> Option<(i64, u64)> {
+        if out.len() != self.n {
+            return None;
+        }
+        // A running group read with `read()` (software events on the host) pays these two
+        // tests for the try, before the general sample.
+        if !self.lean && self.state.load(Ordering::Relaxed) & FROZEN == 0 {
             return None;
         }
         if self.gone() || self.lost() {
@@ -137,35 +243,30 @@ impl BoundSet {
         }
         let s1 = self.seq.begin();
         if self.state.load(Ordering::Acquire) & FROZEN != 0 {
-            return None;
+            for (o, v) in out.iter().zip(&self.frozen_vals[..]) {
+                o.store(v.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            let hrtime = self.frozen_at.load(Ordering::Relaxed) as i64;
+            let running = self.frozen_running.load(Ordering::Relaxed);
+            if !self.seq.valid(s1) {
+                return None;
+            }
+            return Some((
+                hrtime,
+                running.wrapping_sub(self.bound_running0.load(Ordering::Relaxed)),
+            ));
         }
-        let out = &mut out[..self.n];
-        let times = d.read_user_unscaled(out)?;
-        // A plain loop, not `virtualize`'s straight-line copies: in this second copy of the
-        // sample LLVM left that closure out of line (a call per request). Zipped: `base` and
-        // `origin` hold one value per request, and indexing them tested their lengths.
-        for ((o, base), origin) in out.iter_mut().zip(&self.base[..]).zip(&self.origin[..]) {
-            let events = o.wrapping_sub(origin.load(Ordering::Relaxed));
-            *o = virt::virtual_value(base.load(Ordering::Relaxed), events);
-        }
-        let (enabled, running) = self.since_restart(&times);
-        // Incomplete: the general sample marks the interval (the generation word).
-        if running < enabled {
-            return None;
-        }
-        let bound = times
-            .running
-            .wrapping_sub(self.bound_running0.load(Ordering::Relaxed));
-        let hrtime = if TIMED { now_ns() } else { 0 };
+        let (_, _, times) = self.read_user_into(out)?;
         if !self.seq.valid(s1) {
             return None;
         }
-        Some(Lean {
-            hrtime,
-            enabled,
-            running,
-            bound_running: bound,
-        })
+        // The clock last, as in `lean`.
+        Some((
+            now_ns(),
+            times
+                .running
+                .wrapping_sub(self.bound_running0.load(Ordering::Relaxed)),
+        ))
     }
 
     /// [`BoundSet::sample`] without the time of the sample: [`SampleInfo::hrtime`] is 0 (on a

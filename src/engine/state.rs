@@ -31,6 +31,14 @@ impl BoundSet {
         self.gone()
     }
 
+    /// Whether the lean sample can answer for this binding at all
+    /// ([`BoundSet::sample_running`]: read from user space, no notifying request), fixed at
+    /// the bind.
+    #[inline(always)]
+    pub fn is_lean(&self) -> bool {
+        self.lean
+    }
+
     /// Unique id of this binding within the process.
     pub fn id(&self) -> u64 {
         self.id

@@ -320,6 +320,21 @@ pub fn with_owned_state<T: OwnedState, R>(f: impl FnOnce(&RefCell<Option<T>>) ->
     f(unsafe { &*(p as *const RefCell<Option<T>>) })
 }
 
+/// [`with_owned_state`] only when the calling thread's state of `T`'s owner was made (by an
+/// earlier [`with_owned_state`]): `None` otherwise, with nothing allocated. For libperfex's
+/// common start and read (issue 48), which leave anything else to the general path.
+#[inline(always)]
+pub fn with_made_state<T: OwnedState, R>(
+    f: impl FnOnce(&RefCell<Option<T>>) -> Option<R>,
+) -> Option<R> {
+    let p = OWNED.with(|os| os[T::OWNER as usize].state.get());
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: as in `with_owned_state`.
+    f(unsafe { &*(p as *const RefCell<Option<T>>) })
+}
+
 /// The calling thread's empty state of `T`'s owner, put in its table.
 #[inline(never)]
 fn new_state<T: OwnedState>() -> *mut () {

@@ -15,11 +15,12 @@ use super::handles::{self, Buf, Cpc, Set};
 use super::{buf_of, cpc_buf_t, cpc_set_t, cpc_t, set_of, BAD};
 use crate::edge::{self, call};
 
-/// Sample `n` requests of `binding` into `buf` (values, time, ticks); on failure `false`, with
-/// the reason in `err`. Async-signal-safe.
+/// Sample `n` requests of `binding` into `buf` (values, time, ticks) the general way; on
+/// failure `false`, with the reason in `err`. Async-signal-safe.
 ///
 /// Small sets go through an 8-value stack buffer: zeroing a `MAX_REQUESTS` buffer on every
-/// call showed in the profile, as it did in the engine (see `BoundSet::sample`).
+/// call showed in the profile, as it did in the engine (see `BoundSet::sample`). The common
+/// case does not come here ([`cpc_set_sample`] tries [`BoundSet::sample_to`] first).
 #[inline(always)]
 fn sample_into(
     binding: &BoundSet,
@@ -36,20 +37,16 @@ fn sample_into(
         big = [0u64; perfcompat::base::set::MAX_REQUESTS];
         &mut big[..n]
     };
-    // The lean sample of a running set read from user space first (issue 48), the general
-    // one for anything else (and to say what is wrong).
-    let (hrtime, bound_running_ns) = match binding.sample_running(vals) {
-        Some(t) => t,
-        None => match binding.sample(vals) {
-            Ok(info) => (info.hrtime, info.bound_running_ns),
-            Err(e) => {
-                *err = Some(e);
-                return false;
-            }
-        },
-    };
-    store(buf, vals, hrtime, bound_running_ns, tick_mult);
-    true
+    match binding.sample(vals) {
+        Ok(info) => {
+            store(buf, vals, info.hrtime, info.bound_running_ns, tick_mult);
+            true
+        }
+        Err(e) => {
+            *err = Some(e);
+            false
+        }
+    }
 }
 
 /// Put a sample in `buf`: `vals` (one per request), the time, and the ticks of the clock
@@ -140,64 +137,60 @@ pub extern "C" fn cpc_set_sample(
     set: *mut cpc_set_t,
     buf: *mut cpc_buf_t,
 ) -> c_int {
-    edge::boundary(c"cpc_set_sample", || sample_of(cpc, set, buf))
-}
-
-/// `cpc_set_sample`'s body. The set and the buffer are looked up first, each checked to be
-/// made from `cpc`: then `cpc` is live too (`cpc_close` destroys its sets and buffers), and is
-/// not looked up itself. Anything else takes the checks in their usual order (`checked`),
-/// which tell what is wrong.
-///
-/// The common case first (issue 48): the calling thread's own running binding of a set of up
-/// to [`LEAN_MAX`] requests, sampled lean ([`BoundSet::sample_running`]) and stored, with no
-/// error slot to set up or drop. Anything else (a stopped set, one bound elsewhere, a
-/// failure) takes [`sample_general`], handed the thread's binding already found. Measured in
-/// the arm64 guest: the general path out of line made the common case no cheaper than this
-/// and a stopped set's sample ~25 instructions dearer.
-#[inline(always)]
-fn sample_of(cpc: *mut cpc_t, set: *mut cpc_set_t, buf: *mut cpc_buf_t) -> c_int {
+    // The common case here, outside the unwind boundary (nothing in it can panic: no
+    // indexing, no arithmetic that checks), everything else in `sample_general`, out of line
+    // (issue 48): the calling thread's own binding of the set, running and read from user
+    // space or stopped, answers `BoundSet::sample_to`, which writes the values straight into
+    // the buffer; then its time and ticks.
+    //
+    // The set and the buffer are looked up first (each an index and a generation in the
+    // registry: O(1), a garbage pointer is never dereferenced), each checked to be made from
+    // `cpc`: then `cpc` is live too (`cpc_close` destroys its sets and buffers), and is not
+    // looked up itself. The buffer's size is checked against the binding's number of
+    // requests (`sample_to`), which is the set's: requests are added to unbound sets only,
+    // and a thread's inherited copy is bound from the same requests.
     let (Some(s), Some(b)) = (edge::get(set), edge::get(buf)) else {
         return checked(cpc, set, buf);
     };
     if s.cpc != cpc as usize || b.cpc != cpc as usize {
         return checked(cpc, set, buf);
     }
-    // The thread's binding whatever its state: the lean sample tests that it is not gone
-    // before anything else, and the general path is given it only if it is not.
+    // The thread's binding whatever its state: `sample_to` tests that it is not gone, and
+    // the general path is given it only if it is not.
     let any = lwp::mine_any(set as usize);
-    let n = s.reqs.len();
-    if let (Some(bs), true) = (any, b.vals.len() == n && n <= LEAN_MAX) {
-        let mut vals = [0u64; LEAN_MAX];
+    if let Some(bs) = any {
         // SAFETY: used at once, on this thread (`lwp::mine`'s rules).
-        let bs = unsafe { bs.as_ref() };
-        if let Some((hrtime, bound_running_ns)) = bs.sample_running(&mut vals[..n]) {
-            store(b, &vals[..n], hrtime, bound_running_ns, s.tick_mult);
+        if let Some((hrtime, bound_running_ns)) = unsafe { bs.as_ref() }.sample_to(&b.vals) {
+            b.hrtime.store(hrtime, Ordering::Relaxed);
+            b.tick.store(
+                handles::ticks(bound_running_ns, s.tick_mult),
+                Ordering::Relaxed,
+            );
             return 0;
         }
     }
-    // SAFETY: as above.
-    let mine = any.filter(|bs| !unsafe { bs.as_ref() }.is_gone());
-    sample_general(cpc, s, set as usize, b, mine)
+    sample_general(cpc, s, set as usize, b, any)
 }
 
-/// The most requests [`sample_of`]'s common case takes.
-const LEAN_MAX: usize = 8;
-
-/// [`sample_of`] when its common case does not answer: the general sample, and the failure
-/// told. `mine` is the calling thread's own counters for the set ([`lwp::mine`]).
-#[inline(always)]
+/// [`cpc_set_sample`] when its common case does not answer: the general sample, and the
+/// failure told. `any` is the calling thread's own counters for the set whatever their state
+/// ([`lwp::mine_any`]). Out of line, inside the unwind boundary.
+#[inline(never)]
 fn sample_general(
     cpc: *mut cpc_t,
     s: &Set,
     set: usize,
     b: &Buf,
-    mine: Option<NonNull<BoundSet>>,
+    any: Option<NonNull<BoundSet>>,
 ) -> c_int {
-    let r = sample_with(s, set, b, mine);
-    match r {
-        Ok(v) => v,
-        Err(e) => failed(cpc, e),
-    }
+    edge::boundary(c"cpc_set_sample", || {
+        // SAFETY: as in `cpc_set_sample`.
+        let mine = any.filter(|bs| !unsafe { bs.as_ref() }.is_gone());
+        match sample_with(s, set, b, mine) {
+            Ok(v) => v,
+            Err(e) => failed(cpc, e),
+        }
+    })
 }
 
 /// `cpc_set_sample` with every handle checked in turn, the first bad one told.

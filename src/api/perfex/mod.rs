@@ -28,7 +28,7 @@ use std::sync::{Once, OnceLock};
 
 use crate::api::costs;
 use crate::base::error::{Error, Result};
-use crate::engine::{self, next_generation, OwnedState, Owner};
+use crate::engine::{self, next_generation, Generations, OwnedState, Owner};
 use crate::{backend, bind, Binding, CounterSet, Request, RequestFlags, Target};
 
 /// How a thread's counters came to be running.
@@ -86,6 +86,8 @@ struct ThreadCounters {
     enabled0: u64,
     running0: u64,
     generation: u32,
+    /// Where this thread's fresh generations come from (no atomic operation per start).
+    generations: Generations,
     mode: Mode,
 }
 
@@ -97,6 +99,9 @@ impl ThreadCounters {
             ..RequestFlags::USER
         };
         let binding = bind(&pinned_set(bound.as_slice(), flags)?, Target::CurrentThread)?;
+        if binding.is_lean() {
+            LEAN_PAIRS.store(true, Ordering::Relaxed);
+        }
         let mut t = ThreadCounters {
             bound,
             kernel,
@@ -105,6 +110,7 @@ impl ThreadCounters {
             enabled0: 0,
             running0: 0,
             generation: 0,
+            generations: Generations::new(),
             mode,
         };
         t.restart()?;
@@ -119,7 +125,7 @@ impl ThreadCounters {
         self.origin = v;
         self.enabled0 = enabled;
         self.running0 = running;
-        self.generation = next_generation();
+        self.generation = self.generations.draw();
         Ok(())
     }
 
@@ -135,13 +141,18 @@ impl ThreadCounters {
         Ok((info.enabled_ns, info.running_ns))
     }
 
-    /// Where event `e` is in the binding.
-    #[inline]
+    /// Where event `e` is in the binding (0 or 1). No slice, no index: the common start and
+    /// read run outside the unwind boundary and must not be able to panic.
+    #[inline(always)]
     fn index(&self, e: i32) -> Option<usize> {
-        self.bound
-            .as_slice()
-            .iter()
-            .position(|&b| i64::from(b) == i64::from(e))
+        let is = |b: u32| i64::from(b) == i64::from(e);
+        if is(self.bound.events[0]) {
+            Some(0)
+        } else if self.bound.n > 1 && is(self.bound.events[1]) {
+            Some(1)
+        } else {
+            None
+        }
     }
 
     /// The counts of `e0` and `e1` (both bound) since the origin, with the generation rule.
@@ -154,17 +165,33 @@ impl ThreadCounters {
         };
         let mut v = [0u64; 2];
         let (enabled, running) = self.sample(&mut v)?;
+        Ok(self.counts_of(i0, i1, &v, enabled, running))
+    }
+
+    /// The counts of the events at `i0` and `i1` in `v` (a sample, with its time enabled and
+    /// running since the binding's last restart) since the origin, with the generation rule.
+    #[inline(always)]
+    fn counts_of(
+        &mut self,
+        i0: usize,
+        i1: usize,
+        v: &[u64; 2],
+        enabled: u64,
+        running: u64,
+    ) -> Counts {
         let enabled = enabled.wrapping_sub(self.enabled0);
         let running = running.wrapping_sub(self.running0);
         if running < enabled {
             // The kernel took the counters away for part of the interval.
-            self.generation = next_generation();
+            self.generation = self.generations.draw();
         }
-        Ok(Counts {
-            c0: v[i0].wrapping_sub(self.origin[i0]) as i64,
-            c1: v[i1].wrapping_sub(self.origin[i1]) as i64,
+        // `& 1`: an index is 0 or 1 (`index`), said so that no bounds check is made.
+        let count = |i: usize| v[i & 1].wrapping_sub(self.origin[i & 1]) as i64;
+        Counts {
+            c0: count(i0),
+            c1: count(i1),
             generation: self.generation,
-        })
+        }
     }
 }
 
@@ -226,11 +253,24 @@ pub fn events(e0: i32, e1: i32) -> (i32, i32) {
     if w & OVERRIDES_READ == 0 {
         w = read_overrides();
     }
+    picked(w, e0, e1)
+}
+
+/// `e0` and `e1` after the overrides of the word `w` ([`OVERRIDES`], read).
+#[inline(always)]
+fn picked(w: u32, e0: i32, e1: i32) -> (i32, i32) {
     let pick = |byte: u32, e: i32| match byte as u8 {
         NO_OVERRIDE => e,
         n => i32::from(n),
     };
     (pick(w, e0), pick(w >> 8, e1))
+}
+
+/// [`events`] once the environment was read (`None` before: the general path reads it).
+#[inline(always)]
+fn events_read(e0: i32, e1: i32) -> Option<(i32, i32)> {
+    let w = OVERRIDES.load(Ordering::Relaxed);
+    (w & OVERRIDES_READ != 0).then(|| picked(w, e0, e1))
 }
 
 /// The environment's overrides, read once per process ([`events`]): one byte each, the first
@@ -321,6 +361,72 @@ pub fn start(e0: i32, e1: i32) -> Result<u32> {
             }
             other => start_slow(other, bound, e0, e1),
         }
+    })
+}
+
+/// Whether a pair of this process was ever read from user space (the lean sample answers
+/// for it): until then [`start_running`] and [`read_running`] cannot answer, and the C
+/// exports do not try them. Where counters are read with `read()` (software events, a host
+/// without user-space reads) the try cost every start and read about 2% (`benches/ab` on
+/// the host's software events, issue 48).
+static LEAN_PAIRS: AtomicBool = AtomicBool::new(false);
+
+/// Whether [`start_running`] and [`read_running`] may answer: a pair of this process was
+/// read from user space (a process-wide flag set at such a bind). One relaxed load.
+#[inline(always)]
+pub fn lean_pairs() -> bool {
+    LEAN_PAIRS.load(Ordering::Relaxed)
+}
+
+/// [`start`]'s common case alone (issue 48): this thread's pair already counts these events
+/// in user mode and is read from user space ([`BoundSet::sample_running_untimed`]): the two
+/// counts become the new origin, with a fresh generation. `None` for anything else (the
+/// first start, other events, a read with `read()`, a child of `fork()`, whose pair the lean
+/// sample finds gone, a bad event): then [`start`] decides, and tells what is wrong. Nothing
+/// in it can panic, allocate or make a system call: the C export calls it outside its unwind
+/// boundary, and [`start`] out of line only when it answers `None`.
+///
+/// [`BoundSet::sample_running_untimed`]: crate::BoundSet::sample_running_untimed
+#[inline(always)]
+pub fn start_running(e0: i32, e1: i32) -> Option<u32> {
+    let (e0, e1) = events_read(e0, e1)?;
+    let in_range = |e: i32| u32::try_from(e).ok().filter(|&n| n < 32);
+    let bound = Bound::pair(in_range(e0)?, in_range(e1)?);
+    engine::with_made_state(|st: &RefCell<Option<ThreadCounters>>| {
+        let mut st = st.try_borrow_mut().ok()?;
+        let t = st.as_mut()?;
+        if t.bound != bound || t.kernel {
+            return None;
+        }
+        let mut v = [0u64; 2];
+        let (enabled, running) = t.binding.sample_running_untimed(&mut v)?;
+        t.origin = v;
+        t.enabled0 = enabled;
+        t.running0 = running;
+        t.generation = t.generations.draw();
+        t.mode = Mode::Started(e0, e1);
+        Some(t.generation)
+    })
+}
+
+/// [`read`]'s common case alone (issue 48): the events started on this thread, read from
+/// user space; `None` for anything else, which [`read`] decides. The same rules as
+/// [`start_running`]'s.
+#[inline(always)]
+pub fn read_running(e0: i32, e1: i32) -> Option<Counts> {
+    let (e0, e1) = events_read(e0, e1)?;
+    engine::with_made_state(|st: &RefCell<Option<ThreadCounters>>| {
+        let mut st = st.try_borrow_mut().ok()?;
+        let t = st.as_mut()?;
+        if t.mode != Mode::Started(e0, e1) {
+            return None;
+        }
+        let (i0, i1) = (t.index(e0)?, t.index(e1)?);
+        let mut v = [0u64; 2];
+        let (enabled, running) = t.binding.sample_running_untimed(&mut v)?;
+        let c = t.counts_of(i0, i1, &v, enabled, running);
+        t.mode = Mode::Stopped;
+        Some(c)
     })
 }
 

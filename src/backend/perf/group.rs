@@ -404,12 +404,13 @@ impl DirectRead {
         rdpmc::read_host(self.pages.as_ref()?, &mut out[..self.layout.n])
     }
 
-    /// [`DirectRead::read_user`] for a caller that found [`DirectRead::reads_user`] true
-    /// (fixed for the group's life): the scaled-request test not made again.
+    /// The members' pages, to be read one by one ([`UserPage::read`]), when
+    /// [`DirectRead::reads_user`] is true (`None` without pages). Valid while `self` is.
+    ///
+    /// [`UserPage::read`]: super::UserPage::read
     #[inline(always)]
-    pub fn read_user_unscaled(&self, out: &mut [u64]) -> Option<Times> {
-        debug_assert!(self.scale.is_none());
-        rdpmc::read_host(self.pages.as_ref()?, &mut out[..self.layout.n])
+    pub fn user_pages(&self) -> Option<&[super::UserPage]> {
+        self.pages.as_ref().map(rdpmc::HostPages::members)
     }
 
     /// [`Group::read`] with its `read` system call made right here. Async-signal-safe; on

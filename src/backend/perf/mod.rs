@@ -87,6 +87,7 @@ pub use group::{DirectRead, PerfGroup};
 pub(crate) use host::nominal_mhz;
 use host::{cpu_model, thread_countable};
 pub use host::{probe, probe_with, HostCaps, PmuCounters};
+pub use rdpmc::UserPage;
 
 use kernel::Kernel;
 

@@ -119,14 +119,56 @@ impl Pages {
     /// The members' pages, for a reader that reads them inline ([`read_host`]): valid while
     /// `self` is.
     pub(super) fn host_pages(&self) -> HostPages {
-        HostPages(self.pages.clone().into_boxed_slice())
+        HostPages(self.pages.iter().map(|&p| UserPage(p)).collect())
     }
 }
 
 /// The mapped pages of a group's members, read by [`read_host`] (the running kernel's counter
 /// read, inline): a copy of [`Pages`]' addresses, valid while those pages are mapped.
 #[derive(Debug, Clone)]
-pub struct HostPages(Box<[*mut perf_event_mmap_page]>);
+pub struct HostPages(Box<[UserPage]>);
+
+impl HostPages {
+    /// The members' pages, in member order.
+    #[inline(always)]
+    pub fn members(&self) -> &[UserPage] {
+        &self.0
+    }
+}
+
+/// One member's mapped page, read on the running kernel ([`UserPage::read`]): for a sample
+/// that reads each member straight into its own destination (issue 48: `cpc_set_sample`
+/// writes each value into the caller's buffer, with no buffer of counts between).
+#[derive(Debug, Clone, Copy)]
+#[repr(transparent)]
+pub struct UserPage(*mut perf_event_mmap_page);
+
+// SAFETY: as for `Pages`.
+unsafe impl Send for UserPage {}
+// SAFETY: as above.
+unsafe impl Sync for UserPage {}
+
+impl UserPage {
+    /// The member's count, time enabled and time running, read under the page's sequence
+    /// lock with the counter read inline; `None` when the member is not on a counter now, or
+    /// was not on one for its whole time enabled (multiplexed): then only `read()` is exact.
+    /// Valid while the group's pages are mapped (its [`super::DirectRead`]'s life).
+    /// Async-signal-safe.
+    #[inline(always)]
+    pub fn read(self) -> Option<(u64, Times)> {
+        let (count, en, run) = read_one(&Inline, self.0)?;
+        if en != run {
+            return None;
+        }
+        Some((
+            count,
+            Times {
+                enabled: en,
+                running: run,
+            },
+        ))
+    }
+}
 
 // SAFETY: as for `Pages`.
 unsafe impl Send for HostPages {}
@@ -137,7 +179,14 @@ unsafe impl Sync for HostPages {}
 /// [`Kernel::rdpmc`]: what the sample path of a set bound to the calling thread uses.
 #[inline(always)]
 pub(super) fn read_host(pages: &HostPages, out: &mut [u64]) -> Option<Times> {
-    read_with(&pages.0, out, &Inline)
+    // SAFETY: `UserPage` is a transparent wrapper of the page's address.
+    let raw = unsafe {
+        std::slice::from_raw_parts(
+            pages.0.as_ptr().cast::<*mut perf_event_mmap_page>(),
+            pages.0.len(),
+        )
+    };
+    read_with(raw, out, &Inline)
 }
 
 /// A counter read by number (the mmap page's `index - 1`).
