@@ -208,6 +208,7 @@ pub fn bind_tagged(
         names: reqs.iter().map(|r| r.event.clone()).collect(),
         target,
         owner: gettid(),
+        owner_mark: super::thread::thread_mark(),
         kind: backend.shape_unmeasured().kind,
         group,
         lean: notify == 0 && direct.as_ref().is_some_and(|d| d.reads_user()),

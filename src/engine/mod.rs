@@ -212,6 +212,12 @@ pub struct BoundSet {
     names: Vec<String>,
     target: Target,
     owner: i32,
+    // The binding thread's [`thread::thread_mark`]: the counter pages of a binding to the
+    // calling thread (`Target::CurrentThread`, the only one that has them) are read from user
+    // space on that thread alone. Another thread's user-space read (`rdpmc`, `mrs`) would read
+    // the counter of the CPU it runs on, not the one the owner counts on; it reads with
+    // `read()` (a sample from another thread, the watcher's look at a waiting record).
+    owner_mark: usize,
     kind: BackendKind,
     group: Box<dyn Group>,
     // `group`'s read made here, inline, where its backend has one ([`Group::direct_read`],

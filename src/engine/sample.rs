@@ -71,11 +71,20 @@ impl BoundSet {
     #[inline(always)]
     pub(super) fn read_raw(&self, raw: &mut [u64]) -> Result<Times> {
         let r = if let Some(d) = &self.direct {
-            d.read(&mut raw[..self.n])
+            d.read(&mut raw[..self.n], self.on_owner())
         } else {
             self.group.read(&mut raw[..self.n])
         };
         r.map_err(|e| self.read_failed(e))
+    }
+
+    /// Whether the calling thread is the one that bound the set: only there may its counter
+    /// pages be read from user space (`owner_mark` says why). The lean sample
+    /// ([`BoundSet::sample_to`], [`BoundSet::sample_running`]) is given the calling thread's
+    /// own binding alone and does not ask.
+    #[inline(always)]
+    pub(super) fn on_owner(&self) -> bool {
+        self.owner_mark == super::thread::thread_mark()
     }
 
     /// The error of a failed counter read (`errno`): a closed descriptor when the backend's
@@ -124,7 +133,8 @@ impl BoundSet {
     /// to during the read): then nothing is decided and the caller takes [`BoundSet::sample`],
     /// which says what is wrong or reads the general way. It leaves out what that case does
     /// not need: the unsignalled-overflow looks, the generation word and its incomplete mark,
-    /// the overflow mask. Async-signal-safe.
+    /// the overflow mask. For a binding of the calling thread only (its counter pages are read
+    /// from user space, which only the thread it counts may do). Async-signal-safe.
     #[inline(always)]
     pub fn sample_running(&self, out: &mut [u64]) -> Option<(i64, u64)> {
         self.lean::<true>(out).map(|l| (l.hrtime, l.bound_running))
@@ -226,8 +236,8 @@ impl BoundSet {
     /// `out` may then hold some values of this try, which that sample writes over.
     ///
     /// No buffer of counts between the pages and `out`, no [`SampleInfo`], no `Result`: on
-    /// the arm64 guest each of those was instructions of every `cpc_set_sample`.
-    /// Async-signal-safe.
+    /// the arm64 guest each of those was instructions of every `cpc_set_sample`. For a binding
+    /// of the calling thread only, as [`BoundSet::sample_running`]. Async-signal-safe.
     #[inline(always)]
     pub fn sample_to(&self, out: &[AtomicU64]) -> Option<(i64, u64)> {
         if out.len() != self.n {
@@ -344,7 +354,9 @@ impl BoundSet {
                 // not copied through a buffer of their own.
                 let n = self.n;
                 let out = &mut out[..n];
-                times = d.read(out).map_err(|e| self.read_failed(e))?;
+                times = d
+                    .read(out, self.on_owner())
+                    .map_err(|e| self.read_failed(e))?;
                 virtualize(out, &self.base, &self.origin);
             } else {
                 // Most sets are small: zeroing a 64-value buffer on every sample showed in

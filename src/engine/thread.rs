@@ -129,6 +129,15 @@ thread_local! {
     static OWNED: [Owned; OWNERS] = const { [Owned::none(), Owned::none()] };
 }
 
+/// An address unique to the calling thread among the live threads of the process (that of
+/// its owner entries, a thread-local without a destructor): how a sample tells whether it runs
+/// on the thread a binding counts, the only thread whose counter pages a user-space read may
+/// use. No system call; async-signal-safe.
+#[inline(always)]
+pub(super) fn thread_mark() -> usize {
+    OWNED.with(|o| o.as_ptr() as usize)
+}
+
 /// Add a binding to this thread's table. Sweeps detached entries first.
 pub(super) fn register(b: &Arc<BoundSet>, make_current: bool) -> Result<()> {
     let _blocked = Blocked::all();
@@ -424,6 +433,29 @@ mod tests {
         let backend: &'static SimBackend = Box::leak(Box::new(SimBackend::new("r10000").unwrap()));
         let set = CounterSet::new().with(Request::new("cycles")).unwrap();
         crate::engine::bind_with(backend, &set, Target::CurrentThread).unwrap()
+    }
+
+    // A binding's counter pages are read from user space on the thread that bound it alone:
+    // the binding knows that thread, and a sample from any other thread is told apart (on a
+    // PMU with several CPUs, another thread's `rdpmc`/`mrs` reads the counter of its own CPU).
+    #[test]
+    fn a_binding_tells_its_own_thread_from_the_others() {
+        let b = bind_here();
+        assert!(b.on_owner(), "the binding thread");
+        let b = std::sync::Arc::new(b);
+        let elsewhere = {
+            let b = b.clone();
+            std::thread::spawn(move || b.on_owner()).join().unwrap()
+        };
+        assert!(!elsewhere, "another thread took itself for the owner");
+        // Two live threads never share a mark.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            tx.send(thread_mark()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        });
+        assert_ne!(rx.recv().unwrap(), thread_mark());
+        t.join().unwrap();
     }
 
     // Issue 48: an owner's entry keeps its binding's address, not only its id. The table may
