@@ -131,6 +131,7 @@ fn not_sampled(err: Option<Error>) -> Error {
 /// 0, or -1 with `errno` `EINVAL` when a handle is bad or of another `cpc_t`, the set is not
 /// bound, or the buffer was made for a different number of requests; the engine's errno when
 /// the counters cannot be read (`ESRCH`: the thread it counted has exited).
+// long-export: the common case is answered here, outside the unwind boundary and inlined to the engine's lean read (issue 48: each call and frame between them was instructions of every sample), the rest goes out of line to `sample_general`.
 #[no_mangle]
 pub extern "C" fn cpc_set_sample(
     cpc: *mut cpc_t,
