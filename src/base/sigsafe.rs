@@ -182,7 +182,7 @@ impl SeqCount {
     #[inline]
     pub fn write<R>(&self, f: impl FnOnce() -> R) -> R {
         let _blocked = Blocked::all();
-        loop {
+        let claimed = loop {
             let s = self.0.load(Ordering::Relaxed);
             if s & 1 == 0
                 && self
@@ -190,7 +190,7 @@ impl SeqCount {
                     .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
             {
-                break;
+                break s;
             }
             if s & 1 != 0 && self.window_open_here(s) {
                 // A handler interrupted this thread's unblocked write of this counter: write
@@ -201,9 +201,13 @@ impl SeqCount {
                 return r;
             }
             std::hint::spin_loop();
-        }
+        };
         let r = f();
-        self.0.fetch_add(1, Ordering::Release);
+        // Released with a store, not an atomic add: while this claim (odd, without the
+        // unblocked mark) is held nothing else changes the counter (other threads wait, no
+        // handler interrupts this thread, and only an unblocked claim is written through), and
+        // an atomic add is a call to an outline atomic on arm64 without LSE (issue 48).
+        self.0.store(claimed + 2, Ordering::Release);
         r
     }
 

@@ -99,7 +99,10 @@ impl BoundSet {
     /// `write`.
     pub(super) fn fold_frozen_period(&self, at: &[u64]) {
         for i in 0..self.n {
-            let events = self.frozen_events[i].swap(0, Ordering::Relaxed);
+            // A load and a store, not a swap: only the writer inside `write` changes it (an
+            // atomic read-modify-write is a call to an outline atomic on arm64 without LSE).
+            let events = self.frozen_events[i].load(Ordering::Relaxed);
+            self.frozen_events[i].store(0, Ordering::Relaxed);
             let sum = self.sums[i].load(Ordering::Relaxed);
             self.sums[i].store(sum.wrapping_add(events), Ordering::Relaxed);
             self.origin[i].store(at[i], Ordering::Relaxed);
@@ -153,11 +156,93 @@ impl BoundSet {
         }
         let when = when.unwrap_or_else(|| now_ns() as u64);
         self.frozen_at.store(when, Ordering::Relaxed);
-        self.overflowed.fetch_or(overflowed, Ordering::Relaxed);
+        self.add_overflowed(overflowed);
         self.frozen_enabled.store(times.enabled, Ordering::Relaxed);
         self.frozen_running.store(times.running, Ordering::Relaxed);
         self.set_state(FROZEN, READY);
         self.new_generation(true);
+    }
+
+    /// Add `mask` to the requests that overflowed since the last restart. Must run inside
+    /// `write`: there it is the only writer of the word (the unblocked restart's store of 0
+    /// holds the claim too), so a load and a store, not an atomic OR (a call to an outline
+    /// atomic on arm64 without LSE, issue 48).
+    fn add_overflowed(&self, mask: u64) {
+        let was = self.overflowed.load(Ordering::Relaxed);
+        self.overflowed.store(was | mask, Ordering::Relaxed);
+    }
+
+    /// The overflow of a lone notifying request that the kernel stopped at its record
+    /// ([`KernelStop::AtRecord`]), taken from that record into one value rather than through
+    /// the 64-value buffers of the general path (issue 48: zeroing and copying them, and the
+    /// general path's loops, were a fifth of the engine's part of an overflow). The same
+    /// state as the general path leaves: frozen at the record, the kernel's stop at the
+    /// wrap told to the backend, and on the binding thread with the wrap exact, the restart
+    /// made ready ([`BoundSet::ready_restart_at`]), here in the same writes. `None` when the
+    /// ring holds no record (the general path then reads the stopped group). Must run inside
+    /// `write`, for a set of one request.
+    fn freeze_lone_at_record(&self, fd: i32) -> Option<u64> {
+        let mut one = [0u64; 1];
+        let (when, times) = self.group.overflow_snapshot(fd, &mut one)?;
+        let at = one[0];
+        if self.wrapped(&one, None) == 0 {
+            // Not its wrap (the kernel's period stops short of a far wrap): as the general
+            // path does, from the record's count.
+            return Some(self.freeze_or_arm_on(&one, times));
+        }
+        let base = self.base[0].load(Ordering::Relaxed);
+        let origin = self.origin[0].load(Ordering::Relaxed);
+        let events = at.wrapping_sub(origin);
+        let value = virt::virtual_value(base, events);
+        // Nothing counted between the overflow and the kernel's stop (the count at the stop
+        // is the record's): at the wrap exactly, the kernel's period is whole at the restart.
+        // No events dropped at this freeze (`add_dropped` would add 0).
+        let exact = value == 0;
+        if exact {
+            self.group.stopped_at_overflow(0);
+        }
+        self.frozen_raw[0].store(at, Ordering::Relaxed);
+        self.frozen_vals[0].store(value, Ordering::Relaxed);
+        self.frozen_at.store(when, Ordering::Relaxed);
+        self.add_overflowed(1);
+        self.frozen_enabled.store(times.enabled, Ordering::Relaxed);
+        self.frozen_running.store(times.running, Ordering::Relaxed);
+        if exact && self.target == Target::CurrentThread {
+            // `freeze_at` then `ready_restart_at` in one: the period's events go into the
+            // totals now and counting goes on from the record.
+            let sum = self.sums[0].load(Ordering::Relaxed);
+            self.sums[0].store(sum.wrapping_add(events), Ordering::Relaxed);
+            self.frozen_events[0].store(0, Ordering::Relaxed);
+            self.origin[0].store(at, Ordering::Relaxed);
+            self.set_state(FROZEN | READY, 0);
+        } else {
+            self.frozen_events[0].store(events, Ordering::Relaxed);
+            self.set_state(FROZEN, READY);
+        }
+        self.new_generation(true);
+        Some(1)
+    }
+
+    /// The end of an overflow handled from raw counts `raw` (read after the stop, or the
+    /// record's): freeze at them when a notifying request wrapped (its mask returned), else
+    /// arm each notifying request for the rest of its distance and start the group again (0).
+    /// Must run inside `write`.
+    fn freeze_or_arm_on(&self, raw: &[u64], times: Times) -> u64 {
+        let mut rearm = [None::<u64>; MAX_REQUESTS];
+        let mask = self.wrapped(raw, Some(&mut rearm));
+        if mask == 0 {
+            // The backend could not be armed that far (perf periods stop at 2^63): arm again
+            // for the rest of the distance.
+            for (i, r) in rearm.iter().enumerate().take(self.n) {
+                if r.is_some() {
+                    self.group.arm(i, *r);
+                }
+            }
+            self.group.start();
+            return 0;
+        }
+        self.freeze_at(raw, raw, times, mask, None);
+        mask
     }
 
     /// Run the process's overflow hooks for this binding's overflowed requests, as if their
@@ -266,6 +351,12 @@ impl BoundSet {
                     _ => return 0,
                 }
             }
+            // A lone request stopped by the kernel at its record: the short way.
+            if kstop == KernelStop::AtRecord && b.n == 1 {
+                if let Some(fired) = b.freeze_lone_at_record(fd) {
+                    return fired;
+                }
+            }
             // The values freeze at the overflow instant when the backend recorded it (the
             // perf backend's overflow record), else at the read after the stop. Counting
             // resumes after a restart from that read, or from the record itself where the
@@ -340,21 +431,7 @@ impl BoundSet {
                     return mask;
                 }
             }
-            let mut rearm = [None::<u64>; MAX_REQUESTS];
-            let mask = b.wrapped(&raw, Some(&mut rearm));
-            if mask == 0 {
-                // The backend could not be armed that far (perf periods stop at 2^63):
-                // arm again for the rest of the distance.
-                for (i, r) in rearm.iter().enumerate().take(b.n) {
-                    if r.is_some() {
-                        b.group.arm(i, *r);
-                    }
-                }
-                b.group.start();
-                return 0;
-            }
-            b.freeze_at(&raw, &raw, times, mask, None);
-            mask
+            b.freeze_or_arm_on(&raw[..b.n], times)
         });
         if fired != 0 {
             run_hook(&OverflowEvent {
