@@ -47,13 +47,15 @@ fn run_hook(ev: &OverflowEvent) {
         let f: OverflowHook = unsafe { std::mem::transmute::<usize, OverflowHook>(h) };
         f(ev);
     }
+    // The slots fill from the first and are never emptied: the first empty one ends them.
     for slot in &EXTRA_HOOKS {
         let h = slot.load(Ordering::Acquire);
-        if h != 0 {
-            // SAFETY: only ever stored from an `OverflowHook`.
-            let f: OverflowHook = unsafe { std::mem::transmute::<usize, OverflowHook>(h) };
-            f(ev);
+        if h == 0 {
+            break;
         }
+        // SAFETY: only ever stored from an `OverflowHook`.
+        let f: OverflowHook = unsafe { std::mem::transmute::<usize, OverflowHook>(h) };
+        f(ev);
     }
 }
 
@@ -226,7 +228,9 @@ impl BoundSet {
     /// The end of an overflow handled from raw counts `raw` (read after the stop, or the
     /// record's): freeze at them when a notifying request wrapped (its mask returned), else
     /// arm each notifying request for the rest of its distance and start the group again (0).
-    /// Must run inside `write`.
+    /// Must run inside `write`. Out of line: its buffer stays out of the lone request's
+    /// frame.
+    #[inline(never)]
     fn freeze_or_arm_on(&self, raw: &[u64], times: Times) -> u64 {
         let mut rearm = [None::<u64>; MAX_REQUESTS];
         let mask = self.wrapped(raw, Some(&mut rearm));
@@ -311,6 +315,106 @@ impl BoundSet {
         mask
     }
 
+    /// [`BoundSet::interrupt`]'s write for anything but a lone request stopped at its record:
+    /// the freeze from the record or from a read after the stop, for signal `fd` and how the
+    /// kernel left the group (`kstop`). Must run inside `write`, on a set not frozen.
+    #[inline(never)]
+    fn overflow_general(&self, fd: i32, kstop: KernelStop) -> u64 {
+        // A signal whose overflow record is gone reports an overflow already handled (two
+        // overflows before the first signal was taken; the restart dropped the second's
+        // record). Stopping and restarting the group for it would not be free: on a group
+        // counting another running thread, the kernel's disable can fall between two
+        // members' increments for one event and lose it in one of them.
+        // A signal that finds no record, though, can also be a real overflow whose record
+        // the kernel could not write (a full ring while signals were blocked): then a
+        // request has wrapped, and the freeze falls back to the read after the stop.
+        if kstop == KernelStop::No
+            && fd >= 0
+            && self.group.overflow_record_pending(fd) == Some(false)
+        {
+            let mut raw = [0u64; MAX_REQUESTS];
+            match self.read_raw(&mut raw) {
+                Ok(_) if self.wrapped(&raw, None) != 0 => {}
+                _ => return 0,
+            }
+        }
+        // The values freeze at the overflow instant when the backend recorded it (the
+        // perf backend's overflow record), else at the read after the stop. Counting
+        // resumes after a restart from that read, or from the record itself where the
+        // kernel stopped the group right there ([`KernelStop::AtRecord`]: no stop, no read).
+        let mut at = [0u64; MAX_REQUESTS];
+        // A group that counts on is frozen at its record when the record shows the wrap;
+        // otherwise it is handled as one the kernel did not stop.
+        let mut kstop = kstop;
+        if kstop == KernelStop::Running {
+            if let Some((when, times)) = self.group.overflow_snapshot(fd, &mut at) {
+                let mask = self.wrapped(&at, None);
+                if mask != 0 {
+                    self.freeze_at(&at, &at, times, mask, Some(when));
+                    self.count_on_from(&at);
+                    return mask;
+                }
+            }
+            kstop = KernelStop::No;
+        }
+        // Declared here, not above: the lone leader's path returns before, and zeroing
+        // buffers it does not use cost it time on every overflow.
+        let mut raw = [0u64; MAX_REQUESTS];
+        let (times, when) = match kstop {
+            KernelStop::AtRecord => match self.group.overflow_snapshot(fd, &mut at) {
+                Some((when, times)) => {
+                    // The requests' counts only: the whole 64-value array copied was
+                    // most of this path's copying (issue 48).
+                    raw[..self.n].copy_from_slice(&at[..self.n]);
+                    (times, Some(when))
+                }
+                None => match self.read_raw(&mut raw) {
+                    Ok(times) => (times, None),
+                    Err(_) => return 0,
+                },
+            },
+            _ => {
+                // Stop first, unless the kernel did.
+                if kstop == KernelStop::No {
+                    self.group.stop();
+                }
+                let Ok(times) = self.read_raw(&mut raw) else {
+                    self.group.start();
+                    return 0;
+                };
+                let when = if fd >= 0 {
+                    self.group.overflow_snapshot(fd, &mut at).map(|(w, _)| w)
+                } else {
+                    None
+                };
+                (times, when)
+            }
+        };
+        if let Some(when) = when {
+            let mask = self.wrapped(&at, None);
+            if mask != 0 {
+                // Nothing counted between the overflow and the stop: the backend may
+                // find its kernel's period already whole at the restart.
+                let mut whole = 0u64;
+                for i in (0..self.n).filter(|i| mask & (1 << i) != 0) {
+                    if raw[i] == at[i] && self.at_the_wrap(i, at[i]) {
+                        self.group.stopped_at_overflow(i);
+                        whole |= 1 << i;
+                    }
+                }
+                self.add_dropped(&at, &raw);
+                self.freeze_at(&at, &raw, times, mask, Some(when));
+                // A lone notifying request on its own thread, stopped by the kernel right
+                // at its wrap: its restart can be made ready now.
+                if self.n == 1 && whole == 1 && self.target == Target::CurrentThread {
+                    self.ready_restart_at(&raw);
+                }
+                return mask;
+            }
+        }
+        self.freeze_or_arm_on(&raw[..self.n], times)
+    }
+
     /// Overflow interrupt from the backend, for the signal that carried `fd` (-1 when the
     /// backend detected it itself; `hup`, the signal's code says the kernel stopped the event
     /// there): find the requests that wrapped, freeze, notify. Async-signal-safe.
@@ -333,105 +437,14 @@ impl BoundSet {
                 }
                 return 0;
             }
-            // A signal whose overflow record is gone reports an overflow already handled (two
-            // overflows before the first signal was taken; the restart dropped the second's
-            // record). Stopping and restarting the group for it would not be free: on a group
-            // counting another running thread, the kernel's disable can fall between two
-            // members' increments for one event and lose it in one of them.
-            // A signal that finds no record, though, can also be a real overflow whose record
-            // the kernel could not write (a full ring while signals were blocked): then a
-            // request has wrapped, and the freeze falls back to the read after the stop.
-            if kstop == KernelStop::No
-                && fd >= 0
-                && b.group.overflow_record_pending(fd) == Some(false)
-            {
-                let mut raw = [0u64; MAX_REQUESTS];
-                match b.read_raw(&mut raw) {
-                    Ok(_) if b.wrapped(&raw, None) != 0 => {}
-                    _ => return 0,
-                }
-            }
-            // A lone request stopped by the kernel at its record: the short way.
+            // A lone request stopped by the kernel at its record: the short way, in this small
+            // closure (the general path's buffers and frame are out of line, issue 48).
             if kstop == KernelStop::AtRecord && b.n == 1 {
                 if let Some(fired) = b.freeze_lone_at_record(fd) {
                     return fired;
                 }
             }
-            // The values freeze at the overflow instant when the backend recorded it (the
-            // perf backend's overflow record), else at the read after the stop. Counting
-            // resumes after a restart from that read, or from the record itself where the
-            // kernel stopped the group right there ([`KernelStop::AtRecord`]: no stop, no read).
-            let mut at = [0u64; MAX_REQUESTS];
-            // A group that counts on is frozen at its record when the record shows the wrap;
-            // otherwise it is handled as one the kernel did not stop.
-            let mut kstop = kstop;
-            if kstop == KernelStop::Running {
-                if let Some((when, times)) = b.group.overflow_snapshot(fd, &mut at) {
-                    let mask = b.wrapped(&at, None);
-                    if mask != 0 {
-                        b.freeze_at(&at, &at, times, mask, Some(when));
-                        b.count_on_from(&at);
-                        return mask;
-                    }
-                }
-                kstop = KernelStop::No;
-            }
-            // Declared here, not above: the lone leader's path returns before, and zeroing
-            // buffers it does not use cost it time on every overflow.
-            let mut raw = [0u64; MAX_REQUESTS];
-            let (times, when) = match kstop {
-                KernelStop::AtRecord => match b.group.overflow_snapshot(fd, &mut at) {
-                    Some((when, times)) => {
-                        // The requests' counts only: the whole 64-value array copied was
-                        // most of this path's copying (issue 48).
-                        raw[..b.n].copy_from_slice(&at[..b.n]);
-                        (times, Some(when))
-                    }
-                    None => match b.read_raw(&mut raw) {
-                        Ok(times) => (times, None),
-                        Err(_) => return 0,
-                    },
-                },
-                _ => {
-                    // Stop first, unless the kernel did.
-                    if kstop == KernelStop::No {
-                        b.group.stop();
-                    }
-                    let Ok(times) = b.read_raw(&mut raw) else {
-                        b.group.start();
-                        return 0;
-                    };
-                    let when = if fd >= 0 {
-                        b.group.overflow_snapshot(fd, &mut at).map(|(w, _)| w)
-                    } else {
-                        None
-                    };
-                    (times, when)
-                }
-            };
-            if let Some(when) = when {
-                let mask = b.wrapped(&at, None);
-                if mask != 0 {
-                    // Nothing counted between the overflow and the stop: the backend may
-                    // find its kernel's period already whole at the restart.
-                    let mut whole = 0u64;
-                    for i in (0..b.n).filter(|i| mask & (1 << i) != 0) {
-                        if raw[i] == at[i] && b.at_the_wrap(i, at[i]) {
-                            b.group.stopped_at_overflow(i);
-                            whole |= 1 << i;
-                        }
-                    }
-                    b.add_dropped(&at, &raw);
-                    b.freeze_at(&at, &raw, times, mask, Some(when));
-                    // A lone notifying request on its own thread, stopped by the kernel right
-                    // at its wrap: its restart can be made ready now.
-                    if b.n == 1 && whole == 1 && b.target == Target::CurrentThread {
-                        b.ready_restart_at(&raw);
-                    }
-                    return mask;
-                }
-            }
-            b.freeze_or_arm_on(&raw[..b.n], times)
+            b.overflow_general(fd, kstop)
         });
         if fired != 0 {
             run_hook(&OverflowEvent {
