@@ -93,14 +93,26 @@ impl Drop for Blocked {
     }
 }
 
+/// What [`while_all_blocked`] adds to `ALL_BLOCKED` (a [`Blocked`] scope adds 1): the same
+/// word then also says whether a handler's scope is open ([`in_while_all_blocked`]), one
+/// thread-local where the overflow handler used two (issue 48).
+const HANDLER_SCOPE: u32 = 1 << 16;
+
 /// Run `f` in a signal handler installed with a full `sa_mask` (every signal is blocked until it
 /// returns), so that the [`Blocked`] scopes inside `f` need not block them again.
 #[inline]
 pub(crate) fn while_all_blocked<R>(f: impl FnOnce() -> R) -> R {
-    ALL_BLOCKED.with(|d| d.set(d.get() + 1));
+    ALL_BLOCKED.with(|d| d.set(d.get() + HANDLER_SCOPE));
     let r = f();
-    ALL_BLOCKED.with(|d| d.set(d.get().saturating_sub(1)));
+    ALL_BLOCKED.with(|d| d.set(d.get().saturating_sub(HANDLER_SCOPE)));
     r
+}
+
+/// Whether the calling thread is inside [`while_all_blocked`] (a signal handler's scope).
+/// Async-signal-safe.
+#[inline]
+pub(crate) fn in_while_all_blocked() -> bool {
+    ALL_BLOCKED.with(|d| d.get() >= HANDLER_SCOPE)
 }
 
 /// A sequence counter guarding state that signal handlers read and change.
@@ -290,5 +302,53 @@ impl SeqCount {
     pub fn valid(&self, s: u64) -> bool {
         std::sync::atomic::fence(Ordering::Acquire);
         self.0.load(Ordering::Acquire) == s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 48: the handler's scope and the library's blocked scopes share one thread-local
+    // count. A blocked scope is never taken for the handler's (the SIGEMT hook would keep a
+    // notification that no handler delivers), and a blocked scope inside the handler's neither
+    // ends it nor blocks anything again.
+    #[test]
+    fn the_handlers_scope_is_told_apart_from_blocked_scopes() {
+        assert!(!in_while_all_blocked());
+        {
+            let _a = Blocked::all();
+            let _b = Blocked::all();
+            assert!(blocked_by_library());
+            assert!(
+                !in_while_all_blocked(),
+                "a blocked scope is not the handler's"
+            );
+        }
+        assert!(!blocked_by_library());
+        while_all_blocked(|| {
+            assert!(in_while_all_blocked());
+            assert!(blocked_by_library());
+            {
+                let inner = Blocked::all();
+                assert!(
+                    inner.old.is_none(),
+                    "nothing blocked again inside the handler"
+                );
+                assert!(in_while_all_blocked());
+            }
+            assert!(
+                in_while_all_blocked(),
+                "an inner scope does not end the handler's"
+            );
+        });
+        assert!(!in_while_all_blocked());
+        assert!(!blocked_by_library());
+        // A write inside the handler's scope releases the counter to the next even value.
+        let seq = SeqCount::new();
+        while_all_blocked(|| seq.write(|| ()));
+        seq.write(|| ());
+        assert_eq!(seq.snapshot(), Some(4));
+        assert!(!in_while_all_blocked());
     }
 }

@@ -192,6 +192,18 @@ impl BoundSet {
             // path does, from the record's count.
             return Some(self.freeze_or_arm_on(&one, times));
         }
+        self.freeze_lone_at(at, times, when);
+        Some(1)
+    }
+
+    /// [`BoundSet::freeze_lone_at_record`]'s writes: the lone request wrapped at raw count
+    /// `at`, where the kernel stopped the group, at time `when` with `times`. What
+    /// `freeze_at(&[at], &[at], times, 1, Some(when))` followed (at the wrap exactly, on the
+    /// binding thread) by `ready_restart_at(&[at])` leave, in one set of writes (the unit test
+    /// `the_lone_freeze_leaves_what_the_general_path_leaves` holds them to it). Must run
+    /// inside `write`, for a set of one request.
+    #[inline(always)]
+    fn freeze_lone_at(&self, at: u64, times: Times, when: u64) {
         let base = self.base[0].load(Ordering::Relaxed);
         let origin = self.origin[0].load(Ordering::Relaxed);
         let events = at.wrapping_sub(origin);
@@ -222,7 +234,6 @@ impl BoundSet {
             self.set_state(FROZEN, READY);
         }
         self.new_generation(true);
-        Some(1)
     }
 
     /// The end of an overflow handled from raw counts `raw` (read after the stop, or the
@@ -454,6 +465,89 @@ impl BoundSet {
                 pc,
                 tid: self.owner,
             });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sim::SimBackend;
+    use crate::base::set::{CounterSet, Request};
+
+    fn bind_lone(preset: u64, target: Target) -> super::super::Binding {
+        let backend: &'static SimBackend = Box::leak(Box::new(SimBackend::new("r10000").unwrap()));
+        let set = CounterSet::new()
+            .with(Request::new("cycles").preset(preset).notify())
+            .unwrap();
+        crate::engine::bind_with(backend, &set, target).unwrap()
+    }
+
+    /// Everything a freeze writes, the generation's number aside (each draws a new one).
+    fn state(b: &BoundSet) -> Vec<u64> {
+        let one = |a: &[std::sync::atomic::AtomicU64]| a[0].load(Ordering::Relaxed);
+        vec![
+            one(&b.frozen_raw),
+            one(&b.frozen_vals),
+            one(&b.frozen_events),
+            one(&b.sums),
+            one(&b.origin),
+            one(&b.base),
+            b.frozen_at.load(Ordering::Relaxed),
+            b.overflowed.load(Ordering::Relaxed),
+            b.frozen_enabled.load(Ordering::Relaxed),
+            b.frozen_running.load(Ordering::Relaxed),
+            b.state.load(Ordering::Relaxed) & (FROZEN | super::super::RUNS_ON | READY),
+            b.gen.load(Ordering::Relaxed) & 1,
+        ]
+    }
+
+    // Issue 48: the lone request's freeze at its record is one set of writes of its own, not
+    // the general path's `freeze_at` and `ready_restart_at`: it must leave exactly what they
+    // leave, at the wrap and past it (skid), on the binding thread and for another thread's
+    // counters (no restart made ready there), and so must a restart from it.
+    #[test]
+    fn the_lone_freeze_leaves_what_the_general_path_leaves() {
+        const K: u64 = 1000;
+        let preset = u64::MAX - (K - 1);
+        let times = Times {
+            enabled: 777,
+            running: 555,
+        };
+        for (target, skid) in [
+            (Target::CurrentThread, 0),
+            (Target::CurrentThread, 3),
+            (Target::Thread(crate::base::sys::gettid()), 0),
+        ] {
+            let fast = bind_lone(preset, target);
+            let general = bind_lone(preset, target);
+            let origin = fast.origin[0].load(Ordering::Relaxed);
+            for b in [&fast, &general] {
+                b.origin[0].store(origin, Ordering::Relaxed);
+                b.sums[0].store(12345, Ordering::Relaxed);
+            }
+            let at = origin.wrapping_add(K + skid);
+            fast.write(|b| b.freeze_lone_at(at, times, 42));
+            general.write(|b| {
+                b.freeze_at(&[at], &[at], times, 1, Some(42));
+                if skid == 0 && b.target == Target::CurrentThread {
+                    b.ready_restart_at(&[at]);
+                }
+            });
+            let what = format!("{target:?}, skid {skid}");
+            assert_eq!(state(&fast), state(&general), "{what}");
+            assert!(fast.is_frozen(), "{what}");
+            let ready = fast.state.load(Ordering::Relaxed) & READY != 0;
+            assert_eq!(
+                ready,
+                skid == 0 && target == Target::CurrentThread,
+                "{what}"
+            );
+            let (mut a, mut g) = ([0u64; 1], [0u64; 1]);
+            fast.sample(&mut a).unwrap();
+            general.sample(&mut g).unwrap();
+            assert_eq!(a, g, "{what}");
+            assert_eq!(a[0], skid, "frozen at the record: {what}");
         }
     }
 }
