@@ -26,18 +26,14 @@ static ON_FD: AtomicUsize = AtomicUsize::new(0);
 static ON_UNKNOWN: AtomicUsize = AtomicUsize::new(0);
 static AFTER: AtomicUsize = AtomicUsize::new(0);
 
-thread_local! {
-    /// How many overflow handlers are dispatching to the engine on this thread (see
-    /// [`in_overflow_dispatch`]).
-    static DISPATCHING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
 /// True while the calling thread is inside the overflow signal handler's dispatch to the
 /// engine, that is, while an overflow hook runs there: the function installed with
 /// [`set_after_overflow`] will run when the dispatch is over, on this thread, before the
 /// handler returns. Async-signal-safe.
 pub fn in_overflow_dispatch() -> bool {
-    DISPATCHING.with(|d| d.get() > 0)
+    // The dispatch is the only scope of `while_all_blocked`: its count says it (one
+    // thread-local for both, issue 48).
+    crate::base::sigsafe::in_while_all_blocked()
 }
 
 /// Install (or with `None` remove) what the overflow signal handler runs last, after the
@@ -63,9 +59,7 @@ fn after(uc: *mut libc::c_void) {
 /// Run the engine's part of an overflow handler: every signal is blocked (see
 /// `while_all_blocked`) and [`in_overflow_dispatch`] is true.
 fn dispatch(f: impl FnOnce()) {
-    DISPATCHING.with(|d| d.set(d.get() + 1));
     while_all_blocked(f);
-    DISPATCHING.with(|d| d.set(d.get().saturating_sub(1)));
 }
 
 /// Install the overflow signal handler once per process, sending what it receives to
@@ -441,12 +435,12 @@ fn kernel_action(sig: libc::c_int) -> Option<KernelAction> {
     };
     // SAFETY: a query (no new action) into a local of the kernel's layout and size.
     let rc = unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            sig,
-            std::ptr::null::<KernelSigaction>(),
-            &mut k as *mut KernelSigaction,
-            8usize,
+        syscall4(
+            libc::SYS_rt_sigaction as usize,
+            sig as usize,
+            0,
+            &mut k as *mut KernelSigaction as usize,
+            8,
         )
     };
     (rc == 0).then_some(KernelAction {
@@ -485,14 +479,58 @@ fn set_mask(mask: u64) {
     let mask = mask & !(sig_bit(32) | sig_bit(33));
     // SAFETY: a new mask from a local of the kernel's size; the old one is not asked for.
     unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK,
-            &mask as *const u64,
-            std::ptr::null_mut::<u64>(),
-            8usize,
+        syscall4(
+            libc::SYS_rt_sigprocmask as usize,
+            libc::SIG_SETMASK as usize,
+            &mask as *const u64 as usize,
+            0,
+            8,
         );
     }
+}
+
+/// System call `nr` with four arguments, made inline: the kernel's result (a negated errno on
+/// failure), `errno` untouched. The C library's `syscall()` moves all seven of its arguments
+/// and sets `errno` around the same instruction (issue 48: the SIGEMT delivery's two calls).
+///
+/// # Safety
+/// As the system call itself: pointer arguments valid for what the kernel reads or writes.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+#[inline(always)]
+unsafe fn syscall4(nr: usize, a0: usize, a1: usize, a2: usize, a3: usize) -> isize {
+    let ret: isize;
+    // SAFETY (both): the caller's contract; the instruction clobbers rcx and r11 on x86-64,
+    // nothing but x0 on arm64; memory the kernel reads or writes is the arguments'.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") nr as isize => ret,
+            in("rdi") a0,
+            in("rsi") a1,
+            in("rdx") a2,
+            in("r10") a3,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!(
+            "svc 0",
+            in("x8") nr,
+            inlateout("x0") a0 as isize => ret,
+            in("x1") a1,
+            in("x2") a2,
+            in("x3") a3,
+            options(nostack),
+        );
+    }
+    ret
 }
 
 /// Set the calling thread's signal mask to the kernel set `mask` through the C library.

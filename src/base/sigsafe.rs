@@ -93,14 +93,26 @@ impl Drop for Blocked {
     }
 }
 
+/// What [`while_all_blocked`] adds to `ALL_BLOCKED` (a [`Blocked`] scope adds 1): the same
+/// word then also says whether a handler's scope is open ([`in_while_all_blocked`]), one
+/// thread-local where the overflow handler used two (issue 48).
+const HANDLER_SCOPE: u32 = 1 << 16;
+
 /// Run `f` in a signal handler installed with a full `sa_mask` (every signal is blocked until it
 /// returns), so that the [`Blocked`] scopes inside `f` need not block them again.
 #[inline]
 pub(crate) fn while_all_blocked<R>(f: impl FnOnce() -> R) -> R {
-    ALL_BLOCKED.with(|d| d.set(d.get() + 1));
+    ALL_BLOCKED.with(|d| d.set(d.get() + HANDLER_SCOPE));
     let r = f();
-    ALL_BLOCKED.with(|d| d.set(d.get().saturating_sub(1)));
+    ALL_BLOCKED.with(|d| d.set(d.get().saturating_sub(HANDLER_SCOPE)));
     r
+}
+
+/// Whether the calling thread is inside [`while_all_blocked`] (a signal handler's scope).
+/// Async-signal-safe.
+#[inline]
+pub(crate) fn in_while_all_blocked() -> bool {
+    ALL_BLOCKED.with(|d| d.get() >= HANDLER_SCOPE)
 }
 
 /// A sequence counter guarding state that signal handlers read and change.
@@ -182,7 +194,7 @@ impl SeqCount {
     #[inline]
     pub fn write<R>(&self, f: impl FnOnce() -> R) -> R {
         let _blocked = Blocked::all();
-        loop {
+        let claimed = loop {
             let s = self.0.load(Ordering::Relaxed);
             if s & 1 == 0
                 && self
@@ -190,7 +202,7 @@ impl SeqCount {
                     .compare_exchange_weak(s, s + 1, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
             {
-                break;
+                break s;
             }
             if s & 1 != 0 && self.window_open_here(s) {
                 // A handler interrupted this thread's unblocked write of this counter: write
@@ -201,9 +213,13 @@ impl SeqCount {
                 return r;
             }
             std::hint::spin_loop();
-        }
+        };
         let r = f();
-        self.0.fetch_add(1, Ordering::Release);
+        // Released with a store, not an atomic add: while this claim (odd, without the
+        // unblocked mark) is held nothing else changes the counter (other threads wait, no
+        // handler interrupts this thread, and only an unblocked claim is written through), and
+        // an atomic add is a call to an outline atomic on arm64 without LSE (issue 48).
+        self.0.store(claimed + 2, Ordering::Release);
         r
     }
 
@@ -286,5 +302,53 @@ impl SeqCount {
     pub fn valid(&self, s: u64) -> bool {
         std::sync::atomic::fence(Ordering::Acquire);
         self.0.load(Ordering::Acquire) == s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 48: the handler's scope and the library's blocked scopes share one thread-local
+    // count. A blocked scope is never taken for the handler's (the SIGEMT hook would keep a
+    // notification that no handler delivers), and a blocked scope inside the handler's neither
+    // ends it nor blocks anything again.
+    #[test]
+    fn the_handlers_scope_is_told_apart_from_blocked_scopes() {
+        assert!(!in_while_all_blocked());
+        {
+            let _a = Blocked::all();
+            let _b = Blocked::all();
+            assert!(blocked_by_library());
+            assert!(
+                !in_while_all_blocked(),
+                "a blocked scope is not the handler's"
+            );
+        }
+        assert!(!blocked_by_library());
+        while_all_blocked(|| {
+            assert!(in_while_all_blocked());
+            assert!(blocked_by_library());
+            {
+                let inner = Blocked::all();
+                assert!(
+                    inner.old.is_none(),
+                    "nothing blocked again inside the handler"
+                );
+                assert!(in_while_all_blocked());
+            }
+            assert!(
+                in_while_all_blocked(),
+                "an inner scope does not end the handler's"
+            );
+        });
+        assert!(!in_while_all_blocked());
+        assert!(!blocked_by_library());
+        // A write inside the handler's scope releases the counter to the next even value.
+        let seq = SeqCount::new();
+        while_all_blocked(|| seq.write(|| ()));
+        seq.write(|| ());
+        assert_eq!(seq.snapshot(), Some(4));
+        assert!(!in_while_all_blocked());
     }
 }

@@ -258,7 +258,9 @@ impl BoundSet {
 
     /// Change request `index`'s preset; it takes effect at the next [`BoundSet::restart`].
     ///
-    /// Async-signal-safe.
+    /// Async-signal-safe. Inline: the SIGEMT handler's `cpc_request_preset` is this one
+    /// store (issue 48).
+    #[inline]
     pub fn set_preset(&self, index: usize, preset: u64) -> Result<()> {
         if index >= self.n {
             return Err(Error::IndexOutOfRange {

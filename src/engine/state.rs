@@ -158,8 +158,13 @@ impl BoundSet {
     pub(super) fn write<R>(&self, f: impl FnOnce(&Self) -> R) -> R {
         self.seq.write(|| {
             let r = f(self);
-            // Every write changes the state word (see `restart_counting_on`).
-            self.state.fetch_add(EPOCH, Ordering::Release);
+            // Every write changes the state word (see `restart_counting_on`). A load and a
+            // store: every change of the word is made by the holder of the sequence claim (a
+            // handler writing through this thread's open window runs to its end before the
+            // interrupted writer goes on), and an atomic add is a call to an outline atomic on
+            // arm64 without LSE (issue 48).
+            let s = self.state.load(Ordering::Relaxed);
+            self.state.store(s.wrapping_add(EPOCH), Ordering::Release);
             r
         })
     }

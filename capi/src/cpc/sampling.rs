@@ -235,6 +235,24 @@ fn on_current(
 /// requests.
 #[no_mangle]
 pub extern "C" fn cpc_request_preset(cpc: *mut cpc_t, index: c_int, preset: u64) -> c_int {
+    edge::boundary(c"cpc_request_preset", || {
+        // The SIGEMT handler's call first (issue 48): a live handle and the thread's bound
+        // set found, the preset stored, with no error slot set up. Anything else, and a
+        // failure, takes the checks in their usual order, which tell what is wrong.
+        if let (Some(_), Some(b), Ok(i)) = (edge::get(cpc), lwp::curlwp(), usize::try_from(index)) {
+            // SAFETY: used at once, on this thread (`lwp::curlwp`'s rules).
+            if unsafe { b.as_ref() }.set_preset(i, preset).is_ok() {
+                return 0;
+            }
+        }
+        request_preset_checked(cpc, index, preset)
+    })
+}
+
+/// `cpc_request_preset` with every check made in turn, the first failure told.
+#[cold]
+#[inline(never)]
+fn request_preset_checked(cpc: *mut cpc_t, index: c_int, preset: u64) -> c_int {
     on_current(c"cpc_request_preset", cpc, Err(Error::NoCurrentSet), |b| {
         let i = usize::try_from(index).map_err(|_| Error::IndexOutOfRange {
             index: index.into(),
@@ -254,9 +272,35 @@ pub extern "C" fn cpc_request_preset(cpc: *mut cpc_t, index: c_int, preset: u64)
 #[no_mangle]
 pub extern "C" fn cpc_set_restart(cpc: *mut cpc_t, set: *mut cpc_set_t) -> c_int {
     let _ = set;
+    edge::boundary(c"cpc_set_restart", || {
+        // The SIGEMT handler's call first (issue 48): a live handle and the thread's bound
+        // set found once, restarted; a failure told as the handle says. Without either, the
+        // checks in their usual order.
+        let (Some(_), Some(b)) = (edge::get(cpc), lwp::curlwp()) else {
+            return restart_checked(cpc);
+        };
+        // SAFETY: used at once, on this thread (`lwp::curlwp`'s rules).
+        match unsafe { b.as_ref() }.restart() {
+            Ok(()) => 0,
+            Err(e) => failed_in(c"cpc_set_restart", cpc, e),
+        }
+    })
+}
+
+/// `cpc_set_restart` with every check made in turn, the first failure told.
+#[cold]
+#[inline(never)]
+fn restart_checked(cpc: *mut cpc_t) -> c_int {
     on_current(c"cpc_set_restart", cpc, Err(Error::NoCurrentSet), |b| {
         b.restart()
     })
+}
+
+/// `func`'s failure `e` on the live handle `cpc`, told through its error handler.
+#[cold]
+#[inline(never)]
+fn failed_in(func: &std::ffi::CStr, cpc: *mut cpc_t, e: Error) -> c_int {
+    call(func, cpc, BAD, -1, |_: &Cpc| Err(e))
 }
 
 // What `cpc_enable` and `cpc_disable` do in a thread without a bound set: 0, and a word to a

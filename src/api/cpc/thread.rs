@@ -149,6 +149,14 @@ pub fn with_curlwp<R>(f: impl FnOnce(&BoundSet) -> R) -> Option<R> {
     engine::with_owned(Owner::Libcpc, None, f)
 }
 
+/// This thread's libcpc counters, as [`with_curlwp`] finds them, without a closure (see
+/// [`engine::owned`], whose rules of use are this pointer's): the SIGEMT handler's
+/// `cpc_request_preset` and `cpc_set_restart` (issue 48).
+#[inline(always)]
+pub fn curlwp() -> Option<std::ptr::NonNull<BoundSet>> {
+    engine::owned(Owner::Libcpc, None)
+}
+
 /// This thread no longer uses `set` (unbound or destroyed): forget it, drop this thread's copy
 /// of it and stop passing it on. Returns whether this thread held a copy of it (then the set
 /// itself, bound by another thread, is left alone).

@@ -63,6 +63,10 @@ pub struct Sample {
 pub struct Ring {
     kernel: &'static dyn Kernel,
     base: *mut u8,
+    /// The data area ([`Ring::data_area`]), read once at the map: the kernel sets it when it
+    /// maps the buffer and never changes it (reading and checking it again was a tenth of each
+    /// overflow record's read, issue 48).
+    area: (usize, usize),
 }
 
 // SAFETY: the mapping is owned by the ring and freed once, on drop; the handler that reads it
@@ -87,11 +91,13 @@ impl Ring {
                 libc::MAP_SHARED,
             )
             .ok()?;
-        let ring = Ring {
+        let mut ring = Ring {
             kernel,
             base: p.cast(),
+            area: (PAGE, PAGE * DATA_PAGES),
         };
         ring.prefault();
+        ring.area = ring.data_area();
         Some(ring)
     }
 
@@ -130,7 +136,7 @@ impl Ring {
     }
 
     /// The 8-byte word at ring position `pos` (a multiple of 8) of the data area `area`
-    /// (`data_area()`), which wraps. Records and their fields are 8-byte aligned and the area
+    /// (`data_area()`, kept in `self.area`), which wraps. Records and their fields are 8-byte aligned and the area
     /// is in whole 8-byte words inside the mapping (`data_area` sees to it), so a word never
     /// straddles the wrap. The offset is a mask
     /// when the area is a power of two in size, as the kernel makes it: a division per read
@@ -182,7 +188,7 @@ impl Ring {
     /// the ring was full, or the signal was for an overflow already handled).
     pub fn first_sample(&self, raw: &mut [u64], n: usize) -> Option<Sample> {
         let pg = self.page();
-        let area = self.data_area();
+        let area = self.area;
         // SAFETY: fields of the live metadata page.
         let head = unsafe { shared(&raw mut (*pg).data_head) }.load(Ordering::Acquire);
         // SAFETY: as above.
@@ -256,6 +262,7 @@ mod tests {
         let ring = Ring {
             kernel: &super::super::kernel::LINUX,
             base: p.cast(),
+            area: (PAGE, PAGE * DATA_PAGES),
         };
         // SAFETY: the metadata page is the mapping's first page.
         unsafe {
