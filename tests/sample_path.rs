@@ -84,7 +84,7 @@ fn the_inline_read_counts_what_the_group_read_counts() {
         let pages = Pages::new(200);
         let n = events.len();
         let (mut a, mut c) = ([0u64; 4], [0u64; 4]);
-        let ta = d.read(&mut a[..n], true).unwrap();
+        let ta = d.read(&mut a[..n], || true).unwrap();
         let tb = Group::read(g, &mut c[..n]).unwrap();
         let between = c[fault] - a[fault];
         assert!(tb.enabled >= ta.enabled && tb.running >= ta.running);
@@ -92,7 +92,7 @@ fn the_inline_read_counts_what_the_group_read_counts() {
         for i in 0..200 {
             pages.touch(i);
         }
-        let tc = d.read(&mut a[..n], true).unwrap();
+        let tc = d.read(&mut a[..n], || true).unwrap();
         let touched = a[fault] - c[fault];
         assert!(tc.enabled >= tb.enabled && tc.running >= tb.running);
         let d = Group::read(g, &mut c[..n]).unwrap();

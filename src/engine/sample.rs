@@ -71,7 +71,7 @@ impl BoundSet {
     #[inline(always)]
     pub(super) fn read_raw(&self, raw: &mut [u64]) -> Result<Times> {
         let r = if let Some(d) = &self.direct {
-            d.read(&mut raw[..self.n], self.on_owner())
+            d.read(&mut raw[..self.n], || self.on_owner())
         } else {
             self.group.read(&mut raw[..self.n])
         };
@@ -355,7 +355,7 @@ impl BoundSet {
                 let n = self.n;
                 let out = &mut out[..n];
                 times = d
-                    .read(out, self.on_owner())
+                    .read(out, || self.on_owner())
                     .map_err(|e| self.read_failed(e))?;
                 virtualize(out, &self.base, &self.origin);
             } else {

@@ -418,14 +418,19 @@ impl DirectRead {
         self.pages.as_ref().map(rdpmc::HostPages::members)
     }
 
-    /// [`Group::read`] with its `read` system call made right here; the counter pages are
-    /// read first only when `user` (the caller runs on the thread the group counts: on
-    /// another, a user-space read would read its own CPU's counter). Async-signal-safe; on
-    /// x86-64 and arm64 it does not change `errno`.
+    /// [`Group::read`] with its `read` system call made right here; the counter pages, where
+    /// the group has them, are read first only when `user()` says so (the caller runs on the
+    /// thread the group counts: on another, a user-space read would read its own CPU's
+    /// counter). `user` is asked only then: a group without pages pays nothing for it.
+    /// Async-signal-safe; on x86-64 and arm64 it does not change `errno`.
     #[inline(always)]
-    pub fn read(&self, out: &mut [u64], user: bool) -> std::result::Result<Times, i32> {
+    pub fn read(
+        &self,
+        out: &mut [u64],
+        user: impl FnOnce() -> bool,
+    ) -> std::result::Result<Times, i32> {
         let out = &mut out[..self.layout.n];
-        if let (Some(p), true) = (&self.pages, user) {
+        if let Some(p) = self.pages.as_ref().filter(|_| user()) {
             if let Some(t) = rdpmc::read_host(p, out) {
                 if let Some(scale) = &self.scale {
                     scale_counts(out, scale);
