@@ -19,8 +19,11 @@
 //! and `si_addr` 0, the only code Linux lets one thread queue to another). The repeated looks
 //! keep a thread that was only descheduled or asleep inside one of the library's blocked
 //! sections, or a handler of the program's that passes the signal on, from being taken for
-//! one that cannot take the signal. A thread found blocking the signal has its binding's signals turned off
-//! (they would pile up in its queue) until the watcher sees it unblocked; the sample takes a
+//! one that cannot take the signal. A thread that does not block the signal, whose handler on
+//! it is the program's, gets the signal queued once more before its record is handled (issue
+//! 48, `judge`): a handler that passes it on then has the overflow taken on its own thread,
+//! with SIGEMT's `si_code` `EMT_CPCOVF`. A thread found blocking the signal has its
+//! binding's signals turned off (they would pile up in its queue) until the watcher sees it unblocked; the sample takes a
 //! waiting record itself whatever the signal's state (the engine's `take_unsignalled`).
 //!
 //! Issue 44 (hostile programs), decided here:
@@ -566,6 +569,8 @@ fn tend_held() {
 struct Seen {
     /// It blocks the overflow signal.
     blocked: bool,
+    /// The overflow signal is pending on it (its own queue).
+    pending: bool,
     /// It is asleep or stopped (state `S`, `T` or `t`), not running or waiting for a CPU.
     asleep: bool,
     /// Nanoseconds it has run (`schedstat`; clock ticks from `stat` where that is missing).
@@ -574,7 +579,9 @@ struct Seen {
 
 /// A look at thread `tid` of this process; `None` when it is gone or `/proc` cannot be read.
 fn look_at(tid: i32) -> Option<Seen> {
-    let blocked = blocked_on(tid, crate::base::sys::overflow_signal())?;
+    let signals = task_signals(tid)?;
+    let sig = bit(crate::base::sys::overflow_signal());
+    let (blocked, pending) = (signals.blocked & sig != 0, signals.pending & sig != 0);
     let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
     // After the command name in parentheses: the state, then the numbers.
     let rest = stat.get(stat.rfind(')')? + 1..)?;
@@ -591,6 +598,7 @@ fn look_at(tid: i32) -> Option<Seen> {
     })?;
     Some(Seen {
         blocked,
+        pending,
         asleep,
         ran_ns,
     })
@@ -601,6 +609,11 @@ fn look_at(tid: i32) -> Option<Seen> {
 enum Verdict {
     /// Nothing yet: the owner's handler may still take it.
     Wait,
+    /// Queue the overflow signal to the owner again (`SI_QUEUE`, the descriptor in
+    /// `si_value`, which the engine's handler takes as the kernel's) and look again: the
+    /// owner does not block it and a handler of the program's is on it, which may pass it on
+    /// (issue 48, see [`judge`]).
+    Resend,
     /// The owner cannot take the signal: handle the overflow for it (`quiet`: it blocks the
     /// signal, so turn the binding's signals off).
     Handle { quiet: bool },
@@ -618,14 +631,20 @@ enum Verdict {
 ///   signal at two looks in a row and asleep at the last or having run a millisecond since
 ///   the first: the signal was delivered (it interrupts a sleep) and nothing passed it on to
 ///   the engine, so handle it. A thread that blocks it meanwhile is left alone: a handler of
-///   its own may pass the signal on once it is delivered.
+///   its own may pass the signal on once it is delivered. Before that, once per record, a
+///   handler of the program's gets the signal queued again ([`Verdict::Resend`]) and the looks
+///   start over: the kernel's signal can be lost on the way to a thread that takes it, and a
+///   record handled from here is told with a SIGEMT queued from another thread, whose
+///   `si_code` can only be `SI_QUEUE`, which a program checking for `EMT_CPCOVF` ignores
+///   (`signal_stress` under load, about 1 run in 15: its handler passes the signal on).
 ///
 /// The library blocks every signal for a moment in its own calls, and a thread can sleep
 /// there (a lock) or be descheduled there for long on a loaded machine: looks that all find
 /// the same state, with the same record waiting, keep such a thread from being taken for one
 /// that cannot take the signal.
 fn judge(s: &mut Suspect, owner: i32, mark: Option<u64>, now_ms: i64) -> Verdict {
-    let ours = crate::base::signal::disposition() == crate::base::signal::Disposition::Ours;
+    let disposition = crate::base::signal::disposition();
+    let ours = disposition == crate::base::signal::Disposition::Ours;
     let Some(seen) = look_at(owner) else {
         // Gone, or no /proc: after fifty grace periods the record is taken as stuck.
         return if now_ms - s.since_ms >= 50 * i64::from(GRACE_MS) {
@@ -634,7 +653,11 @@ fn judge(s: &mut Suspect, owner: i32, mark: Option<u64>, now_ms: i64) -> Verdict
             Verdict::Wait
         };
     };
-    if ours && !seen.blocked {
+    // Not blocked with one pending: it is delivered at the thread's next entry into the
+    // kernel, whatever the disposition, and a handler that passes it on has not run yet
+    // (issue 48: `signal_stress`'s failing run showed the signal pending, unblocked, on a
+    // running thread at the look that handled its record).
+    if !seen.blocked && (ours || seen.pending) {
         s.looks = None;
         return Verdict::Wait;
     }
@@ -664,6 +687,22 @@ fn judge(s: &mut Suspect, owner: i32, mark: Option<u64>, now_ms: i64) -> Verdict
     if !ours {
         tell_taken_over();
     }
+    if disposition == crate::base::signal::Disposition::Foreign
+        && !seen.blocked
+        && s.resent != Some(mark)
+    {
+        // A handler of the program's, the thread not blocking the signal: its signal for
+        // this record was lost on the way (`signal_stress` under load, issue 48; how is not
+        // known), or the handler does not pass it on.
+        // Once per record, the signal again before the watcher handles it: passed on, the
+        // engine's handler takes the overflow on the owner's thread and the program's SIGEMT
+        // handler is called there with `EMT_CPCOVF`, not the `SI_QUEUE` of a SIGEMT queued
+        // from here, which a program that checks `si_code` ignores. Not passed on, the same
+        // looks find the record waiting again and it is handled then.
+        s.resent = Some(mark);
+        s.looks = None;
+        return Verdict::Resend;
+    }
     Verdict::Handle {
         quiet: seen.blocked,
     }
@@ -685,6 +724,8 @@ struct Suspect {
     fd: i32,
     since_ms: i64,
     looks: Option<Looks>,
+    /// The record (its mark) whose signal was queued again ([`Verdict::Resend`]).
+    resent: Option<Option<u64>>,
 }
 
 fn now_ms() -> i64 {
@@ -789,6 +830,7 @@ fn run() {
                     fd: p.fd,
                     since_ms: now,
                     looks: None,
+                    resent: None,
                 });
             }
         }
@@ -836,6 +878,10 @@ fn run() {
             }
             match judge(s, set.owner(), set.record_mark(s.fd), now) {
                 Verdict::Wait => return true,
+                Verdict::Resend => {
+                    crate::base::signal::queue_overflow_signal(set.owner(), s.fd);
+                    return true;
+                }
                 Verdict::Handle { quiet } => {
                     if would_kill {
                         set.quieten();
