@@ -156,17 +156,21 @@ pub extern "C" fn cpc_set_sample(
     if s.cpc != cpc as usize || b.cpc != cpc as usize {
         return checked(cpc, set, buf);
     }
-    // The thread's binding whatever its state: `sample_to` tests that it is not gone, and
-    // the general path is given it only if it is not.
+    // The thread's binding whatever its state: `sample_to_untimed` tests that it is not
+    // gone, and the general path is given it only if it is not.
     let any = lwp::mine_any(set as usize);
     if let Some(bs) = any {
         // SAFETY: used at once, on this thread (`lwp::mine`'s rules).
-        if let Some((hrtime, bound_running_ns)) = unsafe { bs.as_ref() }.sample_to(&b.vals) {
-            b.hrtime.store(hrtime, Ordering::Relaxed);
+        if let Some(r) = unsafe { bs.as_ref() }.sample_to_untimed(&b.vals) {
             b.tick.store(
-                handles::ticks(bound_running_ns, s.tick_mult),
+                handles::ticks(r.bound_running_ns, s.tick_mult),
                 Ordering::Relaxed,
             );
+            // The clock last (a running set), after everything else is stored: only the
+            // buffer is kept across its call (issue 48: the values kept for the ticks were
+            // moved to the stack and back around it).
+            let hrtime = r.frozen_at.unwrap_or_else(perfcompat::base::sys::now_ns);
+            b.hrtime.store(hrtime, Ordering::Relaxed);
             return 0;
         }
     }

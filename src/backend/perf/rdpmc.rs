@@ -255,11 +255,13 @@ fn read_one(rdpmc: &impl CounterRead, p: *mut perf_event_mmap_page) -> Option<(u
                 return None;
             }
             let width = ptr::read_volatile(&(*p).pmc_width) as u32;
-            let mut pmc = rdpmc.read(idx - 1) as i64;
-            if width > 0 && width < 64 {
-                let shift = 64 - width;
-                pmc = (pmc << shift) >> shift;
-            }
+            // Sign-extended from `width` bits: the shifts wrap (modulo 64), so a width of 0
+            // or 64 (the kernel gives at most 64) shifts by 0 and leaves the value as read,
+            // without a test (issue 48: three instructions of each member's read).
+            let shift = 64u32.wrapping_sub(width);
+            let pmc = (rdpmc.read(idx - 1) as i64)
+                .wrapping_shl(shift)
+                .wrapping_shr(shift);
             let count = (offset as u64).wrapping_add(pmc as u64);
             std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
             if ptr::read_volatile(&(*p).lock) == seq {
