@@ -1,4 +1,4 @@
-//! The few system facts every layer needs: the calling thread's id, the monotonic clock and
+//! The few system facts every layer needs: the calling thread's id and thread pointer, the monotonic clock and
 //! the real-time signal that carries counter overflows. A leaf module (it imports nothing from
 //! the crate), so that backends need not import the engine or the signal handler for them.
 
@@ -8,6 +8,49 @@ use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 pub fn gettid() -> i32 {
     // SAFETY: a plain syscall.
     unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// The calling thread's thread pointer: on x86-64 the address of its thread control block
+/// (`%fs:0`, which glibc and musl keep pointing at the block itself), on arm64 `tpidr_el0`; one
+/// instruction, no call (a thread-local's address in a shared library is a call to the TLS
+/// descriptor's resolver: issue 48). Elsewhere the address of a thread-local. No system call;
+/// async-signal-safe.
+///
+/// Unique among the live threads of the process, like a thread-local's address, and for the
+/// same reason not over time: a thread created after another exited may get its thread block,
+/// and so its thread pointer, again (glibc keeps the stacks of exited threads for new ones). A
+/// caller that records it must forget the record when the thread exits (or check it against
+/// something the thread's exit clears).
+#[inline(always)]
+pub fn thread_pointer() -> usize {
+    #[cfg(target_arch = "aarch64")]
+    {
+        let tp: usize;
+        // SAFETY: reads the thread's own register EL0 may read; no memory, no flags.
+        unsafe {
+            std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp,
+                options(nomem, nostack, preserves_flags, pure))
+        };
+        tp
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let tp: usize;
+        // SAFETY: the first word of the thread control block, which the C library keeps
+        // pointing at the block (the x86-64 TLS ABI); read only, constant for the thread.
+        unsafe {
+            std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp,
+                options(nostack, preserves_flags, readonly, pure))
+        };
+        tp
+    }
+    #[cfg(not(any(target_arch = "aarch64", target_arch = "x86_64")))]
+    {
+        thread_local! {
+            static MARK: u8 = const { 0 };
+        }
+        MARK.with(|m| m as *const u8 as usize)
+    }
 }
 
 /// Monotonic clock in nanoseconds (vDSO; async-signal-safe). Inlined across crates: the

@@ -157,8 +157,11 @@ pub extern "C" fn cpc_set_sample(
         return checked(cpc, set, buf);
     }
     // The thread's binding whatever its state: `sample_to_untimed` tests that it is not
-    // gone, and the general path is given it only if it is not.
-    let any = lwp::mine_any(set as usize);
+    // gone, and the general path is given it only if it is not. The binder's own first,
+    // kept in the set with its thread pointer (one register read and two loads); else (an
+    // inherited copy, a set bound elsewhere) through the thread's table, a thread-local
+    // (issue 48: the TLS resolver's call and the entry's tests were ~14 instructions).
+    let any = s.mine_here().or_else(|| lwp::mine_any(set as usize));
     if let Some(bs) = any {
         // SAFETY: used at once, on this thread (`lwp::mine`'s rules).
         if let Some(r) = unsafe { bs.as_ref() }.sample_to_untimed(&b.vals) {
