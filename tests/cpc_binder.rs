@@ -55,20 +55,28 @@ fn only_the_live_binder_finds_its_binding_in_the_set() {
     assert_eq!(mine_in_set(), None, "never bound");
 
     // Bound here: the set gives this thread the binding its table holds.
-    set().bind_curlwp::<OneSet>(backend(), KEY, false, 0).unwrap();
+    set()
+        .bind_curlwp::<OneSet>(backend(), KEY, false, 0)
+        .unwrap();
     let here = mine_in_set().expect("the binder finds its binding in the set");
     assert_eq!(Some(here), mine_in_table());
     let other = std::thread::spawn(|| (mine_in_set(), thread_pointer()))
         .join()
         .unwrap();
     assert_eq!(other.0, None, "another thread is not the binder");
-    assert_ne!(other.1, thread_pointer(), "two live threads, two thread pointers");
+    assert_ne!(
+        other.1,
+        thread_pointer(),
+        "two live threads, two thread pointers"
+    );
     set().unbind(KEY).unwrap();
     assert_eq!(mine_in_set(), None, "unbound");
 
     // Bound here, unbound by another thread: forgotten before the binding leaves this
     // thread's table (its next bind sweeps it).
-    set().bind_curlwp::<OneSet>(backend(), KEY, false, 0).unwrap();
+    set()
+        .bind_curlwp::<OneSet>(backend(), KEY, false, 0)
+        .unwrap();
     std::thread::spawn(|| set().unbind(KEY).unwrap())
         .join()
         .unwrap();
@@ -77,13 +85,18 @@ fn only_the_live_binder_finds_its_binding_in_the_set() {
     // Bound by a thread that exits still holding it: a thread made later with the same thread
     // pointer does not take that binding for its own.
     let dead = std::thread::spawn(|| {
-        set().bind_curlwp::<OneSet>(backend(), KEY, false, 0).unwrap();
+        set()
+            .bind_curlwp::<OneSet>(backend(), KEY, false, 0)
+            .unwrap();
         assert!(mine_in_set().is_some(), "the binder");
         thread_pointer()
     })
     .join()
     .unwrap();
-    assert!(set().is_bound(), "the set stays bound after its binder's exit");
+    assert!(
+        set().is_bound(),
+        "the set stays bound after its binder's exit"
+    );
     let mut reused = false;
     for _ in 0..20 {
         let (tp, mine) = std::thread::spawn(|| (thread_pointer(), mine_in_set()))

@@ -265,7 +265,8 @@ impl BoundSet {
         }
         // A write in progress: the general sample waits it out.
         let s1 = self.seq.snapshot()?;
-        let st = self.state.load(Ordering::Acquire);
+        // Inside the section (the snapshot's load acquires, `valid` checks it).
+        let st = self.state.load(Ordering::Relaxed);
         if st & (FROZEN | NOT_LEAN | DETACHED) != 0 {
             return self.sample_frozen_to(out, st, s1);
         }
@@ -289,8 +290,13 @@ impl BoundSet {
         if st & (FROZEN | DETACHED) != FROZEN {
             return None;
         }
-        for (o, v) in out.iter().zip(&self.frozen_vals[..]) {
-            o.store(v.load(Ordering::Relaxed), Ordering::Relaxed);
+        let frozen = self.frozen_vals.as_ptr();
+        for (i, o) in out.iter().enumerate() {
+            // SAFETY: `frozen_vals` holds `n` values, and `out` is `n` slots (tested).
+            o.store(
+                unsafe { &*frozen.add(i) }.load(Ordering::Relaxed),
+                Ordering::Relaxed,
+            );
         }
         let hrtime = self.frozen_at.load(Ordering::Relaxed) as i64;
         let running = self.frozen_running.load(Ordering::Relaxed);

@@ -150,12 +150,12 @@ pub extern "C" fn cpc_set_sample(
     // looked up itself. The buffer's size is checked against the binding's number of
     // requests (`sample_to`), which is the set's: requests are added to unbound sets only,
     // and a thread's inherited copy is bound from the same requests.
-    let (Some(s), Some(b)) = (edge::get(set), edge::get(buf)) else {
+    let Some(s) = edge::get(set).filter(|s: &&Set| s.cpc == cpc as usize) else {
         return checked(cpc, set, buf);
     };
-    if s.cpc != cpc as usize || b.cpc != cpc as usize {
+    let Some(b) = edge::get(buf).filter(|b: &&Buf| b.cpc == cpc as usize) else {
         return checked(cpc, set, buf);
-    }
+    };
     // The thread's binding whatever its state: `sample_to_untimed` tests that it is not
     // gone, and the general path is given it only if it is not. The binder's own first,
     // kept in the set with its thread pointer (one register read and two loads); else (an

@@ -45,7 +45,8 @@ struct Bound {
 /// `mine_owner` is thread T's pointer, T's thread table holds `mine` (so T may use it without
 /// counting itself a reader): the pair is cleared before anything drops the binding from
 /// that table: every unbind and rebind ([`BindSlot::replace`]), T's exit ([`forget_mine_at_exit`]
-/// by way of `super::thread`) and, in a child of `fork`, the forking thread's set. A thread
+/// by way of `super::thread`; in a child of `fork` the one thread's exit too, or its forgetting
+/// its set when it held an inheritable one). A thread
 /// created after T exited may get T's thread pointer: it finds the pair cleared.
 struct BindSlot {
     ptr: AtomicPtr<Bound>,

@@ -126,20 +126,18 @@ fn forget_mine_here(forget: Option<fn(usize)>) {
 }
 
 /// The calling thread just recorded itself as its set's binder: `forget` (given the set's
-/// key) is to undo that when the thread exits, or in the child of a `fork` it makes (a thread
-/// created later may get its thread pointer, which is how the set knows its binder).
+/// key) is to undo that when the thread exits (a thread created later may get its thread
+/// pointer, which is how the set knows its binder). In a child of `fork` the one thread runs
+/// it at its exit too (its thread-locals are the forking thread's), or when the child forgets
+/// its set (`after_fork_in_child`); no handler of `fork` of its own (issue 48: registering one
+/// at the first bind was instructions of every first use).
 pub fn clear_at_exit(forget: fn(usize)) {
-    static ATFORK: Once = Once::new();
-    ATFORK.call_once(|| {
-        // SAFETY: registers a plain function.
-        unsafe { libc::pthread_atfork(None, None, Some(forget_mine_in_child)) };
-    });
     let _ = AT_EXIT.try_with(|e| e.0.set(Some(forget)));
 }
 
-/// In the child of `fork`: the one thread forgets its set's record of it (see
-/// [`clear_at_exit`]).
-extern "C" fn forget_mine_in_child() {
+/// In the child of `fork`, before the thread forgets its set: the set's record of it goes
+/// first (see [`clear_at_exit`]).
+fn forget_mine_in_child() {
     forget_mine_here(AT_EXIT.try_with(|e| e.0.get()).ok().flatten());
 }
 
