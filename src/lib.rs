@@ -64,4 +64,4 @@ pub mod engine;
 
 pub use base::error::{Error, Result};
 pub use base::set::{Attr, CounterSet, Request, RequestFlags, Target};
-pub use engine::{bind, bind_with, Binding, BoundSet, OverflowEvent, SampleInfo};
+pub use engine::{bind, bind_with, Binding, BoundSet, OverflowEvent, SampleInfo, Sampled};

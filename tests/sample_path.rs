@@ -223,3 +223,44 @@ fn sample_to_answers_a_stopped_set_as_the_sample_does_and_leaves_the_rest() {
         assert_eq!(load(&three), [7, 7, 7], "not written");
     }
 }
+
+// Issue 48: `BoundSet::sample_to_untimed` (cpc_set_sample's common case, the clock read by the
+// caller) tests frozen, not of the lean kind and unbound with one load of the state word: a
+// stopped set answers with the values and time of its freeze; a running set read with read()
+// (software events) leaves it to the general sample, and so does a stopped set once unbound
+// on another thread, though its values of the freeze are still there.
+#[test]
+fn sample_to_untimed_answers_a_stopped_set_and_not_an_unbound_one() {
+    use std::sync::atomic::AtomicU64;
+    let b = bind(&["task-clock"]);
+    let slots = [AtomicU64::new(0)];
+    let user = b.group().direct_read().is_some_and(|d| d.reads_user());
+    assert_eq!(b.is_lean(), user, "the lean kind: read from its pages");
+    if !user {
+        assert_eq!(
+            b.sample_to_untimed(&slots),
+            None,
+            "running, read with read()"
+        );
+    }
+    b.stop().unwrap();
+    let mut v = [0u64; 1];
+    let info = b.sample(&mut v).unwrap();
+    let s = b.sample_to_untimed(&slots).expect("a stopped set answers");
+    assert_eq!(s.frozen_at, Some(info.hrtime), "the time of the freeze");
+    assert_eq!(s.bound_running_ns, info.bound_running_ns);
+    assert_eq!(slots[0].load(std::sync::atomic::Ordering::Relaxed), v[0]);
+    assert_eq!(
+        b.sample_to(&slots),
+        Some((info.hrtime, info.bound_running_ns))
+    );
+    // Unbound on another thread: this thread's table keeps the binding until its next bind
+    // (so the address stays valid here), stopped, with its values of the freeze.
+    let p: *const perfcompat::BoundSet = &*b;
+    std::thread::spawn(move || drop(b)).join().unwrap();
+    // SAFETY: held by this thread's table (see above).
+    let gone = unsafe { &*p };
+    assert!(gone.is_gone() && gone.is_frozen());
+    assert_eq!(gone.sample_to_untimed(&slots), None, "unbound");
+    assert_eq!(gone.sample_to(&slots), None);
+}

@@ -300,8 +300,11 @@ impl SeqCount {
     /// Whether nothing was written since `begin` returned `s`.
     #[inline]
     pub fn valid(&self, s: u64) -> bool {
+        // The reads of the section are ordered before the load by the fence: the load itself
+        // needs no ordering of its own (on arm64 a plain load at an offset, where an acquire
+        // load needs its address computed first: issue 48).
         std::sync::atomic::fence(Ordering::Acquire);
-        self.0.load(Ordering::Acquire) == s
+        self.0.load(Ordering::Relaxed) == s
     }
 }
 

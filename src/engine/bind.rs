@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize
 use std::sync::Arc;
 
 use super::thread::{on_overflow_fd, on_overflow_unknown, register, unregister};
-use super::{BoundSet, NEXT_ID};
+use super::{BoundSet, LeanPages, NEXT_ID, NOT_LEAN};
 use crate::backend::{self, Backend};
 use crate::base::error::{Error, Result};
 use crate::base::sched::{self, Candidate};
@@ -202,6 +202,15 @@ pub fn bind_tagged(
     }
     let group = backend.open(reqs, &slots, target)?;
     let direct = group.direct_read();
+    // The lean kind: read from user space, no notifying request, one page per request (the
+    // lean read indexes the pages, `base` and `origin` by request without a length test).
+    let pages = direct
+        .as_ref()
+        .filter(|d| notify == 0 && d.reads_user())
+        .and_then(|d| d.user_pages())
+        .filter(|p| p.len() == n)
+        .map_or(std::ptr::null(), |p| p.as_ptr());
+    let lean = !pages.is_null();
     let b = Arc::new(BoundSet {
         id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         n,
@@ -211,7 +220,8 @@ pub fn bind_tagged(
         owner_mark: super::thread::thread_mark(),
         kind: backend.shape_unmeasured().kind,
         group,
-        lean: notify == 0 && direct.as_ref().is_some_and(|d| d.reads_user()),
+        lean,
+        lean_pages: LeanPages(pages),
         direct,
         notify,
         seq: SeqCount::new(),
@@ -224,7 +234,7 @@ pub fn bind_tagged(
         frozen_running: AtomicU64::new(0),
         frozen_events: zeroed(n),
         sums: zeroed(n),
-        state: AtomicU64::new(0),
+        state: AtomicU64::new(if lean { 0 } else { NOT_LEAN }),
         owner_key: crate::base::sigsafe::thread_key(),
         frozen_at: AtomicU64::new(0),
         overflowed: AtomicU64::new(0),

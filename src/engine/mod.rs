@@ -46,7 +46,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-use crate::backend::perf::DirectRead;
+use crate::backend::perf::{DirectRead, UserPage};
 use crate::backend::{BackendKind, Group};
 use crate::base::set::Target;
 use crate::base::sigsafe::SeqCount;
@@ -62,6 +62,7 @@ mod watched;
 
 pub use bind::{bind, bind_tagged, bind_with, check_bind, check_request, plan, Binding};
 pub use overflow::{add_overflow_hook, dropped_at_freezes, set_overflow_hook};
+pub use sample::Sampled;
 pub use thread::{
     owned, owned_any, owned_key, set_owned, with_current, with_made_state, with_owned,
     with_owned_state, with_thread_binding, OwnedState, Owner, MAX_THREAD_BINDINGS,
@@ -201,8 +202,29 @@ const RUNS_ON: u64 = 2;
 /// Frozen at an overflow record where the kernel stopped the group, right at the wrap, with
 /// the restart made ready (see `ready_restart_at`).
 const READY: u64 = 4;
+/// Set at the bind, never cleared: the lean sample cannot answer for this binding (it is not
+/// read from its counter pages, or a request notifies; see `BoundSet::lean`). In the state
+/// word so that `cpc_set_sample`'s common case tests frozen, not lean and unbound with one
+/// load (issue 48).
+const NOT_LEAN: u64 = 8;
+/// Unbound ([`BoundSet::detach`]'s write sets it, beside the `detached` flag every other path
+/// reads): for the same one test.
+const DETACHED: u64 = 16;
 /// One write more (the rest of the word counts writes).
-const EPOCH: u64 = 8;
+const EPOCH: u64 = 32;
+
+/// The members' counter pages of a binding of the lean kind (`BoundSet::lean`), one per
+/// request: the first of `n` [`UserPage`]s in its `DirectRead`, which is never replaced, or
+/// null for any other binding. The lean read indexes them, and `base` and `origin`, without
+/// a length test (issue 48: the slices' lengths and their minimum were a tenth of a sample).
+#[derive(Debug, Clone, Copy)]
+struct LeanPages(*const UserPage);
+
+// SAFETY: the pages are shared read-only mappings, read with volatile loads from any thread
+// (as `UserPage` itself, which is Send and Sync).
+unsafe impl Send for LeanPages {}
+// SAFETY: as above.
+unsafe impl Sync for LeanPages {}
 
 /// A bound set: the engine's state for one binding. Reached through a [`Binding`] (which owns
 /// it) or, for the calling thread's current binding, through [`with_current`].
@@ -227,6 +249,8 @@ pub struct BoundSet {
     // from user space (`DirectRead::reads_user`) and no request notifies. Fixed at the bind,
     // so that the lean sample tests one word where it tested four (issue 48).
     lean: bool,
+    // `direct`'s pages when `lean` (exactly `n` of them), else null.
+    lean_pages: LeanPages,
     notify: u64,
     seq: SeqCount,
     preset: Box<[AtomicU64]>,
@@ -237,7 +261,7 @@ pub struct BoundSet {
     // (unless `runs_on`), so restart and resume start from them without stopping and reading
     // again (two system calls fewer on every overflow that the handler restarts).
     frozen_raw: Box<[AtomicU64]>,
-    // FROZEN, RUNS_ON, READY and a count of writes (EPOCH): one word, so that the restart of a
+    // FROZEN, RUNS_ON, READY, NOT_LEAN, DETACHED and a count of writes (EPOCH): one word, so that the restart of a
     // set that counts on, or of one made ready at its freeze, can take effect in one
     // compare-and-swap without blocking signals (`restart_counting_on`, `restart_ready`). RUNS_ON: frozen at an overflow record while the backend's
     // group counts on ([`KernelStop::Running`]): `frozen_raw` is the count at the overflow,

@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{BoundSet, SampleInfo, FROZEN};
+use super::{BoundSet, SampleInfo, DETACHED, FROZEN, NOT_LEAN};
 use crate::backend::Times;
 use crate::base::error::{Error, Result};
 use crate::base::set::{Target, MAX_REQUESTS};
@@ -55,6 +55,16 @@ impl Slot for AtomicU64 {
     fn put(&self, v: u64) {
         self.store(v, Ordering::Relaxed);
     }
+}
+
+/// What [`BoundSet::sample_to_untimed`] tells besides the values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sampled {
+    /// [`SampleInfo::bound_running_ns`].
+    pub bound_running_ns: u64,
+    /// The time of the freeze for a stopped set ([`SampleInfo::hrtime`]); `None` for a running
+    /// one, whose time is the caller's clock read, made after this returns.
+    pub frozen_at: Option<i64>,
 }
 
 /// What the lean sample tells besides the values ([`SampleInfo`]'s fields of the same names).
@@ -184,35 +194,40 @@ impl BoundSet {
     /// The lean read, inside a sequence section: each member's mmap page read
     /// ([`crate::backend::perf::UserPage::read`]) and its virtual value put straight into its
     /// slot of `out` (one per request); the time enabled and running since the last restart,
-    /// and the group's times. `None` when there are no pages, `out` is of another
-    /// size, a member is off its counter or was multiplexed, or the interval since the last
-    /// restart is incomplete (the general sample marks it: the generation word). For a set
-    /// of the lean kind only: the callers test `BoundSet::lean` first (once).
+    /// and the group's times. `None` when a member is off its counter or was multiplexed, or
+    /// the interval since the last restart is incomplete (the general sample marks it: the
+    /// generation word). For a set of the lean kind only, with `out` of `n` slots: the callers
+    /// test `BoundSet::lean` (or `NOT_LEAN` in the state word) and the size first.
     #[inline(always)]
     fn read_user_into<S: Slot>(&self, out: &[S]) -> Option<(u64, u64, Times)> {
-        debug_assert!(self.lean);
-        let pages = self.direct.as_ref()?.user_pages()?;
-        if pages.len() != out.len() {
-            return None;
-        }
-        // Zipped: one length test for the four slices (`base` and `origin` hold one value per
-        // request), none per member.
+        debug_assert!(self.lean && !self.lean_pages.0.is_null() && out.len() == self.n);
+        let n = self.n;
+        let (pages, base, origin) = (self.lean_pages.0, self.base.as_ptr(), self.origin.as_ptr());
+        // SAFETY: for a lean binding `lean_pages` is its `n` pages (fixed at the bind, valid
+        // while `direct` is, which is never replaced), `base` and `origin` hold `n` values
+        // each, and the callers give `n` slots: `i < n` below. Indexed without a length test
+        // (issue 48: the three slices' lengths and their minimum were ~10 instructions of
+        // every sample).
+        let member = |i: usize| unsafe {
+            (
+                *pages.add(i),
+                out.get_unchecked(i),
+                &*base.add(i),
+                &*origin.add(i),
+            )
+        };
         let put = |o: &S, base: &AtomicU64, origin: &AtomicU64, count: u64| {
             let events = count.wrapping_sub(origin.load(Ordering::Relaxed));
             o.put(virt::virtual_value(base.load(Ordering::Relaxed), events));
         };
-        let mut members = pages
-            .iter()
-            .zip(out)
-            .zip(&self.base[..])
-            .zip(&self.origin[..]);
         // The first member apart: its times are the group's (as `DirectRead::read`'s), and
         // a one-request set has no loop.
-        let (((first, o), base), origin) = members.next()?;
+        let (first, o, b, g) = member(0);
         let (count, times) = first.read()?;
-        put(o, base, origin, count);
-        for (((page, o), base), origin) in members {
-            put(o, base, origin, page.read()?.0);
+        put(o, b, g, count);
+        for i in 1..n {
+            let (page, o, b, g) = member(i);
+            put(o, b, g, page.read()?.0);
         }
         let (enabled, running) = self.since_restart(&times);
         if running < enabled {
@@ -222,61 +237,85 @@ impl BoundSet {
     }
 
     /// libcpc's common sample (issue 48), written straight into `out` (one value per request,
-    /// the caller's buffer): the time of the sample and the running time since the bind
-    /// ([`SampleInfo::hrtime`], [`SampleInfo::bound_running_ns`]). Two cases answer:
+    /// the caller's buffer): the running time since the bind ([`SampleInfo::bound_running_ns`])
+    /// and, for a stopped set, the time of the freeze; for a running set the caller reads the
+    /// clock then ([`SampleInfo::hrtime`] is the time of the sample: nothing that follows can
+    /// fail). Two cases answer:
     ///
     /// - a frozen set (`cpc_disable`, an overflow): the values, time and running time of the
     ///   freeze, as [`BoundSet::sample`] gives them;
     /// - a running set of the lean kind ([`BoundSet::sample_running`]'s): each member read
-    ///   from its mmap page and made virtual into its slot of `out`, then one clock read.
+    ///   from its mmap page and made virtual into its slot of `out`.
     ///
     /// `None` for anything else (gone, a lost descriptor, a buffer of another size, a member
-    /// off its counter or multiplexed, a write during the read): nothing is decided, and the
-    /// caller takes [`BoundSet::sample`], which says what is wrong or reads the general way.
-    /// `out` may then hold some values of this try, which that sample writes over.
+    /// off its counter or multiplexed, a write during the read or in progress): nothing is
+    /// decided, and the caller takes [`BoundSet::sample`], which says what is wrong, waits
+    /// out a write or reads the general way. `out` may then hold some values of this try,
+    /// which that sample writes over.
     ///
-    /// No buffer of counts between the pages and `out`, no [`SampleInfo`], no `Result`: on
-    /// the arm64 guest each of those was instructions of every `cpc_set_sample`. For a binding
-    /// of the calling thread only, as [`BoundSet::sample_running`]. Async-signal-safe.
+    /// No buffer of counts between the pages and `out`, no [`SampleInfo`], no `Result`, no
+    /// call (nor a wait: a caller without a frame of its own saves no registers for one): on
+    /// the arm64 guest each of those was instructions of every `cpc_set_sample`. Frozen, not
+    /// lean and unbound are one test of the state word. For a binding of the calling thread
+    /// only, as [`BoundSet::sample_running`]. Async-signal-safe.
     #[inline(always)]
-    pub fn sample_to(&self, out: &[AtomicU64]) -> Option<(i64, u64)> {
-        if out.len() != self.n {
+    pub fn sample_to_untimed(&self, out: &[AtomicU64]) -> Option<Sampled> {
+        if out.len() != self.n || self.lost() || self.inherited_from_parent() {
             return None;
         }
-        // A running group read with `read()` (software events on the host) pays these two
-        // tests for the try, before the general sample.
-        if !self.lean && self.state.load(Ordering::Relaxed) & FROZEN == 0 {
-            return None;
-        }
-        if self.gone() || self.lost() {
-            return None;
-        }
-        let s1 = self.seq.begin();
-        if self.state.load(Ordering::Acquire) & FROZEN != 0 {
-            for (o, v) in out.iter().zip(&self.frozen_vals[..]) {
-                o.store(v.load(Ordering::Relaxed), Ordering::Relaxed);
-            }
-            let hrtime = self.frozen_at.load(Ordering::Relaxed) as i64;
-            let running = self.frozen_running.load(Ordering::Relaxed);
-            if !self.seq.valid(s1) {
-                return None;
-            }
-            return Some((
-                hrtime,
-                running.wrapping_sub(self.bound_running0.load(Ordering::Relaxed)),
-            ));
+        // A write in progress: the general sample waits it out.
+        let s1 = self.seq.snapshot()?;
+        // Inside the section (the snapshot's load acquires, `valid` checks it).
+        let st = self.state.load(Ordering::Relaxed);
+        if st & (FROZEN | NOT_LEAN | DETACHED) != 0 {
+            return self.sample_frozen_to(out, st, s1);
         }
         let (_, _, times) = self.read_user_into(out)?;
         if !self.seq.valid(s1) {
             return None;
         }
-        // The clock last, as in `lean`.
-        Some((
-            now_ns(),
-            times
+        Some(Sampled {
+            bound_running_ns: times
                 .running
                 .wrapping_sub(self.bound_running0.load(Ordering::Relaxed)),
-        ))
+            frozen_at: None,
+        })
+    }
+
+    /// [`BoundSet::sample_to_untimed`] of a set whose state word `st` (read in the sequence
+    /// section begun at `s1`) is not the lean kind's running one: the values of the freeze
+    /// when it is frozen and bound, else `None`.
+    #[inline(always)]
+    fn sample_frozen_to(&self, out: &[AtomicU64], st: u64, s1: u64) -> Option<Sampled> {
+        if st & (FROZEN | DETACHED) != FROZEN {
+            return None;
+        }
+        let frozen = self.frozen_vals.as_ptr();
+        for (i, o) in out.iter().enumerate() {
+            // SAFETY: `frozen_vals` holds `n` values, and `out` is `n` slots (tested).
+            o.store(
+                unsafe { &*frozen.add(i) }.load(Ordering::Relaxed),
+                Ordering::Relaxed,
+            );
+        }
+        let hrtime = self.frozen_at.load(Ordering::Relaxed) as i64;
+        let running = self.frozen_running.load(Ordering::Relaxed);
+        if !self.seq.valid(s1) {
+            return None;
+        }
+        Some(Sampled {
+            bound_running_ns: running.wrapping_sub(self.bound_running0.load(Ordering::Relaxed)),
+            frozen_at: Some(hrtime),
+        })
+    }
+
+    /// [`BoundSet::sample_to_untimed`] with the time of the sample: `(hrtime, bound_running_ns)`
+    /// ([`SampleInfo::hrtime`], [`SampleInfo::bound_running_ns`]), the clock read last for a
+    /// running set. Async-signal-safe.
+    #[inline(always)]
+    pub fn sample_to(&self, out: &[AtomicU64]) -> Option<(i64, u64)> {
+        self.sample_to_untimed(out)
+            .map(|s| (s.frozen_at.unwrap_or_else(now_ns), s.bound_running_ns))
     }
 
     /// [`BoundSet::sample`] without the time of the sample: [`SampleInfo::hrtime`] is 0 (on a

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 
 use super::bind::FORKS;
-use super::{gen_word, next_generation, BoundSet, EPOCH, FROZEN, RUNS_ON};
+use super::{gen_word, next_generation, BoundSet, DETACHED, EPOCH, FROZEN, RUNS_ON};
 use crate::backend::{BackendKind, Group};
 use crate::base::error::{Error, Result};
 use crate::base::set::Target;
@@ -201,7 +201,11 @@ impl BoundSet {
         if !self.detached.swap(true, Ordering::AcqRel) && !self.inherited_from_parent() {
             // A descriptor the program closed is not stopped (nor any of the group's after it).
             let _ = self.check_descriptors();
-            self.write(|b| b.group.stop());
+            self.write(|b| {
+                b.group.stop();
+                // For `cpc_set_sample`'s common case, which tests the state word alone.
+                b.set_state(DETACHED, 0);
+            });
             if self.notify != 0 {
                 crate::base::watch::unregister(self.id);
             }

@@ -150,23 +150,30 @@ pub extern "C" fn cpc_set_sample(
     // looked up itself. The buffer's size is checked against the binding's number of
     // requests (`sample_to`), which is the set's: requests are added to unbound sets only,
     // and a thread's inherited copy is bound from the same requests.
-    let (Some(s), Some(b)) = (edge::get(set), edge::get(buf)) else {
+    let Some(s) = edge::get(set).filter(|s: &&Set| s.cpc == cpc as usize) else {
         return checked(cpc, set, buf);
     };
-    if s.cpc != cpc as usize || b.cpc != cpc as usize {
+    let Some(b) = edge::get(buf).filter(|b: &&Buf| b.cpc == cpc as usize) else {
         return checked(cpc, set, buf);
-    }
-    // The thread's binding whatever its state: `sample_to` tests that it is not gone, and
-    // the general path is given it only if it is not.
-    let any = lwp::mine_any(set as usize);
+    };
+    // The thread's binding whatever its state: `sample_to_untimed` tests that it is not
+    // gone, and the general path is given it only if it is not. The binder's own first,
+    // kept in the set with its thread pointer (one register read and two loads); else (an
+    // inherited copy, a set bound elsewhere) through the thread's table, a thread-local
+    // (issue 48: the TLS resolver's call and the entry's tests were ~14 instructions).
+    let any = s.mine_here().or_else(|| lwp::mine_any(set as usize));
     if let Some(bs) = any {
         // SAFETY: used at once, on this thread (`lwp::mine`'s rules).
-        if let Some((hrtime, bound_running_ns)) = unsafe { bs.as_ref() }.sample_to(&b.vals) {
-            b.hrtime.store(hrtime, Ordering::Relaxed);
+        if let Some(r) = unsafe { bs.as_ref() }.sample_to_untimed(&b.vals) {
             b.tick.store(
-                handles::ticks(bound_running_ns, s.tick_mult),
+                handles::ticks(r.bound_running_ns, s.tick_mult),
                 Ordering::Relaxed,
             );
+            // The clock last (a running set), after everything else is stored: only the
+            // buffer is kept across its call (issue 48: the values kept for the ticks were
+            // moved to the stack and back around it).
+            let hrtime = r.frozen_at.unwrap_or_else(perfcompat::base::sys::now_ns);
+            b.hrtime.store(hrtime, Ordering::Relaxed);
             return 0;
         }
     }

@@ -6,6 +6,7 @@
 //! ([`super::thread`]) records as the thread's current set. The binding sits in a bind slot
 //! that signal handlers read without locks (`cpc_set_sample` in a SIGEMT handler).
 
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use super::cpu::{self, CpuPin};
@@ -15,6 +16,7 @@ use crate::backend::Backend;
 use crate::base::error::{Error, Result};
 use crate::base::set::Target;
 use crate::base::signal::Blocked;
+use crate::base::sys;
 use crate::engine::{self, Binding, BoundSet};
 
 /// How a set is bound.
@@ -35,9 +37,22 @@ struct Bound {
 
 /// The binding of a set: a pointer that signal handlers read without locks, and a count of
 /// readers so that unbinding never frees a binding a reader on another thread still uses.
+///
+/// Beside it, for `cpc_set_sample`'s common case (issue 48), the binder's own: the binding
+/// `cpc_bind_curlwp` made and the thread pointer ([`sys::thread_pointer`]) of the thread that
+/// made it, so that the binder finds its counters with one register read and two loads rather
+/// than through a thread-local (a call to the TLS resolver in a shared library). While
+/// `mine_owner` is thread T's pointer, T's thread table holds `mine` (so T may use it without
+/// counting itself a reader): the pair is cleared before anything drops the binding from
+/// that table: every unbind and rebind ([`BindSlot::replace`]), T's exit ([`forget_mine_at_exit`]
+/// by way of `super::thread`; in a child of `fork` the one thread's exit too, or its forgetting
+/// its set when it held an inheritable one). A thread
+/// created after T exited may get T's thread pointer: it finds the pair cleared.
 struct BindSlot {
     ptr: AtomicPtr<Bound>,
     readers: AtomicUsize,
+    mine_owner: AtomicUsize,
+    mine: AtomicPtr<BoundSet>,
 }
 
 impl BindSlot {
@@ -45,6 +60,48 @@ impl BindSlot {
         BindSlot {
             ptr: AtomicPtr::new(std::ptr::null_mut()),
             readers: AtomicUsize::new(0),
+            mine_owner: AtomicUsize::new(0),
+            mine: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// The binding the calling thread made with `cpc_bind_curlwp`, if this is it: read
+    /// without a reader's count (see the type). Async-signal-safe: two loads beside the
+    /// thread pointer, and the owner read again after the binding (a clear, then another
+    /// thread's bind, between the two loads must not hand this thread that thread's binding).
+    #[inline(always)]
+    fn mine_here(&self) -> Option<NonNull<BoundSet>> {
+        let tp = sys::thread_pointer();
+        if self.mine_owner.load(Ordering::Relaxed) != tp {
+            return None;
+        }
+        // Acquire: a binding stored after a clear (both stores release the owner's change
+        // before them) makes the owner's clear visible to the load below.
+        let p = self.mine.load(Ordering::Acquire);
+        if self.mine_owner.load(Ordering::Relaxed) != tp {
+            return None;
+        }
+        NonNull::new(p)
+    }
+
+    /// Record `b`, just bound by the calling thread to itself, as its own (see the type).
+    fn set_mine(&self, b: *const BoundSet) {
+        self.mine.store(b.cast_mut(), Ordering::Release);
+        self.mine_owner
+            .store(sys::thread_pointer(), Ordering::Release);
+    }
+
+    /// Forget the binder's own binding, whoever made it.
+    fn clear_mine(&self) {
+        self.mine_owner.store(0, Ordering::Relaxed);
+        self.mine.store(std::ptr::null_mut(), Ordering::Release);
+    }
+
+    /// Forget the binder's own binding if the calling thread made it (it is exiting, or is
+    /// the child's thread after `fork`).
+    fn clear_mine_if_here(&self) {
+        if self.mine_owner.load(Ordering::Relaxed) == sys::thread_pointer() {
+            self.clear_mine();
         }
     }
 
@@ -68,6 +125,8 @@ impl BindSlot {
     /// for signal handlers: it waits for readers on other threads.
     fn replace(&self, new: Option<Box<Bound>>) {
         let _blocked = Blocked::all();
+        // Before the old binding can leave its thread's table (see the type).
+        self.clear_mine();
         let new = new.map_or(std::ptr::null_mut(), Box::into_raw);
         let old = self.ptr.swap(new, Ordering::SeqCst);
         if !old.is_null() {
@@ -192,8 +251,14 @@ impl Set {
         };
         let tid = engine::gettid();
         self.bind(backend, target, How::Lwp { tid }, tag)?;
-        let id = self.bound.with(|b| b.binding.id()).unwrap_or(0);
+        let (id, mine) = self
+            .bound
+            .with(|b| (b.binding.id(), &*b.binding as *const BoundSet))
+            .unwrap_or((0, std::ptr::null()));
         lwp::set_current(key, id);
+        // Its own binding for `cpc_set_sample`, forgotten again when this thread exits.
+        lwp::clear_at_exit(forget_mine_at_exit::<S>);
+        self.bound.set_mine(mine);
         drop(blocked);
         if emt {
             if let Ok(reqs) = self.reqs.counter_set() {
@@ -242,6 +307,18 @@ impl Set {
         Ok(())
     }
 
+    /// The binding the calling thread made of this set with `cpc_bind_curlwp`, if it did:
+    /// `cpc_set_sample`'s common case, without a thread-local (issue 48); a thread holding an
+    /// inherited copy finds it through [`lwp::mine`]. It may be gone (unbound on another
+    /// thread meanwhile, or the parent's after `fork`): the caller tests it
+    /// ([`BoundSet::is_gone`], or the sample's own test). Valid while the calling thread does
+    /// not unbind, bind or exit, as [`lwp::mine`]'s: use it at once, on this thread.
+    /// Async-signal-safe.
+    #[inline(always)]
+    pub fn mine_here(&self) -> Option<NonNull<BoundSet>> {
+        self.bound.mine_here()
+    }
+
     /// Run `f` on the calling thread's counters for this set (key `key`): its binding or its
     /// inherited copy, found through thread-local state first, else the set's binding. `None`
     /// when unbound. Async-signal-safe and allocation-free.
@@ -268,5 +345,16 @@ fn unbind_previous<S: Sets>() {
         if mine {
             s.bound.replace(None);
         }
+    }
+}
+
+/// The calling thread exits (or is the child's thread after `fork`): its set found in `S`
+/// by key (`key`) forgets the thread's own binding ([`Set::mine_here`]), if the thread made
+/// it: a thread created later may have its thread pointer. The set is looked up as
+/// `unbind_previous` does it (the rule of the C layer: a handle is not destroyed while another
+/// thread uses it).
+fn forget_mine_at_exit<S: Sets>(key: usize) {
+    if let Some(s) = S::by_key(key) {
+        s.bound.clear_mine_if_here();
     }
 }

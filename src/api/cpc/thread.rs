@@ -31,7 +31,7 @@
 //!   in Solaris), but threads created afterwards inherit nothing.
 //! - After `fork` the child inherits nothing: its only thread's inheritable set is forgotten.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
 
@@ -98,6 +98,47 @@ thread_local! {
             copy: None,
         })
     };
+}
+
+/// What forgets, in the set this thread bound with `cpc_bind_curlwp`, that the binding is
+/// this thread's own (the set's record of its binder, see `super::set`): run when the thread
+/// exits (before its thread table drops the binding) and in the child of `fork`.
+struct AtExit(Cell<Option<fn(usize)>>);
+
+impl Drop for AtExit {
+    fn drop(&mut self) {
+        forget_mine_here(self.0.get());
+    }
+}
+
+thread_local! {
+    /// Set by the thread's first `cpc_bind_curlwp` ([`clear_at_exit`]); its destructor runs
+    /// at the thread's exit.
+    static AT_EXIT: AtExit = const { AtExit(Cell::new(None)) };
+}
+
+/// Run `forget` with this thread's set (its key), if it has one.
+fn forget_mine_here(forget: Option<fn(usize)>) {
+    let key = current_set();
+    if let (Some(f), false) = (forget, key == 0) {
+        f(key);
+    }
+}
+
+/// The calling thread just recorded itself as its set's binder: `forget` (given the set's
+/// key) is to undo that when the thread exits (a thread created later may get its thread
+/// pointer, which is how the set knows its binder). In a child of `fork` the one thread runs
+/// it at its exit too (its thread-locals are the forking thread's), or when the child forgets
+/// its set (`after_fork_in_child`); no handler of `fork` of its own (issue 48: registering one
+/// at the first bind was instructions of every first use).
+pub fn clear_at_exit(forget: fn(usize)) {
+    let _ = AT_EXIT.try_with(|e| e.0.set(Some(forget)));
+}
+
+/// In the child of `fork`, before the thread forgets its set: the set's record of it goes
+/// first (see [`clear_at_exit`]).
+fn forget_mine_in_child() {
+    forget_mine_here(AT_EXIT.try_with(|e| e.0.get()).ok().flatten());
 }
 
 // The set this thread bound with `cpc_bind_curlwp` (or holds an inherited copy of) and the
@@ -228,6 +269,8 @@ extern "C" fn after_fork_in_child() {
         }
     });
     ACTIVE.store(0, Ordering::Release);
+    // Before the set is forgotten (the handlers of `fork` run in the order they were added).
+    forget_mine_in_child();
     set_current(0, 0);
 }
 

@@ -255,11 +255,13 @@ fn read_one(rdpmc: &impl CounterRead, p: *mut perf_event_mmap_page) -> Option<(u
                 return None;
             }
             let width = ptr::read_volatile(&(*p).pmc_width) as u32;
-            let mut pmc = rdpmc.read(idx - 1) as i64;
-            if width > 0 && width < 64 {
-                let shift = 64 - width;
-                pmc = (pmc << shift) >> shift;
-            }
+            // Sign-extended from `width` bits: the shifts wrap (modulo 64), so a width of 0
+            // or 64 (the kernel gives at most 64) shifts by 0 and leaves the value as read,
+            // without a test (issue 48: three instructions of each member's read).
+            let shift = 64u32.wrapping_sub(width);
+            let pmc = (rdpmc.read(idx - 1) as i64)
+                .wrapping_shl(shift)
+                .wrapping_shr(shift);
             let count = (offset as u64).wrapping_add(pmc as u64);
             std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
             if ptr::read_volatile(&(*p).lock) == seq {
@@ -284,6 +286,49 @@ mod tests {
     use crate::backend::perf::host::user_task_clock;
     use crate::backend::perf::kernel::{Kernel, LINUX};
     use crate::backend::perf::open_attr;
+
+    /// A counter read that gives one value, whatever the counter.
+    struct Fixed(u64);
+
+    impl CounterRead for Fixed {
+        fn read(&self, _: u32) -> u64 {
+            self.0
+        }
+    }
+
+    // Issue 48: the counter's value is sign-extended from the page's `pmc_width` with two
+    // shifts by (64 - width) mod 64, without a test of the width: a width of 64 (or 0, a page
+    // that gives none) leaves the value as read, as the test of the width did.
+    #[test]
+    fn the_counter_is_sign_extended_from_its_width() {
+        // SAFETY: an all-zero mmap page is a valid value of the plain C struct.
+        let mut page: perf_event_mmap_page = unsafe { std::mem::zeroed() };
+        page.index = 3;
+        page.offset = 1000;
+        page.time_enabled = 5;
+        page.time_running = 5;
+        let p: *mut perf_event_mmap_page = &mut page;
+        let cases = [
+            (32, 0xffff_fff0, 1000 - 16),
+            (32, 0x7fff_fff0, 1000 + 0x7fff_fff0),
+            (32, 0x1_0000_0005, 1005),
+            (48, 0xffff_ffff_fffe, 998),
+            (47, 0x7fff_ffff_ffff, 999),
+            (64, u64::MAX, 999),
+            (64, 7, 1007),
+            (0, 0xffff_fff0, 1000 + 0xffff_fff0),
+        ];
+        for (width, raw, want) in cases {
+            // SAFETY: `p` is the page above, alive and not otherwise borrowed.
+            unsafe { (*p).pmc_width = width };
+            let (count, en, run) = read_one(&Fixed(raw), p).expect("on a counter");
+            assert_eq!(count, want, "width {width}, counter {raw:#x}");
+            assert_eq!((en, run), (5, 5));
+        }
+        // SAFETY: as above.
+        unsafe { (*p).index = 0 };
+        assert_eq!(read_one(&Fixed(1), p), None, "not on a counter");
+    }
 
     /// `n` disabled user-mode task-clock counters of the calling thread.
     fn software_counters(n: usize) -> std::result::Result<Vec<OwnedFd>, i32> {
