@@ -1048,3 +1048,56 @@ fn the_sets_are_checked_before_the_command_runs_not_bound() {
         assert!(hits.is_empty(), "{word} before the command runs: {hits:#?}");
     }
 }
+
+/// Issue 48: cputrack lets its command go and waits for the command's exec stop alone: it
+/// does not first wait on the pipe that reports an exec failure (the exec's close of that pipe
+/// woke it before the stop: two context switches more). The pipe is read only if the command
+/// ends before its exec (`refusals_name_the_cause`, `errors_name_the_cause` in pctx.rs).
+#[test]
+fn the_command_is_let_go_and_its_exec_stop_awaited_alone() {
+    let Some(trace) = cputrack_traced("cputrack-go", &["-T", "0", "-c", "page-faults", "true"])
+    else {
+        return;
+    };
+    let lines: Vec<&str> = trace.lines().collect();
+    let go = lines
+        .iter()
+        .position(|l| l.starts_with("write(") && l.contains(", \"g\", 1)"))
+        .unwrap_or_else(|| panic!("no go-ahead written: {trace}"));
+    let stop = go
+        + lines[go..]
+            .iter()
+            .position(|l| l.starts_with("wait4("))
+            .unwrap_or_else(|| panic!("no wait after the go-ahead: {trace}"));
+    let reads: Vec<&&str> = lines[go..stop]
+        .iter()
+        .filter(|l| l.starts_with("read("))
+        .collect();
+    assert!(
+        reads.is_empty(),
+        "waited on the status pipe first: {:#?}",
+        &lines[go..=stop]
+    );
+}
+
+/// Issue 48: the command's path is looked up once before it is started (pctx checks that
+/// `execvp` can run it; the fork used to look again).
+#[test]
+fn the_commands_path_is_looked_up_once() {
+    let path = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("true"))
+        .find(|p| p.is_file())
+        .expect("true in PATH");
+    let path = path.to_str().unwrap();
+    let Some(trace) = cputrack_traced("cputrack-path", &["-T", "0", "-c", "page-faults", path])
+    else {
+        return;
+    };
+    let looked: Vec<&str> = trace
+        .lines()
+        .take_while(|l| !l.starts_with("clone"))
+        .filter(|l| l.contains(&format!("\"{path}\"")))
+        .filter(|l| !l.starts_with("execve(") && !l.starts_with("access("))
+        .collect();
+    assert_eq!(looked.len(), 1, "{path} looked up: {looked:#?}");
+}

@@ -86,17 +86,27 @@ impl Child {
     /// Fork; the child restores `mask`, waits for [`Child::release`] and runs `command`
     /// (with `hear`, under the filter of [`hear`]).
     pub(crate) fn spawn(command: &[OsString], mask: &libc::sigset_t, hear: bool) -> Result<Child> {
-        let name = command
-            .first()
-            .ok_or_else(|| Error::InvalidArgument("no command to run".into()))?;
         // A command that is nowhere is refused before the fork, as `pctx_create` documents;
         // every other exec failure (permissions, format) is reported by the child.
-        if !findable(name) {
+        if let Some(name) = command.first().filter(|n| !findable(n)) {
             return Err(Error::CannotRun {
                 command: name.to_string_lossy().into_owned(),
                 errno: libc::ENOENT,
             });
         }
+        Self::spawn_found(command, mask, hear)
+    }
+
+    /// [`Child::spawn`] for a caller that made sure `execvp` can find the command (with
+    /// [`executable`]): the command's path is not looked up again (issue 48: a `statx` less).
+    pub(super) fn spawn_found(
+        command: &[OsString],
+        mask: &libc::sigset_t,
+        hear: bool,
+    ) -> Result<Child> {
+        let name = command
+            .first()
+            .ok_or_else(|| Error::InvalidArgument("no command to run".into()))?;
         let argv = command
             .iter()
             .map(|a| {
@@ -170,15 +180,31 @@ impl Child {
         })
     }
 
-    /// Let the child run the command; [`Error::CannotRun`] if `execvp` failed.
+    /// Let the child run the command; [`Error::CannotRun`] if `execvp` failed. Waits until the
+    /// child has executed the command or failed to.
     pub(crate) fn release(&mut self) -> Result<()> {
+        self.let_go();
+        self.exec_error()
+    }
+
+    /// Let the child run the command, without waiting for its exec: a tracer learns of it
+    /// from the exec stop, and of its failure from the child's end ([`Child::exec_error`]).
+    pub(super) fn let_go(&mut self) {
         if self.go < 0 {
-            return Ok(());
+            return;
         }
         write_all(self.go, b"g");
         // SAFETY: our pipe end.
         unsafe { libc::close(self.go) };
         self.go = -1;
+    }
+
+    /// [`Error::CannotRun`] if the child, let go, could not execute the command (it says why
+    /// on the status pipe before it ends). Blocks until it has executed the command or ended.
+    pub(super) fn exec_error(&mut self) -> Result<()> {
+        if self.status < 0 {
+            return Ok(());
+        }
         let mut buf = [0u8; 4];
         let mut got = 0;
         while got < 4 {
@@ -192,6 +218,9 @@ impl Child {
             }
             got += n as usize;
         }
+        // SAFETY: our pipe end, read to its end.
+        unsafe { libc::close(self.status) };
+        self.status = -1;
         if got == 4 {
             return Err(Error::CannotRun {
                 command: self.name.clone(),
@@ -227,7 +256,9 @@ impl Drop for Child {
             if self.go >= 0 {
                 libc::close(self.go); // the waiting child reads EOF and exits
             }
-            libc::close(self.status);
+            if self.status >= 0 {
+                libc::close(self.status);
+            }
             if !self.reaped {
                 if self.go < 0 {
                     libc::kill(self.pid, libc::SIGKILL);

@@ -26,9 +26,16 @@ impl Pctx {
         if !self.started {
             self.started = true;
             if let Some(c) = &mut self.child {
-                c.release()?;
+                // Let it go and wait for its exec stop alone (issue 48): waiting on the status
+                // pipe first, this process was woken by the exec's close of the pipe, before
+                // the stop, two context switches more. The pipe is read only if the command
+                // ended before its exec, to say why.
+                c.let_go();
                 self.await_exec()?;
                 if let Some(s) = self.status {
+                    if let Some(c) = &mut self.child {
+                        c.exec_error()?;
+                    }
                     return Ok(Some(s));
                 }
             }
