@@ -1101,3 +1101,78 @@ fn the_commands_path_is_looked_up_once() {
         .collect();
     assert_eq!(looked.len(), 1, "{path} looked up: {looked:#?}");
 }
+
+/// Issue 48: cputrack creates its command sharing its memory until the exec
+/// (`clone(CLONE_VM)`, as `posix_spawn` does), not as a copy of itself (`fork`): the copy's
+/// page tables, the copy-on-write faults of every page cputrack wrote while the command ran,
+/// and the exec's teardown of the copy were ~0.3 M instructions of its fixed cost in the arm64
+/// guest.
+#[test]
+fn the_command_is_created_without_copying_cputrack() {
+    let Some(trace) = cputrack_traced("cputrack-clone", &["-T", "0", "-c", "page-faults", "true"])
+    else {
+        return;
+    };
+    let created: Vec<&str> = trace
+        .lines()
+        .filter(|l| {
+            ["clone(", "clone3(", "fork(", "vfork("]
+                .iter()
+                .any(|c| l.starts_with(c))
+        })
+        .collect();
+    assert_eq!(created.len(), 1, "{trace}");
+    assert!(created[0].contains("CLONE_VM"), "a copy: {created:?}");
+}
+
+/// The command created sharing cputrack's memory waits for its exec with every signal
+/// blocked (no handler of cputrack's may run in it): it still starts with the signal mask and
+/// the ignored signals it would have alone (here SIGUSR2 blocked and SIGHUP ignored by the
+/// caller).
+#[test]
+fn the_command_starts_with_the_callers_signal_mask_and_dispositions() {
+    use std::os::unix::process::CommandExt;
+    fn caller(c: &mut Command) -> &mut Command {
+        // SAFETY: (the child, before exec) two async-signal-safe calls.
+        unsafe {
+            c.pre_exec(|| {
+                let mut s: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut s);
+                libc::sigaddset(&mut s, libc::SIGUSR2);
+                libc::pthread_sigmask(libc::SIG_SETMASK, &s, std::ptr::null_mut());
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+                Ok(())
+            })
+        }
+    }
+    let fields = |text: &str| -> Vec<String> {
+        ["SigBlk", "SigIgn"]
+            .iter()
+            .map(|f| format!("{f} {}", status_field(text, f)))
+            .collect()
+    };
+    let cat = ["cat", "/proc/self/status"];
+    let alone = caller(Command::new(cat[0]).guarded().arg(cat[1]))
+        .output()
+        .unwrap();
+    let dir = common::TempDir::new("cputrack-mask");
+    let file = dir.0.join("out.txt");
+    let tracked = caller(&mut cputrack_command(&[
+        "-T",
+        "0",
+        "-c",
+        "page-faults",
+        "-o",
+    ]))
+    .arg(&file)
+    .args(cat)
+    .output()
+    .unwrap();
+    assert!(tracked.status.success(), "{tracked:?}");
+    let (alone, tracked) = (
+        String::from_utf8_lossy(&alone.stdout),
+        String::from_utf8_lossy(&tracked.stdout),
+    );
+    assert_eq!(fields(&tracked), fields(&alone), "{tracked}");
+    assert!(fields(&alone)[0].ends_with("0000000000000800"), "{alone}");
+}

@@ -1,5 +1,7 @@
-//! The command [`Pctx::create`](super::Pctx::create) starts: forked to wait on a pipe, seized,
-//! let go to `execvp` it (searched in `PATH` as the shell does), and reaped.
+//! The command [`Pctx::create`](super::Pctx::create) starts: created to wait on a pipe
+//! (sharing the controller's memory until its exec, [`Child::spawn_traced`]; perfex's
+//! untraced command is forked, [`Child::spawn`]), seized, let go to `execvp` it (searched in
+//! `PATH` as the shell does), and reaped.
 
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -80,6 +82,140 @@ pub(crate) struct Child {
     go: i32,
     status: i32,
     pub(super) reaped: bool,
+    /// Spawned by [`Child::spawn_traced`].
+    mask_at_exec: bool,
+    // What the child reads until its exec (its arguments, its pipes) and the stack it runs on
+    // when it shares this process's memory: kept until it is gone (dropped after Drop::drop).
+    _argv: Vec<CString>,
+    _launch: Box<Launch>,
+    _stack: Option<Stack>,
+}
+
+/// What the child runs between its creation and its exec ([`run_launch`]).
+struct Launch {
+    /// The go-ahead pipe (read end, write end) and the exec-failure pipe (read, write).
+    go: [i32; 2],
+    st: [i32; 2],
+    /// The signal mask to restore before the exec (`None`: the tracer sets it at the exec
+    /// stop, [`Child::spawn_traced`]).
+    mask: Option<libc::sigset_t>,
+    hear: bool,
+    /// The command's arguments, NULL-terminated (pointing into [`Child`]'s `_argv`).
+    argv: Vec<*const libc::c_char>,
+}
+
+/// The stack of a child that shares this process's memory until its exec: mapped apart
+/// (nothing of this process next to it), unmapped when the Child is dropped.
+struct Stack {
+    base: *mut libc::c_void,
+    len: usize,
+}
+
+impl Stack {
+    /// Room for `execvp` (its `PATH` search builds each candidate on the stack, and a script
+    /// without `#!` gets an argument vector one longer there) and the filter's installation.
+    fn for_exec(argv: &[*const libc::c_char]) -> Result<Stack> {
+        let path = std::env::var_os("PATH").map_or(0, |p| p.len());
+        let len = (64 * 1024 + 2 * path + 16 * argv.len() + 4095) & !4095;
+        // SAFETY: a fresh private anonymous mapping.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(Error::last_os("mmap of the command's first stack"));
+        }
+        Ok(Stack { base, len })
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, no longer used (the child is gone or has executed).
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
+/// Create the child on `stack`, sharing this process's memory, with every signal blocked
+/// in it (and in this thread around the `clone`, so that the child starts so).
+///
+/// # Safety
+/// `launch` and `stack` must outlive the child's run up to its exec or end.
+unsafe fn clone_sharing(launch: &Launch, stack: &Stack) -> Result<i32> {
+    extern "C" fn entry(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the `Launch` clone_sharing was given, alive (its contract).
+        unsafe { run_launch(&*(arg as *const Launch)) }
+    }
+    let was = block_all();
+    // The stack grows down from the mapping's end (page-aligned, so 16-byte aligned).
+    let top = stack.base.wrapping_byte_add(stack.len);
+    // SAFETY: a new process on a stack of its own, running `entry` on `launch`, both alive
+    // as long as it uses them (this function's contract).
+    let pid = unsafe {
+        libc::clone(
+            entry,
+            top,
+            libc::CLONE_VM | libc::SIGCHLD,
+            (launch as *const Launch).cast_mut().cast(),
+        )
+    };
+    let e = (pid < 0).then(|| Error::last_os("clone"));
+    // SAFETY: restores this thread's mask.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &was, std::ptr::null_mut()) };
+    e.map_or(Ok(pid), Err)
+}
+
+/// Block every signal in the calling thread; returns the mask it had.
+pub(super) fn block_all() -> libc::sigset_t {
+    // SAFETY: sigset manipulation on local values; the thread's own mask.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut was: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut was);
+        was
+    }
+}
+
+/// (The child, before its exec: async-signal-safe calls on its own descriptors and the
+/// buffers `launch` points to.) Wait for the go-ahead, install the filter, run the command;
+/// on an exec failure say why on the status pipe and exit.
+///
+/// # Safety
+/// Only in a new child, with `launch` alive.
+unsafe fn run_launch(launch: &Launch) -> ! {
+    // SAFETY: this function's contract; each call on our own descriptors and buffers.
+    unsafe {
+        let (go, st) = (launch.go, launch.st);
+        libc::close(go[1]);
+        libc::close(st[0]);
+        if let Some(mask) = &launch.mask {
+            libc::pthread_sigmask(libc::SIG_SETMASK, mask, std::ptr::null_mut());
+        }
+        let mut b = 0u8;
+        let n = loop {
+            let n = libc::read(go[0], (&mut b as *mut u8).cast(), 1);
+            if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                break n;
+            }
+        };
+        if n != 1 {
+            libc::_exit(127); // the parent gave up before the command could start
+        }
+        if launch.hear {
+            hear::install_filter();
+        }
+        libc::execvp(launch.argv[0], launch.argv.as_ptr());
+        let e = *libc::__errno_location();
+        write_all(st[1], &e.to_ne_bytes());
+        libc::_exit(if e == libc::ENOENT { 127 } else { 126 });
+    }
 }
 
 impl Child {
@@ -94,15 +230,38 @@ impl Child {
                 errno: libc::ENOENT,
             });
         }
-        Self::spawn_found(command, mask, hear)
+        Self::start(command, mask, hear, false)
     }
 
-    /// [`Child::spawn`] for a caller that made sure `execvp` can find the command (with
-    /// [`executable`]): the command's path is not looked up again (issue 48: a `statx` less).
-    pub(super) fn spawn_found(
+    /// [`Child::spawn`] for a tracer that made sure `execvp` can find the command (with
+    /// [`executable`]: the path is not looked up again, issue 48) and that takes the child's
+    /// exec stop: the child shares this process's memory until its exec instead of copying it
+    /// (`clone(CLONE_VM)` on a stack of its own, as `posix_spawn` does), and runs with every
+    /// signal blocked until then (no handler of this process can run in it); the tracer sets
+    /// the command's signal mask, `mask`, at the exec stop ([`Child::mask_at_exec`]).
+    ///
+    /// Why (issue 48): after a `fork`, each page of this process's data, heap and stack that
+    /// it writes before the command ends is copied (a copy-on-write fault), and the exec tears
+    /// down the child's copy of the address space: with cputrack's, about 0.3 M instructions
+    /// per command in the arm64 guest (issue 48's notes). The child touches only its own
+    /// stack and the command's arguments, which [`Child`] keeps until it is gone; it makes no
+    /// call that takes a lock or allocates. Its `errno` is this thread's (it has no thread
+    /// pointer of its own): while it may write it (from [`Child::let_go`] to the exec stop or
+    /// its end), the tracer waits with every signal blocked, so nothing of this thread reads
+    /// `errno` meanwhile ([`super::Pctx::run`]).
+    pub(super) fn spawn_traced(
         command: &[OsString],
         mask: &libc::sigset_t,
         hear: bool,
+    ) -> Result<Child> {
+        Self::start(command, mask, hear, true)
+    }
+
+    fn start(
+        command: &[OsString],
+        mask: &libc::sigset_t,
+        hear: bool,
+        shared: bool,
     ) -> Result<Child> {
         let name = command
             .first()
@@ -130,54 +289,63 @@ impl Child {
                 return Err(e);
             }
         }
-        // SAFETY: the child only makes async-signal-safe calls before exec or _exit.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            // SAFETY: (child) async-signal-safe calls on our own fds and buffers.
-            unsafe {
-                libc::close(go[1]);
-                libc::close(st[0]);
-                libc::pthread_sigmask(libc::SIG_SETMASK, mask, std::ptr::null_mut());
-                let mut b = 0u8;
-                let n = loop {
-                    let n = libc::read(go[0], (&mut b as *mut u8).cast(), 1);
-                    if n >= 0 || *libc::__errno_location() != libc::EINTR {
-                        break n;
-                    }
-                };
-                if n != 1 {
-                    libc::_exit(127); // the parent gave up before the command could start
-                }
-                if hear {
-                    hear::install_filter();
-                }
-                libc::execvp(ptrs[0], ptrs.as_ptr());
-                let e = *libc::__errno_location();
-                write_all(st[1], &e.to_ne_bytes());
-                libc::_exit(if e == libc::ENOENT { 127 } else { 126 });
+        let launch = Box::new(Launch {
+            go,
+            st,
+            mask: (!shared).then_some(*mask),
+            hear,
+            argv: ptrs,
+        });
+        let mut stack = None;
+        let pid = if shared {
+            match Stack::for_exec(&launch.argv) {
+                // SAFETY: the stack and `launch` outlive the child's use of them (the Child
+                // keeps both until the child is gone, see Drop).
+                Ok(s) => unsafe { clone_sharing(&launch, stack.insert(s)) },
+                Err(e) => Err(e),
             }
-        }
+        } else {
+            // SAFETY: the child only makes async-signal-safe calls before exec or _exit.
+            match unsafe { libc::fork() } {
+                // SAFETY: (child) `launch` is this process's own copy.
+                0 => unsafe { run_launch(&launch) },
+                -1 => Err(Error::last_os("fork")),
+                pid => Ok(pid),
+            }
+        };
         // SAFETY: closing the child's ends in the parent.
         unsafe {
             libc::close(go[0]);
             libc::close(st[1]);
         }
-        if pid < 0 {
-            let e = Error::last_os("fork");
-            // SAFETY: our remaining fds.
-            unsafe {
-                libc::close(go[1]);
-                libc::close(st[0]);
+        let pid = match pid {
+            Ok(pid) => pid,
+            Err(e) => {
+                // SAFETY: our remaining fds.
+                unsafe {
+                    libc::close(go[1]);
+                    libc::close(st[0]);
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
+        };
         Ok(Child {
             pid,
             name: name.to_string_lossy().into_owned(),
             go: go[1],
             status: st[0],
             reaped: false,
+            mask_at_exec: shared,
+            _argv: argv,
+            _launch: launch,
+            _stack: stack,
         })
+    }
+
+    /// Whether the child waits for its exec with every signal blocked: its tracer sets the
+    /// command's mask at the exec stop ([`Child::spawn_traced`]).
+    pub(super) fn mask_at_exec(&self) -> bool {
+        self.mask_at_exec
     }
 
     /// Let the child run the command; [`Error::CannotRun`] if `execvp` failed. Waits until the

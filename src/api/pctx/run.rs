@@ -30,8 +30,14 @@ impl Pctx {
                 // pipe first, this process was woken by the exec's close of the pipe, before
                 // the stop, two context switches more. The pipe is read only if the command
                 // ended before its exec, to say why.
+                // A child sharing this process's memory until its exec writes this thread's
+                // `errno` (Child::spawn_traced): no handler may interrupt the wait meanwhile.
+                let was = super::child::block_all();
                 c.let_go();
-                self.await_exec()?;
+                let exec = self.await_exec();
+                // SAFETY: restores this thread's mask.
+                unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &was, std::ptr::null_mut()) };
+                exec?;
                 if let Some(s) = self.status {
                     if let Some(c) = &mut self.child {
                         c.exec_error()?;
@@ -133,12 +139,36 @@ impl Pctx {
             match st >> 16 {
                 EVENT_EXEC => {
                     self.hold(pid);
+                    if self.child.as_ref().is_some_and(|c| c.mask_at_exec()) {
+                        self.set_command_mask(pid)?;
+                    }
                     return Ok(());
                 }
                 0 => Self::cont(pid, libc::WSTOPSIG(st)), // a signal before the exec
                 _ => Self::cont(pid, 0),
             }
         }
+    }
+
+    /// The created command, held at its exec stop, started with every signal blocked
+    /// ([`Child::spawn_traced`](super::Child)): give it the caller's mask, as a forked child
+    /// restoring it would have.
+    fn set_command_mask(&self, pid: i32) -> Result<()> {
+        // The kernel's signal set: the first 8 bytes of glibc's.
+        const KERNEL_SIGSET: usize = 8;
+        // SAFETY: the kernel reads KERNEL_SIGSET bytes of the mask.
+        let r = unsafe {
+            libc::ptrace(
+                libc::PTRACE_SETSIGMASK,
+                pid,
+                KERNEL_SIGSET,
+                &self.signals.old_mask as *const libc::sigset_t,
+            )
+        };
+        if r < 0 {
+            return Err(Error::last_os("ptrace(PTRACE_SETSIGMASK)"));
+        }
+        Ok(())
     }
 
     fn hold(&mut self, tid: i32) {
