@@ -1176,3 +1176,44 @@ fn the_command_starts_with_the_callers_signal_mask_and_dispositions() {
     assert_eq!(fields(&tracked), fields(&alone), "{tracked}");
     assert!(fields(&alone)[0].ends_with("0000000000000800"), "{alone}");
 }
+
+/// The command created sharing cputrack's memory is looked for as `execvp` does (the child
+/// makes glibc's search itself, with system calls that leave its creator's `errno` alone):
+/// past a file in `PATH` it cannot execute to the next one, and a file without `#!` run by
+/// `/bin/sh`, named by its path or found in `PATH`.
+#[test]
+fn the_command_is_searched_and_run_as_execvp_does() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = common::TempDir::new("cputrack-execvp");
+    let (first, second) = (dir.0.join("a"), dir.0.join("b"));
+    for d in [&first, &second] {
+        std::fs::create_dir(d).unwrap();
+    }
+    // Not executable in the first directory; a script without `#!` in the second.
+    std::fs::write(first.join("tool"), "echo wrong\n").unwrap();
+    std::fs::write(second.join("tool"), "echo ran \"$1\"\n").unwrap();
+    std::fs::set_permissions(second.join("tool"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", first.display(), second.display());
+    let script = second.join("tool");
+    for (cmd, path) in [
+        ("tool", path.as_str()),
+        (script.to_str().unwrap(), "/usr/bin:/bin"),
+    ] {
+        let out = cputrack_command(&[
+            "-T",
+            "0",
+            "-n",
+            "-c",
+            "page-faults",
+            "-o",
+            "/dev/null",
+            cmd,
+            "x",
+        ])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{cmd}: {out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ran x\n", "{cmd}");
+    }
+}

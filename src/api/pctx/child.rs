@@ -102,6 +102,85 @@ struct Launch {
     hear: bool,
     /// The command's arguments, NULL-terminated (pointing into [`Child`]'s `_argv`).
     argv: Vec<*const libc::c_char>,
+    /// For a child sharing this process's memory: the paths `execvp` would try, in its order
+    /// ([`exec_search`]), and the shell's argument vector for a file without `#!` (its
+    /// second slot is set to the path tried). Empty for a forked child, which calls
+    /// `execvp` itself.
+    paths: Vec<CString>,
+    script: std::cell::UnsafeCell<Vec<*const libc::c_char>>,
+    /// The command is a path (with a `/`): `execvp` tries it alone.
+    path_given: bool,
+}
+
+/// The paths `execvp` tries for `name`, in its order: `name` itself when it has a `/`, else
+/// `name` in each `PATH` directory (the current one for an empty entry; glibc's default path
+/// when `PATH` is unset).
+fn exec_paths(name: &std::ffi::OsStr) -> Vec<CString> {
+    let name = name.as_bytes();
+    if name.contains(&b'/') {
+        return CString::new(name).into_iter().collect();
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
+    path.as_bytes()
+        .split(|&b| b == b':')
+        .filter_map(|dir| {
+            let mut p = dir.to_vec();
+            if !dir.is_empty() {
+                p.push(b'/');
+            }
+            p.extend_from_slice(name);
+            CString::new(p).ok()
+        })
+        .collect()
+}
+
+unsafe extern "C" {
+    /// The process's environment, as `execvp` passes it on.
+    static environ: *const *const libc::c_char;
+}
+
+/// (The child sharing its creator's memory and thread pointer, hence its `errno`.) glibc's
+/// `execvp` made with system calls that leave `errno` alone: each path of `launch.paths` in
+/// turn; a file the kernel cannot execute (`ENOEXEC`) run by `/bin/sh`; past a path that
+/// does not exist (or cannot be searched), on to the next; `EACCES` if one was found but not
+/// executable. Returns the errno the search ends with.
+///
+/// # Safety
+/// In that child only, with `launch` alive.
+unsafe fn exec_search(launch: &Launch) -> i32 {
+    use crate::base::signal::syscall3_keeping_errno as sys;
+    // SAFETY: the child's contract; the kernel reads the NUL-terminated paths and vectors.
+    unsafe {
+        let env = environ as usize;
+        let mut eacces = false;
+        let mut last = libc::ENOENT;
+        for path in &launch.paths {
+            let argv = launch.argv.as_ptr() as usize;
+            let mut e = -sys(libc::SYS_execve, path.as_ptr() as usize, argv, env) as i32;
+            if e == libc::ENOEXEC {
+                let script = &mut *launch.script.get();
+                script[1] = path.as_ptr();
+                e = -sys(
+                    libc::SYS_execve,
+                    script[0] as usize,
+                    script.as_ptr() as usize,
+                    env,
+                ) as i32;
+            }
+            match e {
+                _ if launch.path_given => return e,
+                libc::EACCES => eacces = true,
+                libc::ENOENT | libc::ESTALE | libc::ENOTDIR | libc::ENODEV | libc::ETIMEDOUT => {}
+                e => return e,
+            }
+            last = e;
+        }
+        if eacces {
+            libc::EACCES
+        } else {
+            last
+        }
+    }
 }
 
 /// The stack of a child that shares this process's memory until its exec: mapped apart
@@ -172,7 +251,7 @@ unsafe fn clone_sharing(launch: &Launch, stack: &Stack) -> Result<i32> {
 }
 
 /// Block every signal in the calling thread; returns the mask it had.
-pub(super) fn block_all() -> libc::sigset_t {
+fn block_all() -> libc::sigset_t {
     // SAFETY: sigset manipulation on local values; the thread's own mask.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
@@ -211,8 +290,12 @@ unsafe fn run_launch(launch: &Launch) -> ! {
         if launch.hear {
             hear::install_filter();
         }
-        libc::execvp(launch.argv[0], launch.argv.as_ptr());
-        let e = *libc::__errno_location();
+        let e = if launch.mask.is_none() {
+            exec_search(launch)
+        } else {
+            libc::execvp(launch.argv[0], launch.argv.as_ptr());
+            *libc::__errno_location()
+        };
         write_all(st[1], &e.to_ne_bytes());
         libc::_exit(if e == libc::ENOENT { 127 } else { 126 });
     }
@@ -246,9 +329,11 @@ impl Child {
     /// per command in the arm64 guest (issue 48's notes). The child touches only its own
     /// stack and the command's arguments, which [`Child`] keeps until it is gone; it makes no
     /// call that takes a lock or allocates. Its `errno` is this thread's (it has no thread
-    /// pointer of its own): while it may write it (from [`Child::let_go`] to the exec stop or
-    /// its end), the tracer waits with every signal blocked, so nothing of this thread reads
-    /// `errno` meanwhile ([`super::Pctx::run`]).
+    /// pointer of its own), so it makes no call that can fail through the C library: the
+    /// filter's installation and the command's exec ([`exec_search`], glibc's `execvp`
+    /// search) are system calls that leave `errno` alone; the rest (closing its descriptors,
+    /// reading the go-ahead with every signal blocked, writing why the exec failed) do not
+    /// fail.
     pub(super) fn spawn_traced(
         command: &[OsString],
         mask: &libc::sigset_t,
@@ -289,12 +374,22 @@ impl Child {
                 return Err(e);
             }
         }
+        let (paths, script) = if shared {
+            let mut script = vec![c"/bin/sh".as_ptr(), std::ptr::null()];
+            script.extend_from_slice(&ptrs[1..]);
+            (exec_paths(name), script)
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let launch = Box::new(Launch {
             go,
             st,
             mask: (!shared).then_some(*mask),
             hear,
             argv: ptrs,
+            paths,
+            script: std::cell::UnsafeCell::new(script),
+            path_given: name.as_bytes().contains(&b'/'),
         });
         let mut stack = None;
         let pid = if shared {

@@ -256,23 +256,26 @@ mod regs {
 /// without `CAP_SYS_ADMIN`, set `no_new_privs` first. Nothing is done where seccomp is not
 /// available: the command then runs unheard.
 pub(super) fn install_filter() {
+    use crate::base::signal::syscall3_keeping_errno as sys;
     let prog = libc::sock_fprog {
         len: FILTER.len() as u16,
         filter: FILTER.as_ptr().cast_mut(),
     };
+    // A system call that leaves `errno` alone (it fails with EACCES without CAP_SYS_ADMIN):
+    // the child may run on its creator's thread's (`Child::spawn_traced`).
     let set = |prog: &libc::sock_fprog| {
         // SAFETY: PR_SET_SECCOMP reads the program, which outlives the call.
         unsafe {
-            libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                prog as *const libc::sock_fprog,
+            sys(
+                libc::SYS_prctl,
+                libc::PR_SET_SECCOMP as usize,
+                libc::SECCOMP_MODE_FILTER as usize,
+                prog as *const libc::sock_fprog as usize,
             )
         }
     };
-    // SAFETY: the thread's own errno.
-    if set(&prog) < 0 && unsafe { *libc::__errno_location() } == libc::EACCES {
-        // SAFETY: a flag of the calling process.
+    if set(&prog) == -(libc::EACCES as isize) {
+        // SAFETY: a flag of the calling process (a call that cannot fail: errno untouched).
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == 0 {
             set(&prog);
         }

@@ -30,14 +30,8 @@ impl Pctx {
                 // pipe first, this process was woken by the exec's close of the pipe, before
                 // the stop, two context switches more. The pipe is read only if the command
                 // ended before its exec, to say why.
-                // A child sharing this process's memory until its exec writes this thread's
-                // `errno` (Child::spawn_traced): no handler may interrupt the wait meanwhile.
-                let was = super::child::block_all();
                 c.let_go();
-                let exec = self.await_exec();
-                // SAFETY: restores this thread's mask.
-                unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &was, std::ptr::null_mut()) };
-                exec?;
+                self.await_exec()?;
                 if let Some(s) = self.status {
                     if let Some(c) = &mut self.child {
                         c.exec_error()?;
@@ -166,7 +160,11 @@ impl Pctx {
             )
         };
         if r < 0 {
-            return Err(Error::last_os("ptrace(PTRACE_SETSIGMASK)"));
+            let e = Error::last_os("ptrace(PTRACE_SETSIGMASK)");
+            // It must not run with every signal blocked: it ends before its first instruction.
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            return Err(e);
         }
         Ok(())
     }
