@@ -1217,3 +1217,31 @@ fn the_command_is_searched_and_run_as_execvp_does() {
         assert_eq!(String::from_utf8_lossy(&out.stdout), "ran x\n", "{cmd}");
     }
 }
+
+/// A command that exists and is executable but whose exec fails in the child (here its ELF
+/// interpreter is missing: `ENOENT`) is reported as with `execvp`: "cannot run", status 127.
+/// The child says why on the status pipe, which cputrack reads once the child has ended.
+#[test]
+fn an_exec_that_fails_in_the_child_is_reported() {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("true"))
+        .find(|p| p.is_file())
+        .expect("true in PATH");
+    let mut elf = std::fs::read(path).unwrap();
+    let Some(at) = elf.windows(8).position(|w| w == b"ld-linux") else {
+        common::skip("true has no ELF interpreter to break");
+        return;
+    };
+    elf[at..at + 2].copy_from_slice(b"xx");
+    let dir = common::TempDir::new("cputrack-noexec");
+    let bin = dir.0.join("broken");
+    std::fs::write(&bin, &elf).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = bin.to_str().unwrap();
+    let out = cputrack(&["-T", "0", "-c", "page-faults", bin]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(127), "{err}");
+    assert!(err.contains(&format!("cannot run '{bin}'")), "{err}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+}

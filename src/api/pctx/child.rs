@@ -123,6 +123,8 @@ fn exec_paths(name: &std::ffi::OsStr) -> Vec<CString> {
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
     path.as_bytes()
         .split(|&b| b == b':')
+        // As glibc's search: an entry too long for a path is passed over.
+        .filter(|dir| dir.len() < libc::PATH_MAX as usize)
         .filter_map(|dir| {
             let mut p = dir.to_vec();
             if !dir.is_empty() {
@@ -269,18 +271,26 @@ fn block_all() -> libc::sigset_t {
 /// # Safety
 /// Only in a new child, with `launch` alive.
 unsafe fn run_launch(launch: &Launch) -> ! {
+    // System calls made without the C library: no `errno` written (a shared child's is its
+    // creator's thread's) and no cancellation point (that thread's state).
+    use crate::base::signal::syscall3_keeping_errno as sys;
     // SAFETY: this function's contract; each call on our own descriptors and buffers.
     unsafe {
         let (go, st) = (launch.go, launch.st);
-        libc::close(go[1]);
-        libc::close(st[0]);
+        sys(libc::SYS_close, go[1] as usize, 0, 0);
+        sys(libc::SYS_close, st[0] as usize, 0, 0);
         if let Some(mask) = &launch.mask {
             libc::pthread_sigmask(libc::SIG_SETMASK, mask, std::ptr::null_mut());
         }
         let mut b = 0u8;
         let n = loop {
-            let n = libc::read(go[0], (&mut b as *mut u8).cast(), 1);
-            if n >= 0 || *libc::__errno_location() != libc::EINTR {
+            let n = sys(
+                libc::SYS_read,
+                go[0] as usize,
+                &mut b as *mut u8 as usize,
+                1,
+            );
+            if n != -(libc::EINTR as isize) {
                 break n;
             }
         };
@@ -296,7 +306,14 @@ unsafe fn run_launch(launch: &Launch) -> ! {
             libc::execvp(launch.argv[0], launch.argv.as_ptr());
             *libc::__errno_location()
         };
-        write_all(st[1], &e.to_ne_bytes());
+        // A pipe of its own with room for 4 bytes: one write.
+        let e4 = e.to_ne_bytes();
+        sys(
+            libc::SYS_write,
+            st[1] as usize,
+            e4.as_ptr() as usize,
+            e4.len(),
+        );
         libc::_exit(if e == libc::ENOENT { 127 } else { 126 });
     }
 }
