@@ -1080,14 +1080,19 @@ fn the_command_is_let_go_and_its_exec_stop_awaited_alone() {
     );
 }
 
+/// The path of `true` found in `PATH`.
+fn true_in_path() -> std::path::PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("true"))
+        .find(|p| p.is_file())
+        .expect("true in PATH")
+}
+
 /// Issue 48: the command's path is looked up once before it is started (pctx checks that
 /// `execvp` can run it; the fork used to look again).
 #[test]
 fn the_commands_path_is_looked_up_once() {
-    let path = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join("true"))
-        .find(|p| p.is_file())
-        .expect("true in PATH");
+    let path = true_in_path();
     let path = path.to_str().unwrap();
     let Some(trace) = cputrack_traced("cputrack-path", &["-T", "0", "-c", "page-faults", path])
     else {
@@ -1224,10 +1229,7 @@ fn the_command_is_searched_and_run_as_execvp_does() {
 #[test]
 fn an_exec_that_fails_in_the_child_is_reported() {
     use std::os::unix::fs::PermissionsExt;
-    let path = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join("true"))
-        .find(|p| p.is_file())
-        .expect("true in PATH");
+    let path = true_in_path();
     let mut elf = std::fs::read(path).unwrap();
     let Some(at) = elf.windows(8).position(|w| w == b"ld-linux") else {
         common::skip("true has no ELF interpreter to break");
