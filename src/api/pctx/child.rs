@@ -74,7 +74,8 @@ pub(super) fn is_zombie(pid: i32) -> bool {
         .unwrap_or(false)
 }
 
-/// A forked child waiting for the go-ahead before it runs a command: the counters (or the
+/// A child (forked, or sharing this process's memory: [`Child::spawn_traced`]) waiting for the
+/// go-ahead before it runs a command: the counters (or the
 /// tracer) attach to it first.
 pub(crate) struct Child {
     pub(crate) pid: i32,
@@ -343,14 +344,13 @@ impl Child {
     /// Why (issue 48): after a `fork`, each page of this process's data, heap and stack that
     /// it writes before the command ends is copied (a copy-on-write fault), and the exec tears
     /// down the child's copy of the address space: with cputrack's, about 0.3 M instructions
-    /// per command in the arm64 guest (issue 48's notes). The child touches only its own
-    /// stack and the command's arguments, which [`Child`] keeps until it is gone; it makes no
-    /// call that takes a lock or allocates. Its `errno` is this thread's (it has no thread
-    /// pointer of its own), so it makes no call that can fail through the C library: the
-    /// filter's installation and the command's exec ([`exec_search`], glibc's `execvp`
-    /// search) are system calls that leave `errno` alone; the rest (closing its descriptors,
-    /// reading the go-ahead with every signal blocked, writing why the exec failed) do not
-    /// fail.
+    /// per command in the arm64 guest (issue 48's notes). The child writes only its own
+    /// stack and the [`Launch`] that [`Child`] keeps until it is gone (it reads the command's
+    /// arguments there and the environment); it makes no call that takes a lock or allocates.
+    /// Its `errno` and thread state are this thread's (it has no thread pointer of its own),
+    /// so its system calls go without the C library ([`run_launch`], [`exec_search`]: glibc's
+    /// `execvp` search) and leave `errno` alone; the C library's are `prctl`'s
+    /// `PR_SET_NO_NEW_PRIVS`, which cannot fail, and `_exit`.
     pub(super) fn spawn_traced(
         command: &[OsString],
         mask: &libc::sigset_t,
