@@ -1048,3 +1048,202 @@ fn the_sets_are_checked_before_the_command_runs_not_bound() {
         assert!(hits.is_empty(), "{word} before the command runs: {hits:#?}");
     }
 }
+
+/// Issue 48: cputrack lets its command go and waits for the command's exec stop alone: it
+/// does not first wait on the pipe that reports an exec failure (the exec's close of that pipe
+/// woke it before the stop: two context switches more). The pipe is read only if the command
+/// ends before its exec (`refusals_name_the_cause`, `errors_name_the_cause` in pctx.rs).
+#[test]
+fn the_command_is_let_go_and_its_exec_stop_awaited_alone() {
+    let Some(trace) = cputrack_traced("cputrack-go", &["-T", "0", "-c", "page-faults", "true"])
+    else {
+        return;
+    };
+    let lines: Vec<&str> = trace.lines().collect();
+    let go = lines
+        .iter()
+        .position(|l| l.starts_with("write(") && l.contains(", \"g\", 1)"))
+        .unwrap_or_else(|| panic!("no go-ahead written: {trace}"));
+    let stop = go
+        + lines[go..]
+            .iter()
+            .position(|l| l.starts_with("wait4("))
+            .unwrap_or_else(|| panic!("no wait after the go-ahead: {trace}"));
+    let reads: Vec<&&str> = lines[go..stop]
+        .iter()
+        .filter(|l| l.starts_with("read("))
+        .collect();
+    assert!(
+        reads.is_empty(),
+        "waited on the status pipe first: {:#?}",
+        &lines[go..=stop]
+    );
+}
+
+/// The path of `true` found in `PATH`.
+fn true_in_path() -> std::path::PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("true"))
+        .find(|p| p.is_file())
+        .expect("true in PATH")
+}
+
+/// Issue 48: the command's path is looked up once before it is started (pctx checks that
+/// `execvp` can run it; the fork used to look again).
+#[test]
+fn the_commands_path_is_looked_up_once() {
+    let path = true_in_path();
+    let path = path.to_str().unwrap();
+    let Some(trace) = cputrack_traced("cputrack-path", &["-T", "0", "-c", "page-faults", path])
+    else {
+        return;
+    };
+    let looked: Vec<&str> = trace
+        .lines()
+        .take_while(|l| !l.starts_with("clone"))
+        .filter(|l| l.contains(&format!("\"{path}\"")))
+        .filter(|l| !l.starts_with("execve(") && !l.starts_with("access("))
+        .collect();
+    assert_eq!(looked.len(), 1, "{path} looked up: {looked:#?}");
+}
+
+/// Issue 48: cputrack creates its command sharing its memory until the exec
+/// (`clone(CLONE_VM)`, as `posix_spawn` does), not as a copy of itself (`fork`): the copy's
+/// page tables, the copy-on-write faults of every page cputrack wrote while the command ran,
+/// and the exec's teardown of the copy were ~0.3 M instructions of its fixed cost in the arm64
+/// guest.
+#[test]
+fn the_command_is_created_without_copying_cputrack() {
+    let Some(trace) = cputrack_traced("cputrack-clone", &["-T", "0", "-c", "page-faults", "true"])
+    else {
+        return;
+    };
+    let created: Vec<&str> = trace
+        .lines()
+        .filter(|l| {
+            ["clone(", "clone3(", "fork(", "vfork("]
+                .iter()
+                .any(|c| l.starts_with(c))
+        })
+        .collect();
+    assert_eq!(created.len(), 1, "{trace}");
+    assert!(created[0].contains("CLONE_VM"), "a copy: {created:?}");
+}
+
+/// The command created sharing cputrack's memory waits for its exec with every signal
+/// blocked (no handler of cputrack's may run in it): it still starts with the signal mask and
+/// the ignored signals it would have alone (here SIGUSR2 blocked and SIGHUP ignored by the
+/// caller).
+#[test]
+fn the_command_starts_with_the_callers_signal_mask_and_dispositions() {
+    use std::os::unix::process::CommandExt;
+    fn caller(c: &mut Command) -> &mut Command {
+        // SAFETY: (the child, before exec) two async-signal-safe calls.
+        unsafe {
+            c.pre_exec(|| {
+                let mut s: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut s);
+                libc::sigaddset(&mut s, libc::SIGUSR2);
+                libc::pthread_sigmask(libc::SIG_SETMASK, &s, std::ptr::null_mut());
+                libc::signal(libc::SIGHUP, libc::SIG_IGN);
+                Ok(())
+            })
+        }
+    }
+    let fields = |text: &str| -> Vec<String> {
+        ["SigBlk", "SigIgn"]
+            .iter()
+            .map(|f| format!("{f} {}", status_field(text, f)))
+            .collect()
+    };
+    let cat = ["cat", "/proc/self/status"];
+    let alone = caller(Command::new(cat[0]).guarded().arg(cat[1]))
+        .output()
+        .unwrap();
+    let dir = common::TempDir::new("cputrack-mask");
+    let file = dir.0.join("out.txt");
+    let tracked = caller(&mut cputrack_command(&[
+        "-T",
+        "0",
+        "-c",
+        "page-faults",
+        "-o",
+    ]))
+    .arg(&file)
+    .args(cat)
+    .output()
+    .unwrap();
+    assert!(tracked.status.success(), "{tracked:?}");
+    let (alone, tracked) = (
+        String::from_utf8_lossy(&alone.stdout),
+        String::from_utf8_lossy(&tracked.stdout),
+    );
+    assert_eq!(fields(&tracked), fields(&alone), "{tracked}");
+    assert!(fields(&alone)[0].ends_with("0000000000000800"), "{alone}");
+}
+
+/// The command created sharing cputrack's memory is looked for as `execvp` does (the child
+/// makes glibc's search itself, with system calls that leave its creator's `errno` alone):
+/// past a file in `PATH` it cannot execute to the next one, and a file without `#!` run by
+/// `/bin/sh`, named by its path or found in `PATH`.
+#[test]
+fn the_command_is_searched_and_run_as_execvp_does() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = common::TempDir::new("cputrack-execvp");
+    let (first, second) = (dir.0.join("a"), dir.0.join("b"));
+    for d in [&first, &second] {
+        std::fs::create_dir(d).unwrap();
+    }
+    // Not executable in the first directory; a script without `#!` in the second.
+    std::fs::write(first.join("tool"), "echo wrong\n").unwrap();
+    std::fs::write(second.join("tool"), "echo ran \"$1\"\n").unwrap();
+    std::fs::set_permissions(second.join("tool"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", first.display(), second.display());
+    let script = second.join("tool");
+    for (cmd, path) in [
+        ("tool", path.as_str()),
+        (script.to_str().unwrap(), "/usr/bin:/bin"),
+    ] {
+        let out = cputrack_command(&[
+            "-T",
+            "0",
+            "-n",
+            "-c",
+            "page-faults",
+            "-o",
+            "/dev/null",
+            cmd,
+            "x",
+        ])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{cmd}: {out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ran x\n", "{cmd}");
+    }
+}
+
+/// A command that exists and is executable but whose exec fails in the child (here its ELF
+/// interpreter is missing: `ENOENT`) is reported as with `execvp`: "cannot run", status 127.
+/// The child says why on the status pipe, which cputrack reads once the child has ended.
+#[test]
+fn an_exec_that_fails_in_the_child_is_reported() {
+    use std::os::unix::fs::PermissionsExt;
+    let path = true_in_path();
+    let mut elf = std::fs::read(path).unwrap();
+    let Some(at) = elf.windows(8).position(|w| w == b"ld-linux") else {
+        common::skip("true has no ELF interpreter to break");
+        return;
+    };
+    elf[at..at + 2].copy_from_slice(b"xx");
+    let dir = common::TempDir::new("cputrack-noexec");
+    let bin = dir.0.join("broken");
+    std::fs::write(&bin, &elf).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = bin.to_str().unwrap();
+    let out = cputrack(&["-T", "0", "-c", "page-faults", bin]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(127), "{err}");
+    assert!(err.contains(&format!("cannot run '{bin}'")), "{err}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+}

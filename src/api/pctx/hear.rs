@@ -65,11 +65,19 @@ const fn op(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
 }
 
 /// The filter: `prctl(DISABLE or ENABLE)` asks the tracer, everything else runs.
+///
+/// The call's number is looked at first, its architecture second (issue 48). Installing a
+/// filter, the kernel runs it once per system call number of each architecture to find the
+/// numbers it always allows (its action cache, Linux 5.11): about 900 runs on arm64, each
+/// running the filter's instructions up to its `RET`. Number first, every number but
+/// `prctl`'s leaves after two instructions instead of four: about 18 k instructions less
+/// per command started in the arm64 guest. The decisions are the same (the unit tests run
+/// both orders).
 const FILTER: [libc::sock_filter; 12] = [
-    op(LD_W_ABS, 0, 0, ARCH),
-    op(JEQ_K, 0, 7, AUDIT_ARCH), // other architecture: allow (index 9)
     op(LD_W_ABS, 0, 0, NR),
-    op(JEQ_K, 0, 5, libc::SYS_prctl as u32),
+    op(JEQ_K, 0, 7, libc::SYS_prctl as u32), // any other call: allow (index 9)
+    op(LD_W_ABS, 0, 0, ARCH),
+    op(JEQ_K, 0, 5, AUDIT_ARCH), // prctl of another architecture's numbering: allow
     op(LD_W_ABS, 0, 0, ARG0_HI),
     op(JEQ_K, 0, 3, 0),
     op(LD_W_ABS, 0, 0, ARG0_LO),
@@ -248,23 +256,26 @@ mod regs {
 /// without `CAP_SYS_ADMIN`, set `no_new_privs` first. Nothing is done where seccomp is not
 /// available: the command then runs unheard.
 pub(super) fn install_filter() {
+    use crate::base::signal::syscall3_keeping_errno as sys;
     let prog = libc::sock_fprog {
         len: FILTER.len() as u16,
         filter: FILTER.as_ptr().cast_mut(),
     };
+    // A system call that leaves `errno` alone (it fails with EACCES without CAP_SYS_ADMIN):
+    // the child may run on its creator's thread's (`Child::spawn_traced`).
     let set = |prog: &libc::sock_fprog| {
         // SAFETY: PR_SET_SECCOMP reads the program, which outlives the call.
         unsafe {
-            libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER,
-                prog as *const libc::sock_fprog,
+            sys(
+                libc::SYS_prctl,
+                libc::PR_SET_SECCOMP as usize,
+                libc::SECCOMP_MODE_FILTER as usize,
+                prog as *const libc::sock_fprog as usize,
             )
         }
     };
-    // SAFETY: the thread's own errno.
-    if set(&prog) < 0 && unsafe { *libc::__errno_location() } == libc::EACCES {
-        // SAFETY: a flag of the calling process.
+    if set(&prog) == -(libc::EACCES as isize) {
+        // SAFETY: a flag of the calling process (a call that cannot fail: errno untouched).
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == 0 {
             set(&prog);
         }
@@ -296,4 +307,115 @@ pub fn tell_controller(counting: bool) -> bool {
 /// was heard ([`tell_controller`]). The caller resumes the thread.
 pub(super) fn answer(tid: i32) {
     regs::skip(tid, 0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Run a filter of loads, equality jumps and returns (all `FILTER` uses) on a call as the
+    /// kernel's classic BPF does: its action and how many instructions ran.
+    fn run(f: &[libc::sock_filter], nr: u32, arch: u32, arg0: u64) -> (u32, usize) {
+        let (mut a, mut pc, mut steps) = (0u32, 0usize, 0usize);
+        loop {
+            let i = f[pc];
+            steps += 1;
+            pc += 1;
+            match i.code {
+                LD_W_ABS => {
+                    a = match i.k {
+                        NR => nr,
+                        ARCH => arch,
+                        ARG0_LO => arg0 as u32,
+                        ARG0_HI => (arg0 >> 32) as u32,
+                        k => panic!("load of offset {k}"),
+                    }
+                }
+                JEQ_K => pc += usize::from(if a == i.k { i.jt } else { i.jf }),
+                RET_K => return (i.k, steps),
+                c => panic!("instruction {c:#x}"),
+            }
+        }
+    }
+
+    /// The filter before issue 48's reordering: the architecture first.
+    const ARCH_FIRST: [libc::sock_filter; 12] = [
+        op(LD_W_ABS, 0, 0, ARCH),
+        op(JEQ_K, 0, 7, AUDIT_ARCH),
+        op(LD_W_ABS, 0, 0, NR),
+        op(JEQ_K, 0, 5, libc::SYS_prctl as u32),
+        op(LD_W_ABS, 0, 0, ARG0_HI),
+        op(JEQ_K, 0, 3, 0),
+        op(LD_W_ABS, 0, 0, ARG0_LO),
+        op(JEQ_K, 2, 0, DISABLE),
+        op(JEQ_K, 2, 0, ENABLE),
+        op(RET_K, 0, 0, RET_ALLOW),
+        op(RET_K, 0, 0, RET_TRACE | DATA_DISABLE),
+        op(RET_K, 0, 0, RET_TRACE | DATA_ENABLE),
+    ];
+
+    const OTHER_ARCH: u32 = 0x4000_0028; // AUDIT_ARCH_ARM, arm64's 32-bit numbering
+
+    #[test]
+    fn the_filter_asks_the_tracer_for_libcpcs_prctl_alone() {
+        let prctl = libc::SYS_prctl as u32;
+        let cases = [
+            (
+                prctl,
+                AUDIT_ARCH,
+                u64::from(DISABLE),
+                RET_TRACE | DATA_DISABLE,
+            ),
+            (
+                prctl,
+                AUDIT_ARCH,
+                u64::from(ENABLE),
+                RET_TRACE | DATA_ENABLE,
+            ),
+            (prctl, AUDIT_ARCH, 15, RET_ALLOW), // PR_SET_NAME
+            (prctl, AUDIT_ARCH, 1 << 32 | u64::from(DISABLE), RET_ALLOW),
+            (prctl, OTHER_ARCH, u64::from(DISABLE), RET_ALLOW),
+            (prctl + 1, AUDIT_ARCH, u64::from(DISABLE), RET_ALLOW),
+            (0, AUDIT_ARCH, 0, RET_ALLOW),
+        ];
+        for (nr, arch, arg0, want) in cases {
+            assert_eq!(
+                run(&FILTER, nr, arch, arg0).0,
+                want,
+                "{nr} {arch:#x} {arg0:#x}"
+            );
+        }
+        // The same decisions as the architecture-first filter, call by call.
+        for nr in 0..1024 {
+            for arch in [AUDIT_ARCH, OTHER_ARCH] {
+                for arg0 in [
+                    0,
+                    u64::from(DISABLE),
+                    u64::from(ENABLE),
+                    1 << 32 | 0x5043_5444,
+                ] {
+                    assert_eq!(
+                        run(&FILTER, nr, arch, arg0).0,
+                        run(&ARCH_FIRST, nr, arch, arg0).0,
+                        "{nr} {arch:#x} {arg0:#x}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Issue 48: the kernel runs a new filter once per call number of each architecture when
+    /// it is installed (its action cache): every call but `prctl` must leave after its number's
+    /// load and test (three instructions with the `RET`; five with the architecture first,
+    /// about 18 k instructions more per command started in the arm64 guest).
+    #[test]
+    fn every_other_call_is_let_go_after_its_number_alone() {
+        let prctl = libc::SYS_prctl as u32;
+        for nr in (0..1024).filter(|&n| n != prctl) {
+            for arch in [AUDIT_ARCH, OTHER_ARCH] {
+                let (action, steps) = run(&FILTER, nr, arch, 0);
+                assert_eq!((action, steps), (RET_ALLOW, 3), "call {nr} of {arch:#x}");
+            }
+        }
+    }
 }

@@ -5,10 +5,12 @@
 //! `pctx_run`, `pctx_release`, behind `cpc_bind_pctx`) did with `/proc`.
 //!
 //! # How
-//! - [`Pctx::create`] forks a child that waits on a pipe; the parent seizes it
+//! - [`Pctx::create`] creates a child that waits on a pipe, sharing the controller's memory
+//!   (no copy of it: issue 48) with every signal blocked until its exec; the parent seizes it
 //!   (`PTRACE_SEIZE` with the clone, fork, vfork, exec and exit options), and [`Pctx::run`]
 //!   lets it `execvp` the command, holds it at the exec (which is not reported: it is how the
-//!   command starts) and calls [`Observer::init_lwp`] before the command's first instruction.
+//!   command starts), gives it the caller's signal mask (`PTRACE_SETSIGMASK`) and calls
+//!   [`Observer::init_lwp`] before the command's first instruction.
 //!   [`Pctx::capture`] seizes every thread of a running process instead.
 //! - The order of the callbacks is libpctx's (pctx_set_events(3CPC)): a program that just runs
 //!   gives `init_lwp`, `fini_lwp`, `exit`; a new thread gives `lwp_create` (with the creating

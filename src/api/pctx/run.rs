@@ -26,9 +26,16 @@ impl Pctx {
         if !self.started {
             self.started = true;
             if let Some(c) = &mut self.child {
-                c.release()?;
+                // Let it go and wait for its exec stop alone (issue 48): waiting on the status
+                // pipe first, this process was woken by the exec's close of the pipe, before
+                // the stop, two context switches more. The pipe is read only if the command
+                // ended before its exec, to say why.
+                c.let_go();
                 self.await_exec()?;
                 if let Some(s) = self.status {
+                    if let Some(c) = &mut self.child {
+                        c.exec_error()?;
+                    }
                     return Ok(Some(s));
                 }
             }
@@ -126,12 +133,40 @@ impl Pctx {
             match st >> 16 {
                 EVENT_EXEC => {
                     self.hold(pid);
+                    if self.child.as_ref().is_some_and(|c| c.mask_at_exec()) {
+                        self.set_command_mask(pid)?;
+                    }
                     return Ok(());
                 }
                 0 => Self::cont(pid, libc::WSTOPSIG(st)), // a signal before the exec
                 _ => Self::cont(pid, 0),
             }
         }
+    }
+
+    /// The created command, held at its exec stop, started with every signal blocked
+    /// ([`Child::spawn_traced`](super::Child)): give it the caller's mask, as a forked child
+    /// restoring it would have.
+    fn set_command_mask(&self, pid: i32) -> Result<()> {
+        // The kernel's signal set: the first 8 bytes of glibc's.
+        const KERNEL_SIGSET: usize = 8;
+        // SAFETY: the kernel reads KERNEL_SIGSET bytes of the mask.
+        let r = unsafe {
+            libc::ptrace(
+                libc::PTRACE_SETSIGMASK,
+                pid,
+                KERNEL_SIGSET,
+                &self.signals.old_mask as *const libc::sigset_t,
+            )
+        };
+        if r < 0 {
+            let e = Error::last_os("ptrace(PTRACE_SETSIGMASK)");
+            // It must not run with every signal blocked: it ends before its first instruction.
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            return Err(e);
+        }
+        Ok(())
     }
 
     fn hold(&mut self, tid: i32) {

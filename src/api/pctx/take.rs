@@ -40,7 +40,7 @@ impl Pctx {
             }
         }
         let signals = Signals::block(false)?;
-        let child = Child::spawn(command, &signals.old_mask, hear)?;
+        let child = Child::spawn_traced(command, &signals.old_mask, hear)?;
         let pid = child.pid;
         let mut p = Pctx::new(pid, Some(child), signals);
         if ptrace(libc::PTRACE_SEIZE, pid, OPTIONS) < 0 {
