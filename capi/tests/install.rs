@@ -386,16 +386,21 @@ fn first_use_functions_lie_together() {
     );
 }
 
+/// `readelf OPTION` of the installed libperfcompat.so.1.0.0.
+fn readelf_of_the_library(option: &str) -> String {
+    tool(
+        Command::new("readelf")
+            .arg(option)
+            .arg(lib().join("libperfcompat.so.1.0.0")),
+    )
+}
+
 /// Loading the library loads the C library alone besides it (issue 48): the unwinder is linked
 /// in (`-static-libgcc`), so a C program that preloads or links it does not also load
 /// libgcc_s.so.1, which cost 0.18 M instructions of the 0.85 M a preload took in the arm64 guest.
 #[test]
 fn the_library_needs_the_c_library_alone() {
-    let dynamic = tool(
-        Command::new("readelf")
-            .arg("-d")
-            .arg(lib().join("libperfcompat.so.1.0.0")),
-    );
+    let dynamic = readelf_of_the_library("-d");
     let needed: Vec<&str> = dynamic
         .lines()
         .filter(|l| l.contains("(NEEDED)"))
@@ -404,6 +409,30 @@ fn the_library_needs_the_c_library_alone() {
         .filter(|n| !n.starts_with("ld-linux"))
         .collect();
     assert_eq!(needed, ["libc.so.6"], "{dynamic}");
+}
+
+/// The library asks to be bound lazily (issue 48, loading the library): no `BIND_NOW` and no
+/// `NOW` in its dynamic section, so that the loader binds a PLT slot at its first call instead of
+/// all of them at every load (on arm64, where Rust calls the C library through the PLT, 120
+/// lookups and a quarter of the library's loading cost; `tests/guest/loader.c` counts them
+/// there). The GOT the code reads directly is still bound at load and read-only after.
+#[test]
+fn the_library_is_bound_lazily() {
+    let dynamic = readelf_of_the_library("-d");
+    let now: Vec<&str> = dynamic
+        .lines()
+        .filter(|l| {
+            (l.contains("(FLAGS)") && l.contains("BIND_NOW"))
+                || (l.contains("(FLAGS_1)") && l.split_whitespace().any(|w| w == "NOW"))
+                || l.contains("(BIND_NOW)")
+        })
+        .collect();
+    assert!(now.is_empty(), "bound at load: {now:?}\n{dynamic}");
+    let segments = readelf_of_the_library("-lW");
+    assert!(
+        segments.contains("GNU_RELRO"),
+        "no read-only-after-relocation segment:\n{segments}"
+    );
 }
 
 #[test]
