@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build perfcompat in release mode and install it as a system library.
+# Build perfcompat (Cargo.toml's `shipped` profile: release, one code generation unit for each
+# of our crates) and install it as a system library.
 #
 #   bash tools/install.sh [--prefix PREFIX] [--destdir DIR] [--libdir DIR] [--target TRIPLE]
 #
@@ -80,13 +81,13 @@ cargo=${CARGO:-cargo}
 target=${CARGO_TARGET_DIR:-$repo/target}
 case $target in /*) ;; *) target=$repo/$target ;; esac
 cargo_target=()
-rel=$target/release
+rel=$target/shipped
 if [ -n "$triple" ]; then
   # Debian's cross compilers drop the vendor: aarch64-unknown-linux-gnu -> aarch64-linux-gnu-gcc.
   cross=$(printf '%s' "$triple" | sed 's/-unknown-/-/')
   cc=${CC:-$cross-gcc}
   cargo_target=(--target "$triple")
-  rel=$target/$triple/release
+  rel=$target/$triple/shipped
   var=$(printf '%s' "$triple" | tr 'a-z-' 'A-Z_')
   export "CARGO_TARGET_${var}_LINKER=$cc" "CC_${triple//-/_}=$cc" "AR_${triple//-/_}=$cross-ar"
 else
@@ -98,9 +99,9 @@ real=libperfcompat.so.1.0.0
 # What a program linking the static archive needs besides it (rustc --print native-static-libs).
 static_libs="-lgcc_s -lutil -lrt -lpthread -lm -ldl"
 
-echo "install.sh: building (release)" >&2
-(cd "$repo" && "$cargo" build --release --quiet "${cargo_target[@]}" -p perfcompat-capi --lib &&
-  "$cargo" build --release --quiet "${cargo_target[@]}" -p perfcompat --bin perfex --bin cpustat \
+echo "install.sh: building (profile shipped)" >&2
+(cd "$repo" && "$cargo" build --profile shipped --quiet "${cargo_target[@]}" -p perfcompat-capi --lib &&
+  "$cargo" build --profile shipped --quiet "${cargo_target[@]}" -p perfcompat --bin perfex --bin cpustat \
     --bin cputrack)
 [ -f "$rel/libperfcompat_capi.a" ] || { echo "install.sh: no $rel/libperfcompat_capi.a" >&2; exit 1; }
 

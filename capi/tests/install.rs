@@ -438,8 +438,8 @@ fn the_library_is_bound_lazily() {
 /// The pages of the library that its dynamic relocations write at every load (issue 48,
 /// loading the library): each is copied on write, about 12 k instructions a page with its
 /// relocations in the arm64 guest. Our two crates are built in one code generation unit each
-/// (Cargo.toml), so that inlined copies of a bounds check share one panic location record
-/// instead of one per unit (`tests/guest/loader.c` counts them on arm64).
+/// (Cargo.toml's shipped profile), so that inlined copies of a bounds check share one panic
+/// location record instead of one per unit (`tests/guest/loader.c` counts them on arm64).
 #[test]
 fn the_library_relocates_few_pages() {
     let relocations = readelf_of_the_library("-rW");

@@ -12,8 +12,9 @@
  *                  every load was a quarter of the library's loading cost.
  *   pages          at most 11 pages written by the relocations at load (each copied on write,
  *                  about 12 k instructions with its relocations): our crates are built in one
- *                  code generation unit each (Cargo.toml), so that inlined copies of a bounds
- *                  check share one panic location record; 13 with one unit per 16 functions. */
+ *                  code generation unit each (Cargo.toml, profile shipped), so that inlined
+ *                  copies of a bounds check share one panic location record; 13 pages with
+ *                  the release profile's sixteen units a crate. */
 #define _GNU_SOURCE
 #include "guest.h"
 #include <elf.h>
