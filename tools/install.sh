@@ -144,8 +144,9 @@ esac
 
 # The load-time functions first in the text, then those of a first use (capi/link/load-order.txt
 # and first-use-order.txt say why): their sections .text.<symbol> renamed .text.startup.<symbol>
-# and .text.hot.<symbol> in a copy of the archive, which GNU ld's default script places at the
-# start of .text in that order. A line is a Rust path a::b::c, found by its mangled components
+# and .text.sorted.<rank>.<symbol> (rank: the line in first-use-order.txt) in a copy of the
+# archive, which GNU ld's default script places at the start of .text in that order, the second
+# sorted by name: the first-use functions in the list's order. A line is a Rust path a::b::c, found by its mangled components
 # 1a1b1c (legacy and v0 manglings both spell a path so) followed by the legacy hash (17h...E)
 # or the name's end (v0); or a mangled name without its hashes (`_ZN...`, `_R...`: the
 # legacy hash, an `.llvm.N` suffix and v0 crate disambiguators dropped, as tools/load-order.sh
@@ -155,34 +156,57 @@ objdump=objdump objcopy=objcopy
 if [ -n "$triple" ]; then objdump=$cross-objdump objcopy=$cross-objcopy; fi
 renames=$("$objdump" -h "$rel/libperfcompat_capi.a" 2>/dev/null | awk \
   -v load="$repo/capi/link/load-order.txt" -v first="$repo/capi/link/first-use-order.txt" '
-  function norm(n) {
-    sub(/\.llvm\.[0-9]+$/, "", n); sub(/17h[0-9a-f]+E$/, "", n); gsub(/Cs[0-9A-Za-z]+_/, "C_", n)
-    return n
-  }
+  function exactn(n) { sub(/\.llvm\.[0-9]+$/, "", n); gsub(/Cs[0-9A-Za-z]+_/, "C_", n); return n }
+  function norm(n) { n = exactn(n); sub(/17h[0-9a-f]+E$/, "", n); return n }
   function read(file, group,   line, n, part, i, enc) {
     while ((getline line < file) > 0) {
       if (line ~ /^[ \t]*(#|$)/) continue
-      if (line ~ /^_[ZR]/ || index(line, "::") == 0) { stem[line] = group; continue }
+      rank[line] = ++ranks; lgroup[line] = group
+      if (group == "hot" && line ~ /^__aarch64_/ && !lse) lse = ranks
+      # A name with its legacy hash (17h...E): that one instantiation of a generic function.
+      if (line ~ /17h[0-9a-f]+E$/) { exact[line] = 1; continue }
+      if (line ~ /^_[ZR]/ || index(line, "::") == 0) { stem[line] = 1; continue }
       n = split(line, part, "::"); enc = ""
       for (i = 1; i <= n; i++) enc = enc length(part[i]) part[i]
-      path[line] = enc; pgroup[line] = group
+      path[line] = enc
     }
   }
-  BEGIN { read(load, "startup"); read(first, "hot") }
-  $2 ~ /^\.text\./ && !($2 in seen) {
-    name = substr($2, 7); g = ""
-    if (norm(name) in stem) { g = stem[norm(name)]; found[norm(name)] = 1 }
+  # The line of the lists that places section name `name`: the first (lowest rank) of those that
+  # name it, or "".
+  function line_of(name,   best, e, s, p, at, rest) {
+    best = ""; e = exactn(name); s = norm(name)
+    if (e in exact) best = e
+    if (s in stem && (best == "" || rank[s] < rank[best])) best = s
+    if (s in fallback && (best == "" || rank[fallback[s]] < rank[best])) best = fallback[s]
     for (p in path) {
       at = index(name, path[p])
       if (at == 0) continue
       rest = substr(name, at + length(path[p]))
-      if (rest == "" || rest ~ /^17h[0-9a-f]+E(\.llvm\.[0-9]+)?$/) { g = pgroup[p]; found[p] = 1 }
+      if ((rest == "" || rest ~ /^17h[0-9a-f]+E(\.llvm\.[0-9]+)?$/) && (best == "" || rank[p] < rank[best])) best = p
     }
-    if (g != "") { seen[$2] = 1; print $2 "=.text." g "." name }
+    return best
   }
+  BEGIN { read(load, "startup"); read(first, "hot") }
+  $2 ~ /^\.text\./ && !($2 in seen) { seen[$2] = 1; secs[++nsecs] = substr($2, 7); if (exactn(substr($2, 7)) in exact) hit[exactn(substr($2, 7))] = 1 }
+  $2 == ".text" { plain = 1 }
   END {
-    for (p in path) if (pgroup[p] == "startup" && !(p in found)) bad = bad " " p
-    for (p in stem) if (stem[p] == "startup" && !(p in found)) bad = bad " " p
+    # A hashed name that names no function of this build (another architecture'"'"'s, or a
+    # compiler whose hashes differ) places every instantiation of its function instead.
+    for (l in exact) if (!(l in hit)) { s = norm(l); if (!(s in fallback) || rank[l] < rank[fallback[s]]) fallback[s] = l }
+    for (i = 1; i <= nsecs; i++) {
+      name = secs[i]; l = line_of(name)
+      if (l == "") continue
+      found[l] = 1
+      # The first-use functions go to .text.sorted.<rank>.<name>: GNU ld sorts those sections
+      # by name, so the text keeps first-use-order.txt'"'"'s order.
+      if (lgroup[l] == "hot") print ".text." name "=" sprintf(".text.sorted.%05d.%s", rank[l], name)
+      else print ".text." name "=.text.startup." name
+    }
+    # The outline atomics (arm64: compiler-builtins'"'"' __aarch64_cas4_acq and the rest, one
+    # function per object, the only code of the archive in a plain .text) where the list first
+    # names one.
+    if (plain && lse) print ".text=.text.sorted." sprintf("%05d", lse) ".lse_atomics"
+    for (l in lgroup) if (lgroup[l] == "startup" && !(l in found)) bad = bad " " l
     if (bad != "") { print "install.sh: capi/link/load-order.txt names no function of the archive:" bad > "/dev/stderr"; exit 1 }
   }')
 args=()

@@ -150,3 +150,52 @@ fn cpc_open_and_first_bind_read_only_what_they_use_and_describe_the_backend_as_b
         assert!(stdout.contains("no hardware PMU"), "{stdout}");
     }
 }
+
+/// Issue 48 (first use): a bind opens its group stopped (the leader disabled), so its first
+/// start has nothing to stop or read (no `PERF_EVENT_IOC_DISABLE` and no `read` of the group
+/// before its `PERF_EVENT_IOC_ENABLE`), and the descriptor limit is asked once per group: each
+/// member after a leader that was moved up goes above the leader (one `getrlimit`, not one per
+/// counter).
+#[test]
+fn the_first_bind_neither_stops_nor_reads_its_new_group_and_asks_the_limit_once() {
+    let Some((_, calls)) = traced(&["perfex"]) else {
+        return;
+    };
+    // libperfex's events 0 and 16: one group of two counters.
+    let opens = calls
+        .iter()
+        .filter(|l| l.starts_with("perf_event_open("))
+        .count();
+    assert!(opens >= 2, "{calls:#?}");
+    let stops: Vec<&String> = calls
+        .iter()
+        .filter(|l| l.contains("PERF_EVENT_IOC_DISABLE"))
+        .collect();
+    assert!(stops.is_empty(), "the new group stopped: {stops:#?}");
+    let enable = calls
+        .iter()
+        .position(|l| l.contains("PERF_EVENT_IOC_ENABLE"))
+        .unwrap_or_else(|| panic!("no PERF_EVENT_IOC_ENABLE: {calls:#?}"));
+    // The group's last member opened before the start.
+    let last_open = calls[..enable]
+        .iter()
+        .rposition(|l| l.starts_with("perf_event_open("))
+        .unwrap_or_else(|| panic!("no perf_event_open before the start: {calls:#?}"));
+    let reads: Vec<&String> = calls[last_open..enable]
+        .iter()
+        .filter(|l| l.starts_with("read("))
+        .collect();
+    assert!(
+        reads.is_empty(),
+        "the new group read before it started: {reads:#?}"
+    );
+    let limits: Vec<&String> = calls
+        .iter()
+        .filter(|l| l.contains("RLIMIT_NOFILE"))
+        .collect();
+    assert!(
+        limits.len() <= 1,
+        "the descriptor limit asked {} times for one group: {limits:#?}",
+        limits.len()
+    );
+}

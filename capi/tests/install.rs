@@ -314,6 +314,50 @@ fn load_time_functions_lie_together() {
     );
 }
 
+/// The names of the environment variables read at load and on a first use (`env_name!` in
+/// src/base/sys.rs) lie in the load-time functions' 64 KiB window, which a load maps in anyway,
+/// not spread over the read-only data, where each name read cost a page fault of a window
+/// nothing else of the load or the first use touched (issue 48).
+#[test]
+fn environment_names_lie_with_the_load_time_functions() {
+    let so = lib().join("libperfcompat.so.1.0.0");
+    let symbols = tool(Command::new("nm").args(["-C", "--defined-only"]).arg(&so));
+    let addr = |want: &dyn Fn(&str) -> bool| -> Vec<(u64, String)> {
+        symbols
+            .lines()
+            .filter_map(|l| {
+                let (addr, rest) = l.split_once(' ')?;
+                let (_, sym) = rest.split_once(' ')?;
+                want(sym).then(|| Some((u64::from_str_radix(addr, 16).ok()?, sym.to_string())))?
+            })
+            .collect()
+    };
+    let load = link_list("load-order.txt");
+    let ctor = addr(&|s| load.iter().any(|l| l == s));
+    let names = addr(&|s| s.ends_with("_VAR::NAME"));
+    for want in [
+        "preload::EVENTS_VAR",
+        "eventmap::ENV_VAR",
+        "backend::BACKEND_VAR",
+    ] {
+        assert!(
+            names.iter().any(|(_, n)| n.contains(want)),
+            "no {want}::NAME in {}: {names:?}",
+            so.display()
+        );
+    }
+    let window = ctor
+        .first()
+        .map(|(a, _)| a >> 16)
+        .expect("load-time functions");
+    let away: Vec<&(u64, String)> = names.iter().filter(|(a, _)| a >> 16 != window).collect();
+    assert!(
+        away.is_empty(),
+        "environment names outside the load-time functions' window {:#x}: {away:x?}",
+        window << 16
+    );
+}
+
 /// A symbol name without the parts that change between builds and targets, as
 /// `capi/link/first-use-order.txt` holds them (tools/load-order.sh): the legacy hash
 /// (`17h<hex>E`), an `.llvm.<n>` suffix and v0 crate disambiguators (`Cs<base62>_`).
@@ -348,32 +392,72 @@ fn stem(name: &str) -> String {
     out
 }
 
+/// `name` without an `.llvm.N` suffix and with v0 crate disambiguators as `C_`: a legacy name
+/// keeps its hash (17h...E), as tools/load-order.sh writes the arm64 guest's names.
+fn exact(name: &str) -> String {
+    let n = name.split(".llvm.").next().unwrap_or(name);
+    match n.rfind("17h") {
+        Some(at) if n.ends_with('E') && n.len() - at == 20 => {
+            format!("{}{}", stem(&n[..at]), &n[at..])
+        }
+        _ => stem(n),
+    }
+}
+
+/// The library's functions that `capi/link/first-use-order.txt` places, as tools/install.sh
+/// places them: (address, size, line of the list, name). A line with a legacy hash places that
+/// instantiation; a line without, every instantiation; a hashed line that names no function of
+/// this build (another architecture's) places every instantiation, as the line without its hash
+/// would; the first line that names a function places it.
+fn first_use_functions() -> Vec<(u64, u64, usize, String)> {
+    let so = lib().join("libperfcompat.so.1.0.0");
+    let list = link_list("first-use-order.txt");
+    let symbols = tool(Command::new("nm").args(["-S", "--defined-only"]).arg(&so));
+    let text: Vec<(u64, u64, String)> = symbols
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() != 4 || !matches!(f[2], "t" | "T") {
+                return None;
+            }
+            let at = u64::from_str_radix(f[0], 16).ok()?;
+            let size = u64::from_str_radix(f[1], 16).ok()?;
+            Some((at, size, f[3].to_string()))
+        })
+        .collect();
+    let built: BTreeSet<String> = text.iter().map(|t| exact(&t.2)).collect();
+    let mut rank: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for (i, line) in list.iter().enumerate() {
+        let hashed = exact(line) != stem(line);
+        let key = if hashed && !built.contains(line) {
+            stem(line)
+        } else {
+            line.clone()
+        };
+        rank.entry(key).or_insert(i);
+    }
+    text.into_iter()
+        .filter_map(|(at, size, name)| {
+            let r = [rank.get(&exact(&name)), rank.get(&stem(&name))]
+                .into_iter()
+                .flatten()
+                .min()?;
+            Some((at, size, *r, name))
+        })
+        .collect()
+}
+
 /// The functions a first use runs (`capi/link/first-use-order.txt`, issue 48) lie together: as
 /// many 64 KiB windows of the text as their sizes need, plus one, not one window each across
 /// the text (the first use's page faults, each mapping the 64 KiB around it).
 #[test]
 fn first_use_functions_lie_together() {
-    let so = lib().join("libperfcompat.so.1.0.0");
-    let wanted: BTreeSet<String> = link_list("first-use-order.txt").into_iter().collect();
-    let symbols = tool(Command::new("nm").args(["-S", "--defined-only"]).arg(&so));
-    let mut found = Vec::new();
-    for l in symbols.lines() {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if f.len() != 4 || !matches!(f[2], "t" | "T") || !wanted.contains(&stem(f[3])) {
-            continue;
-        }
-        let (Ok(at), Ok(size)) = (u64::from_str_radix(f[0], 16), u64::from_str_radix(f[1], 16))
-        else {
-            continue;
-        };
-        found.push((at, size));
-    }
+    let found = first_use_functions();
     // Most of the list is this architecture's (the rest: inlined here, or another's).
     assert!(
         found.len() >= 100,
-        "{} functions of first-use-order.txt found in {}",
+        "{} functions of first-use-order.txt found in the library",
         found.len(),
-        so.display()
     );
     let bytes: u64 = found.iter().map(|f| f.1).sum();
     let windows: BTreeSet<u64> = found.iter().map(|f| f.0 >> 16).collect();
@@ -393,6 +477,59 @@ fn readelf_of_the_library(option: &str) -> String {
             .arg(option)
             .arg(lib().join("libperfcompat.so.1.0.0")),
     )
+}
+
+/// The first-use functions lie in `capi/link/first-use-order.txt`'s order (issue 48, first
+/// use): the list names the functions in the order the arm64 guest first ran them (libcpc's
+/// first use, then libperfex's, then an overflow's), so that libcpc's first use runs through the
+/// fewest 64 KiB windows of the text, not through every window the whole list spans.
+#[test]
+fn first_use_functions_lie_in_the_lists_order() {
+    // Functions the compiler marked cold (`.text.unlikely.*`) are left where GNU ld puts those:
+    // first in the text, before the load-time functions, in windows a load maps in anyway.
+    let so = lib().join("libperfcompat.so.1.0.0");
+    let symbols = tool(Command::new("nm").args(["-C", "--defined-only"]).arg(&so));
+    let load = link_list("load-order.txt");
+    let startup = symbols
+        .lines()
+        .filter_map(|l| {
+            let (addr, rest) = l.split_once(' ')?;
+            let (_, sym) = rest.split_once(' ')?;
+            load.iter()
+                .any(|n| n == sym)
+                .then(|| u64::from_str_radix(addr, 16).ok())?
+        })
+        .min()
+        .expect("the load-time functions");
+    let mut placed: Vec<_> = first_use_functions()
+        .into_iter()
+        .filter(|f| f.0 >= startup)
+        .collect();
+    assert!(
+        placed.len() >= 100,
+        "{} listed functions found",
+        placed.len()
+    );
+    placed.sort();
+    let out_of_order: Vec<String> = placed
+        .windows(2)
+        .filter(|w| w[1].2 < w[0].2)
+        .map(|w| {
+            format!(
+                "{} (line {}) after {} (line {})",
+                w[1].3, w[1].2, w[0].3, w[0].2
+            )
+        })
+        .collect();
+    // One or two functions a first use runs are not the archive's to place (the staticlib does
+    // not hold alloc's `<CString as From<&CStr>>::from`: the linker takes it from elsewhere).
+    assert!(
+        out_of_order.len() <= 2,
+        "{} of {} first-use functions out of the list's order, e.g. {:#?}",
+        out_of_order.len(),
+        placed.len(),
+        &out_of_order[..out_of_order.len().min(5)]
+    );
 }
 
 /// Loading the library loads the C library alone besides it (issue 48): the unwinder is linked

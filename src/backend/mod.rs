@@ -196,6 +196,13 @@ pub trait Group: Send + Sync {
     fn stop(&self);
     /// Resume counting.
     fn start(&self);
+    /// Whether the group counts nothing until its first [`Group::start`]: opened stopped, its
+    /// counts and times are zero until then, and a [`Group::stop`] has nothing to stop. The
+    /// engine's first start then neither stops nor reads it (issue 48, first use: the perf
+    /// backend's `PERF_EVENT_IOC_DISABLE` and `read` at every bind). Default: false.
+    fn opens_stopped(&self) -> bool {
+        false
+    }
     /// Ask for an overflow interrupt for request `index` after `distance` more events
     /// (`None`: never). Called while the group is stopped.
     fn arm(&self, index: usize, distance: Option<u64>);
@@ -443,10 +450,12 @@ pub fn from_kind(kind: BackendKind) -> Result<Box<dyn Backend>> {
 
 static GLOBAL: OnceLock<std::result::Result<Box<dyn Backend>, Error>> = OnceLock::new();
 
+crate::base::sys::env_name! { const BACKEND_VAR = "PERFCOMPAT_BACKEND"; }
+
 /// The process's backend, chosen once from `PERFCOMPAT_BACKEND` (default `auto`).
 pub fn global() -> Result<&'static dyn Backend> {
     let r = GLOBAL.get_or_init(|| {
-        let b = from_name(&env_name(crate::base::sys::env_os("PERFCOMPAT_BACKEND")))?;
+        let b = from_name(&env_name(crate::base::sys::env_os(BACKEND_VAR)))?;
         // The process's event map is checked against the backend before anything resolves
         // an event through it (issue 46 item 9): a line naming an event the backend does not
         // know is reported with its file and line, and the file is not used.

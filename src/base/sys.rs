@@ -214,6 +214,39 @@ pub fn secure() -> bool {
     *SECURE.get_or_init(|| unsafe { libc::getauxval(libc::AT_SECURE) } != 0)
 }
 
+/// The name of an environment variable the library reads, as a `&'static str` constant whose
+/// bytes lie in the text's first 64 KiB window, with the functions that run at load
+/// (`.text.startup.*`, which tools/install.sh and GNU ld place first in the text), not in the
+/// read-only data (issue 48): looking a variable up reads its name, and the names of a load's and
+/// a first use's variables, spread over the read-only data, each cost a page fault of a window
+/// of it (about 14k instructions in the arm64 guest) that nothing else of the load or the first
+/// use touched.
+macro_rules! env_name {
+    ($(#[$m:meta])* $vis:vis const $id:ident = $name:literal;) => {
+        $(#[$m])*
+        $vis const $id: &str = {
+            #[link_section = ".text.startup.perfcompat_env_names"]
+            static NAME: [u8; $name.len()] = $crate::base::sys::name_bytes($name);
+            // SAFETY: the bytes of a string literal, whole.
+            unsafe { ::std::str::from_utf8_unchecked(&NAME) }
+        };
+    };
+}
+pub(crate) use env_name;
+
+/// `name`'s bytes as an array of its length (for [`env_name`]).
+pub(crate) const fn name_bytes<const N: usize>(name: &str) -> [u8; N] {
+    let b = name.as_bytes();
+    assert!(b.len() == N, "name_bytes: wrong length");
+    let mut out = [0u8; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = b[i];
+        i += 1;
+    }
+    out
+}
+
 /// The library's environment variable `name`, as [`std::env::var_os`] gives it, except in a
 /// secure process ([`secure`]): there every variable the library reads is ignored, because
 /// those that name files (event maps, cost files, the calibration cache and the `HOME` or
@@ -367,8 +400,8 @@ fn signals() -> (i32, i32) {
     )
 }
 
-const OVERFLOW_VAR: &str = "PERFCOMPAT_OVERFLOW_SIGNAL";
-const SIGEMT_VAR: &str = "PERFCOMPAT_SIGEMT";
+env_name! { const OVERFLOW_VAR = "PERFCOMPAT_OVERFLOW_SIGNAL"; }
+env_name! { const SIGEMT_VAR = "PERFCOMPAT_SIGEMT"; }
 
 /// The two signals and the messages for the values refused.
 #[derive(Debug, PartialEq)]

@@ -190,9 +190,16 @@ impl BoundSet {
     /// after [`BoundSet::restart`]. Must run inside `write`.
     pub(super) fn start_from_presets(&self) -> Result<()> {
         let mut raw = [0u64; MAX_REQUESTS];
-        let (times, running) = self.resume_raw(&mut raw, |i| {
-            virt::distance_to_wrap(self.preset[i].load(Ordering::Relaxed))
-        })?;
+        // The first start of a group that opens stopped: its counts and times are zero, there
+        // is nothing to stop or read (issue 48, first use).
+        let (times, running) =
+            if self.gen.load(Ordering::Relaxed) >> 1 == 0 && self.group.opens_stopped() {
+                (Times::default(), false)
+            } else {
+                self.resume_raw(&mut raw, |i| {
+                    virt::distance_to_wrap(self.preset[i].load(Ordering::Relaxed))
+                })?
+            };
         self.end_period(&raw);
         for i in 0..self.n {
             let p = self.preset[i].load(Ordering::Relaxed);

@@ -222,7 +222,11 @@ pub struct Counts {
 /// `T5_EVENT0`/`T5EVENT0` (index 0) or `T5_EVENT1`/`T5EVENT1` (index 1), if set and valid.
 fn env_override(index: usize) -> Option<i32> {
     static WARNED: [Once; 2] = [Once::new(), Once::new()];
-    let names = [["T5_EVENT0", "T5EVENT0"], ["T5_EVENT1", "T5EVENT1"]][index];
+    crate::base::sys::env_name! { const T5_EVENT0 = "T5_EVENT0"; }
+    crate::base::sys::env_name! { const T5EVENT0 = "T5EVENT0"; }
+    crate::base::sys::env_name! { const T5_EVENT1 = "T5_EVENT1"; }
+    crate::base::sys::env_name! { const T5EVENT1 = "T5EVENT1"; }
+    let names = [[T5_EVENT0, T5EVENT0], [T5_EVENT1, T5EVENT1]][index];
     let (name, value) = names
         .iter()
         .find_map(|n| crate::base::sys::env_var(n).map(|v| (*n, v)))?;
@@ -509,9 +513,11 @@ fn read_slow(st: &mut Option<ThreadCounters>, e0: i32, e1: i32) -> Result<Counts
     }
 }
 
-/// The variable through which the `perfex` command hands its event list to the command it
-/// runs (see [`adopt_handoff`]); set by `perfex`, inherited by the command's descendants.
-pub const HANDOFF_VAR: &str = "PERFCOMPAT_PERFEX_EVENTS";
+crate::base::sys::env_name! {
+    /// The variable through which the `perfex` command hands its event list to the command it
+    /// runs (see [`adopt_handoff`]); set by `perfex`, inherited by the command's descendants.
+    pub const HANDOFF_VAR = "PERFCOMPAT_PERFEX_EVENTS";
+}
 
 /// What `perfex` handed over: the events it counts, and whether in kernel mode too.
 #[derive(Debug, Clone, PartialEq, Eq)]

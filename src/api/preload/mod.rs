@@ -14,15 +14,25 @@
 pub mod exec;
 pub mod output;
 
-/// The variable that turns counting on: the events to count.
-pub const EVENTS_VAR: &str = "PERFCOMPAT_PRELOAD_EVENTS";
-/// The variable naming the process that counts (its children do not).
-pub const OWNER_VAR: &str = "PERFCOMPAT_PRELOAD_PID";
-/// The variable naming the report file (default: standard error).
-pub const OUTPUT_VAR: &str = "PERFCOMPAT_PRELOAD_OUTPUT";
-/// The variable that carries the counts over an `exec` of the counting process:
-/// `<pid>;<SelfCount::carry>`, set by the library in the new image's environment only.
-pub const CARRY_VAR: &str = "PERFCOMPAT_PRELOAD_CARRY";
+use crate::base::sys::env_name;
+
+env_name! {
+    /// The variable that turns counting on: the events to count.
+    pub const EVENTS_VAR = "PERFCOMPAT_PRELOAD_EVENTS";
+}
+env_name! {
+    /// The variable naming the process that counts (its children do not).
+    pub const OWNER_VAR = "PERFCOMPAT_PRELOAD_PID";
+}
+env_name! {
+    /// The variable naming the report file (default: standard error).
+    pub const OUTPUT_VAR = "PERFCOMPAT_PRELOAD_OUTPUT";
+}
+env_name! {
+    /// The variable that carries the counts over an `exec` of the counting process:
+    /// `<pid>;<SelfCount::carry>`, set by the library in the new image's environment only.
+    pub const CARRY_VAR = "PERFCOMPAT_PRELOAD_CARRY";
+}
 
 /// The longest `PERFCOMPAT_PRELOAD_CARRY` value taken, in bytes: a genuine one holds at most
 /// [`crate::commands::perfex::MAX_READINGS`] counts of three numbers each and a command cut

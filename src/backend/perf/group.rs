@@ -603,6 +603,12 @@ impl Group for PerfGroup {
         }
     }
 
+    /// Each unit's leader is opened disabled (`open_or_check`), which keeps its group from
+    /// counting until the first `PERF_EVENT_IOC_ENABLE` (or `_REFRESH`).
+    fn opens_stopped(&self) -> bool {
+        true
+    }
+
     fn direct_read(&self) -> Option<DirectRead> {
         self.inline_read.then(|| DirectRead {
             fd: self.units[0].fds[0].as_raw_fd(),

@@ -122,7 +122,7 @@ impl Kernel for Linux {
         group_fd: i32,
         flags: u64,
     ) -> Result<OwnedFd, i32> {
-        open_event(attr, pid, cpu, group_fd, flags, |fd| fd)
+        open_event(attr, pid, cpu, group_fd, flags, |fd, _| fd)
     }
 
     #[inline]
@@ -191,14 +191,15 @@ impl Kernel for Linux {
 }
 
 /// [`Linux`]'s `perf_event_open`: the system call (on arm64 with the user-mode read asked for,
-/// see [`arm64_user_read_config1`]), the new descriptor passed through `place`.
+/// see [`arm64_user_read_config1`]), the new descriptor passed through `place` with the group's
+/// leader (`group_fd`).
 fn open_event(
     attr: &mut perf_event_attr,
     pid: i32,
     cpu: i32,
     group_fd: i32,
     flags: u64,
-    place: fn(OwnedFd) -> OwnedFd,
+    place: fn(OwnedFd, i32) -> OwnedFd,
 ) -> Result<OwnedFd, i32> {
     let open = |attr: &mut perf_event_attr| {
         // SAFETY: attr is a fully initialised perf_event_attr.
@@ -207,7 +208,7 @@ fn open_event(
             Err(errno())
         } else {
             // SAFETY: a fresh fd we own.
-            Ok(place(unsafe { OwnedFd::from_raw_fd(fd) }))
+            Ok(place(unsafe { OwnedFd::from_raw_fd(fd) }, group_fd))
         }
     };
     if !cfg!(target_arch = "aarch64") {
@@ -245,7 +246,10 @@ pub fn relocation_base(limit: u64) -> Option<i32> {
 }
 
 /// Move a fresh counter descriptor to a high number ([`relocation_base`], close-on-exec kept),
-/// or leave it where it is when there is no room there.
+/// or leave it where it is when there is no room there. A member of a group whose leader
+/// `group` sits above it (the leader was moved up) goes above the leader: the limit need not be
+/// asked again for each member (issue 48, first use: one `getrlimit` per group, not per
+/// counter), and `F_DUPFD_CLOEXEC` still refuses a number at or past the limit.
 ///
 /// # Why (issue 44 item 1)
 /// A program may close every descriptor from 3 on (`close_range(3, ~0U, 0)`, a loop closing
@@ -257,8 +261,11 @@ pub fn relocation_base(limit: u64) -> Option<i32> {
 /// descriptor) unless the program holds about as many descriptors as its limit allows, or puts
 /// one at that number on purpose (`dup2`). Every other use of the descriptor checks it is still
 /// the counter first (`PERF_EVENT_IOC_ID`, see `PerfGroup::lost_descriptor`).
-fn relocate(fd: OwnedFd) -> OwnedFd {
+fn relocate(fd: OwnedFd, group: i32) -> OwnedFd {
     use std::os::fd::AsRawFd;
+    if group > fd.as_raw_fd() {
+        return move_to(fd, group + 1);
+    }
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -273,6 +280,13 @@ fn relocate(fd: OwnedFd) -> OwnedFd {
     if fd.as_raw_fd() >= base {
         return fd;
     }
+    move_to(fd, base)
+}
+
+/// `fd` moved to the lowest free number from `base` on (close-on-exec), or left where it is
+/// when the kernel refuses (`base` at or past the limit, or no free number below it).
+fn move_to(fd: OwnedFd, base: i32) -> OwnedFd {
+    use std::os::fd::AsRawFd;
     // SAFETY: duplicates a descriptor we own; the copy is ours too.
     let high = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, base) };
     if high < 0 {

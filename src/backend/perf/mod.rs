@@ -393,8 +393,7 @@ impl PerfBackend {
     fn cycles_fallback(&self) -> bool {
         !self.pmu
             && *self.cycles_fallback.get_or_init(|| {
-                crate::base::sys::env_var("PERFCOMPAT_CYCLES_FALLBACK")
-                    .is_none_or(|v| v.trim() != "0")
+                crate::base::sys::env_var(CYCLES_FALLBACK_VAR).is_none_or(|v| v.trim() != "0")
             })
     }
 
@@ -615,6 +614,7 @@ impl PerfBackend {
 
 /// The variable that turns the software stand-ins on (see [`standin_for`]).
 pub const STANDIN_VAR: &str = "PERFCOMPAT_STANDIN";
+crate::base::sys::env_name! { const CYCLES_FALLBACK_VAR = "PERFCOMPAT_CYCLES_FALLBACK"; }
 
 /// The software event that stands for hardware event `ev` on a host without a PMU when
 /// `PERFCOMPAT_STANDIN=1` (issue 46 item 1), `None` for an event of unknown nature (raw codes,
