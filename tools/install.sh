@@ -226,9 +226,12 @@ echo "install.sh: linking $real" >&2
 # price: the PLT's GOT (.got.plt) stays writable (partial RELRO; the rest of the GOT and the
 # relocated data are still read-only after loading); LD_BIND_NOW=1 binds everything at load.
 # On x86-64 rustc calls through the GOT already (bound at load): nothing changes there.
+# capi/link/relocated-data.ld puts the relocated writable data on the GOT's page (its comment
+# says why).
 # shellcheck disable=SC2086 # $undefs is a list of words
 "$cc" -shared -o "$work/$real" -Wl,-soname,$soname -Wl,--version-script="$work/perfcompat.map" \
   -Wl,--gc-sections -Wl,-z,relro,-z,lazy -Wl,-z,noexecstack $undefs -static-libgcc \
+  -Wl,-T,"$repo/capi/link/relocated-data.ld" \
   "${arch_objs[@]}" "$work/libperfcompat_capi.a" ${static_libs#-lgcc_s }
 
 pfcntr=libpfcntr.so.1.0.0
