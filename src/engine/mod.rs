@@ -53,6 +53,7 @@ use crate::base::sigsafe::SeqCount;
 
 mod bind;
 mod overflow;
+mod pair;
 mod restart;
 mod resume;
 mod sample;
@@ -62,6 +63,7 @@ mod watched;
 
 pub use bind::{bind, bind_tagged, bind_with, check_bind, check_request, plan, Binding};
 pub use overflow::{add_overflow_hook, dropped_at_freezes, set_overflow_hook};
+pub use pair::UserPair;
 pub use thread::{
     owned, owned_any, owned_key, set_owned, with_current, with_made_state, with_owned,
     with_owned_state, with_thread_binding, OwnedState, Owner, MAX_THREAD_BINDINGS,
