@@ -92,9 +92,16 @@ pub extern "C" fn start_counters(e0: c_int, e1: c_int) -> c_int {
 /// arguments kept across a call were ~16 instructions of each start on the arm64 guest).
 #[inline(never)]
 fn start_fast(e0: c_int, e1: c_int, gate: perfex::Gate) -> c_int {
-    match perfex::start_running(e0, e1, gate) {
+    let Some(pair) = perfex::Pair::new(e0, e1) else {
+        return start_other(e0, e1);
+    };
+    match perfex::start_running(pair, gate) {
         Some(g) => g as c_int,
-        None => start_other(e0, e1),
+        None => {
+            // The events from the one word kept (`Pair`).
+            let (e0, e1) = pair.events();
+            start_other(e0, e1)
+        }
     }
 }
 
@@ -147,8 +154,8 @@ unsafe fn read_fast(
     c1: *mut c_longlong,
     gate: perfex::Gate,
 ) -> c_int {
-    if !c0.is_null() && !c1.is_null() {
-        if let Some(c) = perfex::read_running(e0, e1, gate) {
+    if let (false, false, Some(pair)) = (c0.is_null(), c1.is_null(), perfex::Pair::new(e0, e1)) {
+        if let Some(c) = perfex::read_running(pair, gate) {
             // SAFETY: not NULL, so writable (the caller's promise).
             unsafe {
                 *c0 = c.c0;
@@ -156,8 +163,12 @@ unsafe fn read_fast(
             }
             return c.generation as c_int;
         }
+        // The events from the one word kept (`Pair`), as in `start_fast`.
+        let (e0, e1) = pair.events();
+        // SAFETY: the caller's promise, passed on.
+        return unsafe { read_other(e0, c0, e1, c1) };
     }
-    // SAFETY: the caller's promise, passed on.
+    // SAFETY: as above.
     unsafe { read_other(e0, c0, e1, c1) }
 }
 

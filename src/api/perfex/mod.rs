@@ -88,6 +88,27 @@ fn pair_key(e0: i32, e1: i32) -> Option<u64> {
     Some((e0 as u64) | ((e1 as u64) << 32))
 }
 
+/// Two R10000 event numbers as one word ([`start_running`], [`read_running`]): a caller
+/// that keeps only it across the common case gives the events back to the general path
+/// from it ([`Pair::events`]), one register instead of two kept over the thread-local
+/// look-up's call (issue 48).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pair(u64);
+
+impl Pair {
+    /// `e0` and `e1`, when both are R10000 event numbers (0..31).
+    #[inline(always)]
+    pub fn new(e0: i32, e1: i32) -> Option<Pair> {
+        pair_key(e0, e1).map(Pair)
+    }
+
+    /// The two events.
+    #[inline(always)]
+    pub fn events(self) -> (i32, i32) {
+        ((self.0 & 0xff) as i32, ((self.0 >> 32) & 0xff) as i32)
+    }
+}
+
 /// [`ThreadCounters::start_key`] of a pair the common start cannot start.
 const NO_KEY: u64 = u64::MAX;
 /// [`ThreadCounters::mode`]: [`Mode::Stopped`].
@@ -187,6 +208,15 @@ impl ThreadCounters {
         t.set_mode(mode);
         t.restart()?;
         Ok(t)
+    }
+
+    /// The [`UserPair`] made again where the set was written to since it was made (it then
+    /// no longer answers: [`UserPair::read`]); out of line, from the general start only.
+    #[inline(never)]
+    fn renew_pair(&mut self) {
+        if self.pair.as_ref().is_some_and(|p| !p.is_current()) {
+            self.pair = self.binding.user_pair();
+        }
     }
 
     /// The mode, from its word.
@@ -438,6 +468,7 @@ pub fn start(e0: i32, e1: i32) -> Result<u32> {
         match &mut *st {
             Some(t) if t.bound == bound && !t.kernel && !t.binding.inherited_from_parent() => {
                 t.restart()?;
+                t.renew_pair();
                 t.set_mode(Mode::Started(e0, e1));
                 Ok(t.generation)
             }
@@ -494,8 +525,8 @@ const NO_OVERRIDES: u32 =
 /// panic, allocate or make a system call: the C export calls it outside its unwind boundary,
 /// and [`start`] out of line only when it answers `None`.
 #[inline(always)]
-pub fn start_running(e0: i32, e1: i32, _: Gate) -> Option<u32> {
-    let key = pair_key(e0, e1)?;
+pub fn start_running(pair: Pair, _: Gate) -> Option<u32> {
+    let key = pair.0;
     engine::with_made_state(|st: &RefCell<Option<ThreadCounters>>| {
         let mut st = st.try_borrow_mut().ok()?;
         let t = st.as_mut()?;
@@ -504,10 +535,11 @@ pub fn start_running(e0: i32, e1: i32, _: Gate) -> Option<u32> {
         }
         let mut v = [0u64; 2];
         let (enabled, running) = t.pair.as_ref()?.read::<true>(&mut v)?;
+        // No call here (a new block of generations is drawn by `start`, once in 64).
+        t.generation = t.generations.draw_ready()?;
         t.origin = v;
         t.enabled0 = enabled;
         t.running0 = running;
-        t.generation = t.generations.draw();
         // `Mode::Started(e0, e1)`, read from user space (`start_key` says so).
         t.mode = key;
         Some(t.generation)
@@ -522,8 +554,8 @@ pub fn start_running(e0: i32, e1: i32, _: Gate) -> Option<u32> {
 /// ([`UserPair::read`]), so the interval was counted whole. The same rules as
 /// [`start_running`]'s.
 #[inline(always)]
-pub fn read_running(e0: i32, e1: i32, _: Gate) -> Option<Counts> {
-    let key = pair_key(e0, e1)?;
+pub fn read_running(pair: Pair, _: Gate) -> Option<Counts> {
+    let key = pair.0;
     engine::with_made_state(|st: &RefCell<Option<ThreadCounters>>| {
         let mut st = st.try_borrow_mut().ok()?;
         let t = st.as_mut()?;
