@@ -82,25 +82,41 @@ fn the_cost_table_is_one_per_process() {
 fn the_common_start_and_read_leave_everything_as_it_was_when_they_do_not_answer() {
     emulated_r10000();
     std::thread::spawn(|| {
-        assert_eq!(perfex::read_running(0, 18), None, "never started");
-        assert_eq!(perfex::start_running(0, 18), None, "no pair yet");
+        let gate = perfex::gate().expect("no override in the tests' environment");
+        assert_eq!(
+            perfex::read_running(perfex::Pair::new(0, 18).unwrap(), gate),
+            None,
+            "never started"
+        );
+        assert_eq!(
+            perfex::start_running(perfex::Pair::new(0, 18).unwrap(), gate),
+            None,
+            "no pair yet"
+        );
         assert!(
             matches!(perfex::read(0, 18), Err(Error::WrongState(_))),
             "nothing was started by the try"
         );
         let g = perfex::start(0, 18).unwrap();
         assert_eq!(
-            perfex::start_running(0, 18),
+            perfex::start_running(perfex::Pair::new(0, 18).unwrap(), gate),
             None,
             "not read from user space"
         );
         assert_eq!(
-            perfex::start_running(99, 18),
+            perfex::Pair::new(99, 18),
             None,
             "a bad event: `start` tells"
         );
-        assert_eq!(perfex::read_running(0, 18), None);
-        assert_eq!(perfex::read_running(1, 18), None, "other events");
+        assert_eq!(
+            perfex::read_running(perfex::Pair::new(0, 18).unwrap(), gate),
+            None
+        );
+        assert_eq!(
+            perfex::read_running(perfex::Pair::new(1, 18).unwrap(), gate),
+            None,
+            "other events"
+        );
         sim::advance("0", 5).unwrap();
         let c = perfex::read(0, 18).expect("still started");
         assert_eq!(
@@ -108,7 +124,11 @@ fn the_common_start_and_read_leave_everything_as_it_was_when_they_do_not_answer(
             (5, g),
             "origin and generation untouched"
         );
-        assert_eq!(perfex::read_running(0, 18), None, "read: stopped");
+        assert_eq!(
+            perfex::read_running(perfex::Pair::new(0, 18).unwrap(), gate),
+            None,
+            "read: stopped"
+        );
     })
     .join()
     .unwrap();

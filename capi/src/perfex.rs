@@ -11,6 +11,9 @@ use perfcompat::api::perfex;
 
 use crate::{fail_with, ffi_boundary};
 
+// Out of line (as `read_impl`): the common case's function tail-calls the general path, which
+// must not be inlined into it (its frame would be the common case's, issue 48).
+#[inline(never)]
 fn start_impl(e0: c_int, e1: c_int) -> c_int {
     match perfex::start(e0, e1) {
         Ok(g) => g as c_int,
@@ -18,6 +21,7 @@ fn start_impl(e0: c_int, e1: c_int) -> c_int {
     }
 }
 
+#[inline(never)]
 fn read_impl(e0: c_int, c0: Option<&mut i64>, e1: c_int, c1: Option<&mut i64>) -> c_int {
     let (Some(c0), Some(c1)) = (c0, c1) else {
         return fail_with(
@@ -75,23 +79,30 @@ fn load_impl(name: &[u8]) -> c_int {
 #[no_mangle]
 pub extern "C" fn start_counters(e0: c_int, e1: c_int) -> c_int {
     // The common case first, outside the unwind boundary (it cannot panic), where it can
-    // answer at all; the rest a tail call (issue 48).
-    if perfex::lean_pairs() {
-        let g = start_fast(e0, e1);
-        if g != 0 {
-            return g;
-        }
+    // answer at all (one load: `lean_gate`); the rest a tail call (issue 48).
+    match perfex::lean_gate() {
+        Some(gate) => start_fast(e0, e1, gate),
+        None => start_other(e0, e1),
     }
-    start_other(e0, e1)
 }
 
-/// `start_counters`' common case ([`perfex::start_running`]): the generation, or 0 when it
-/// does not answer. Out of line: inlined into the export, every way out of its counter reads
-/// put the export's arguments back for the tail call, a few moves per counter read in the
-/// arm64 guest (issue 48).
+/// `start_counters`' common case ([`perfex::start_running`]), or the general one (a tail
+/// call) when it does not answer. Out of line, with the general path's call at its end only,
+/// so that its frame is the common case's alone (issue 48: the export's frame and its
+/// arguments kept across a call were ~16 instructions of each start on the arm64 guest).
 #[inline(never)]
-fn start_fast(e0: c_int, e1: c_int) -> c_int {
-    perfex::start_running(e0, e1).map_or(0, |g| g as c_int)
+fn start_fast(e0: c_int, e1: c_int, gate: perfex::Gate) -> c_int {
+    let Some(pair) = perfex::Pair::new(e0, e1) else {
+        return start_other(e0, e1);
+    };
+    match perfex::start_running(pair, gate) {
+        Some(g) => g as c_int,
+        None => {
+            // The events from the one word kept (`Pair`).
+            let (e0, e1) = pair.events();
+            start_other(e0, e1)
+        }
+    }
 }
 
 /// `start_counters` when its common case does not answer. Out of line.
@@ -120,34 +131,45 @@ pub unsafe extern "C" fn read_counters(
     e1: c_int,
     c1: *mut c_longlong,
 ) -> c_int {
-    // The common case first, outside the unwind boundary (it cannot panic), where it can
-    // answer at all; the rest a tail call (issue 48).
-    if perfex::lean_pairs() {
-        // SAFETY: the caller promises NULL or valid pointers.
-        if let (Some(p0), Some(p1)) = unsafe { (c0.as_mut(), c1.as_mut()) } {
-            let g = read_fast(e0, p0, e1, p1);
-            if g != 0 {
-                return g;
-            }
-        }
+    // As `start_counters`.
+    match perfex::lean_gate() {
+        // SAFETY: the caller's promise, passed on.
+        Some(gate) => unsafe { read_fast(e0, c0, e1, c1, gate) },
+        // SAFETY: as above.
+        None => unsafe { read_other(e0, c0, e1, c1) },
     }
-    // SAFETY: the caller's promise, passed on.
-    unsafe { read_other(e0, c0, e1, c1) }
 }
 
 /// `read_counters`' common case ([`perfex::read_running`]): the counts written and the
-/// generation returned, or 0 (nothing written) when it does not answer. Out of line, as
-/// [`start_fast`].
+/// generation returned; or, when it does not answer (nothing written), the general case, a
+/// tail call. Out of line, as [`start_fast`].
+///
+/// # Safety
+/// As `read_counters`.
 #[inline(never)]
-fn read_fast(e0: c_int, c0: &mut i64, e1: c_int, c1: &mut i64) -> c_int {
-    match perfex::read_running(e0, e1) {
-        Some(c) => {
-            *c0 = c.c0;
-            *c1 = c.c1;
-            c.generation as c_int
+unsafe fn read_fast(
+    e0: c_int,
+    c0: *mut c_longlong,
+    e1: c_int,
+    c1: *mut c_longlong,
+    gate: perfex::Gate,
+) -> c_int {
+    if let (false, false, Some(pair)) = (c0.is_null(), c1.is_null(), perfex::Pair::new(e0, e1)) {
+        if let Some(c) = perfex::read_running(pair, gate) {
+            // SAFETY: not NULL, so writable (the caller's promise).
+            unsafe {
+                *c0 = c.c0;
+                *c1 = c.c1;
+            }
+            return c.generation as c_int;
         }
-        None => 0,
+        // The events from the one word kept (`Pair`), as in `start_fast`.
+        let (e0, e1) = pair.events();
+        // SAFETY: the caller's promise, passed on.
+        return unsafe { read_other(e0, c0, e1, c1) };
     }
+    // SAFETY: as above.
+    unsafe { read_other(e0, c0, e1, c1) }
 }
 
 /// `read_counters` when its common case does not answer. Out of line.

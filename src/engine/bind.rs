@@ -289,6 +289,13 @@ pub struct Binding {
     inner: Arc<BoundSet>,
 }
 
+impl Binding {
+    /// The bound set, shared: for a handle that must keep it alive (`pair::UserPair`).
+    pub(super) fn set_arc(&self) -> &Arc<BoundSet> {
+        &self.inner
+    }
+}
+
 impl std::ops::Deref for Binding {
     type Target = BoundSet;
     fn deref(&self) -> &BoundSet {

@@ -123,7 +123,7 @@ impl BoundSet {
 
     /// The time enabled and running since the last (re)start, from the backend's `times`.
     #[inline(always)]
-    fn since_restart(&self, times: &Times) -> (u64, u64) {
+    pub(super) fn since_restart(&self, times: &Times) -> (u64, u64) {
         (
             times
                 .enabled

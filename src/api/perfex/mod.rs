@@ -28,7 +28,7 @@ use std::sync::{Once, OnceLock};
 
 use crate::api::costs;
 use crate::base::error::{Error, Result};
-use crate::engine::{self, next_generation, Generations, OwnedState, Owner};
+use crate::engine::{self, next_generation, Generations, OwnedState, Owner, UserPair};
 use crate::{backend, bind, Binding, CounterSet, Request, RequestFlags, Target};
 
 /// How a thread's counters came to be running.
@@ -76,19 +76,107 @@ impl Bound {
     }
 }
 
+/// Two events as one word, for the common start's and read's one compare (issue 48):
+/// `e0 | e1 << 32` when both are R10000 event numbers (0..31), `None` otherwise. A key is
+/// below 2^37: the words [`NO_KEY`], [`STOPPED_WORD`], [`PERFEX_WORD`] and [`NOT_USER_READ`]
+/// are none.
+#[inline(always)]
+fn pair_key(e0: i32, e1: i32) -> Option<u64> {
+    if (e0 | e1) as u32 >= 32 {
+        return None;
+    }
+    Some((e0 as u64) | ((e1 as u64) << 32))
+}
+
+/// Two R10000 event numbers as one word ([`start_running`], [`read_running`]): a caller
+/// that keeps only it across the common case gives the events back to the general path
+/// from it ([`Pair::events`]), one register instead of two kept over the thread-local
+/// look-up's call (issue 48).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pair(u64);
+
+impl Pair {
+    /// `e0` and `e1`, when both are R10000 event numbers (0..31).
+    #[inline(always)]
+    pub fn new(e0: i32, e1: i32) -> Option<Pair> {
+        pair_key(e0, e1).map(Pair)
+    }
+
+    /// The two events.
+    #[inline(always)]
+    pub fn events(self) -> (i32, i32) {
+        ((self.0 & 0xff) as i32, ((self.0 >> 32) & 0xff) as i32)
+    }
+}
+
+/// [`ThreadCounters::start_key`] of a pair the common start cannot start.
+const NO_KEY: u64 = u64::MAX;
+/// [`ThreadCounters::mode`]: [`Mode::Stopped`].
+const STOPPED_WORD: u64 = 1 << 62;
+/// [`ThreadCounters::mode`]: [`Mode::Perfex`].
+const PERFEX_WORD: u64 = 1 << 63;
+/// In [`ThreadCounters::mode`], with a [`Mode::Started`] pair's key: the common read cannot
+/// read it (kernel mode, or not read from user space).
+const NOT_USER_READ: u64 = 1 << 61;
+
+/// [`ThreadCounters::mode`]'s word of `m`, for a binding read from user space or not
+/// (`user_read`). A started pair's events are R10000 event numbers (the general start checked
+/// them).
+fn mode_word(m: Mode, user_read: bool) -> u64 {
+    match m {
+        Mode::Stopped => STOPPED_WORD,
+        Mode::Perfex => PERFEX_WORD,
+        Mode::Started(e0, e1) => match pair_key(e0, e1) {
+            Some(k) if user_read => k,
+            Some(k) => k | NOT_USER_READ,
+            // Never made by the start (out of range); the common read never matches it.
+            None => STOPPED_WORD | NOT_USER_READ,
+        },
+    }
+}
+
+/// Whether the [`mode_word`] `w` is `Mode::Started(e0, e1)`.
+#[inline(always)]
+fn started_with(w: u64, e0: i32, e1: i32) -> bool {
+    pair_key(e0, e1) == Some(w & !NOT_USER_READ)
+}
+
+/// The [`Mode`] of a [`mode_word`].
+#[inline(always)]
+fn mode_of(w: u64) -> Mode {
+    if w & PERFEX_WORD != 0 {
+        Mode::Perfex
+    } else if w & STOPPED_WORD != 0 {
+        Mode::Stopped
+    } else {
+        Mode::Started((w & 0xff) as i32, ((w >> 32) & 0xff) as i32)
+    }
+}
+
 struct ThreadCounters {
     /// The events the binding counts.
     bound: Bound,
     /// Whether the binding counts kernel mode too (only a `perfex -k` hand-over does).
     kernel: bool,
     binding: Binding,
+    /// The binding read from user space ([`UserPair`]), where it is, in user mode only: what
+    /// the common start and read read.
+    pair: Option<UserPair>,
+    /// The key ([`pair_key`]) of `bound`'s events where `pair` is there: the common start
+    /// starts those events with one compare; [`NO_KEY`] otherwise.
+    start_key: u64,
+    /// The counts at the start: member 0's, and the last member's (member 0's again for one
+    /// event), so that the common read takes each argument's origin without an index.
     origin: [u64; 2],
     enabled0: u64,
     running0: u64,
     generation: u32,
     /// Where this thread's fresh generations come from (no atomic operation per start).
     generations: Generations,
-    mode: Mode,
+    /// The [`Mode`] as one word ([`ThreadCounters::mode`] reads it): [`Mode::Started`] is
+    /// its events' key ([`pair_key`], with [`NOT_USER_READ`] where `pair` is not there), so
+    /// that the common read tests it with one compare (the enum was three, issue 48).
+    mode: u64,
 }
 
 impl ThreadCounters {
@@ -99,22 +187,62 @@ impl ThreadCounters {
             ..RequestFlags::USER
         };
         let binding = bind(&pinned_set(bound.as_slice(), flags)?, Target::CurrentThread)?;
-        if binding.is_lean() {
-            LEAN_PAIRS.store(true, Ordering::Relaxed);
+        let pair = binding.user_pair().filter(|_| !kernel);
+        let start_key = match (&pair, bound.events) {
+            (Some(_), [e0, e1]) => pair_key(e0 as i32, e1 as i32).unwrap_or(NO_KEY),
+            (None, _) => NO_KEY,
+        };
+        if pair.is_some() {
+            // The environment read first: the mark means it was (a pair perfex hands over
+            // is bound before any start reads it).
+            let _ = gate();
+            OVERRIDES.fetch_or(LEAN_PAIRS, Ordering::Relaxed);
         }
         let mut t = ThreadCounters {
             bound,
             kernel,
             binding,
+            pair,
+            start_key,
             origin: [0; 2],
             enabled0: 0,
             running0: 0,
             generation: 0,
             generations: Generations::new(),
-            mode,
+            mode: STOPPED_WORD,
         };
+        t.set_mode(mode);
         t.restart()?;
         Ok(t)
+    }
+
+    /// The [`UserPair`] made again where the set was written to since it was made (it then
+    /// no longer answers: [`UserPair::read`]); out of line, from the general start only.
+    #[inline(never)]
+    fn renew_pair(&mut self) {
+        if self.pair.as_ref().is_some_and(|p| !p.is_current()) {
+            self.pair = self.binding.user_pair();
+        }
+    }
+
+    /// Whether the mode is [`Mode::Started`] with `e0` and `e1`: its key, with or without
+    /// [`NOT_USER_READ`] (fewer instructions than [`ThreadCounters::mode`] and a compare on the
+    /// host's read, which takes the general path).
+    #[inline(always)]
+    fn is_started(&self, e0: i32, e1: i32) -> bool {
+        started_with(self.mode, e0, e1)
+    }
+
+    /// The mode, from its word.
+    #[inline(always)]
+    fn mode(&self) -> Mode {
+        mode_of(self.mode)
+    }
+
+    /// Set the mode's word.
+    #[inline(always)]
+    fn set_mode(&mut self, m: Mode) {
+        self.mode = mode_word(m, self.pair.is_some());
     }
 
     /// Take a new origin and a fresh generation.
@@ -122,6 +250,10 @@ impl ThreadCounters {
     fn restart(&mut self) -> Result<()> {
         let mut v = [0u64; 2];
         let (enabled, running) = self.sample(&mut v)?;
+        if self.bound.n == 1 {
+            // The last member's origin is the first's (`origin`).
+            v[1] = v[0];
+        }
         self.origin = v;
         self.enabled0 = enabled;
         self.running0 = running;
@@ -185,7 +317,8 @@ impl ThreadCounters {
             // The kernel took the counters away for part of the interval.
             self.generation = self.generations.draw();
         }
-        // `& 1`: an index is 0 or 1 (`index`), said so that no bounds check is made.
+        // `& 1`: an index is 0 or 1 (`index`), said so that no bounds check is made. Member
+        // `i`'s origin is `origin[i]` (for one event, member 0 is the last member too).
         let count = |i: usize| v[i & 1].wrapping_sub(self.origin[i & 1]) as i64;
         Counts {
             c0: count(i0),
@@ -270,13 +403,6 @@ fn picked(w: u32, e0: i32, e1: i32) -> (i32, i32) {
     (pick(w, e0), pick(w >> 8, e1))
 }
 
-/// [`events`] once the environment was read (`None` before: the general path reads it).
-#[inline(always)]
-fn events_read(e0: i32, e1: i32) -> Option<(i32, i32)> {
-    let w = OVERRIDES.load(Ordering::Relaxed);
-    (w & OVERRIDES_READ != 0).then(|| picked(w, e0, e1))
-}
-
 /// The environment's overrides, read once per process ([`events`]): one byte each, the first
 /// in the low byte (the event number, or [`NO_OVERRIDE`]), and [`OVERRIDES_READ`] once read.
 /// One word, so that a start or a read loads it once and picks each event with a compare (a
@@ -296,8 +422,8 @@ fn read_overrides() -> u32 {
     let byte = |o: Option<i32>| o.and_then(|n| u8::try_from(n).ok()).unwrap_or(NO_OVERRIDE);
     let w =
         OVERRIDES_READ | u32::from(byte(env_override(0))) | (u32::from(byte(env_override(1))) << 8);
-    OVERRIDES.store(w, Ordering::Relaxed);
-    w
+    // An or: the mark of a lean pair ([`LEAN_PAIRS`]) another thread set stays.
+    OVERRIDES.fetch_or(w, Ordering::Relaxed) | w
 }
 
 /// An R10000 event number written as text (`"26"`, surrounding blanks allowed), or an error
@@ -360,7 +486,10 @@ pub fn start(e0: i32, e1: i32) -> Result<u32> {
         match &mut *st {
             Some(t) if t.bound == bound && !t.kernel && !t.binding.inherited_from_parent() => {
                 t.restart()?;
-                t.mode = Mode::Started(e0, e1);
+                if t.pair.is_some() {
+                    t.renew_pair();
+                }
+                t.set_mode(Mode::Started(e0, e1));
                 Ok(t.generation)
             }
             other => start_slow(other, bound, e0, e1),
@@ -368,69 +497,99 @@ pub fn start(e0: i32, e1: i32) -> Result<u32> {
     })
 }
 
-/// Whether a pair of this process was ever read from user space (the lean sample answers
-/// for it): until then [`start_running`] and [`read_running`] cannot answer, and the C
-/// exports do not try them. Where counters are read with `read()` (software events, a host
-/// without user-space reads) the try cost every start and read about 2% (`benches/ab` on
-/// the host's software events, issue 48).
-static LEAN_PAIRS: AtomicBool = AtomicBool::new(false);
+/// [`OVERRIDES`]'s mark that a pair of this process was read from user space (a
+/// [`UserPair`] was found at its bind): until then [`start_running`] and [`read_running`]
+/// cannot answer, and the C exports do not try them. Where counters are read with `read()`
+/// (software events, a host without user-space reads) the try cost every start and read
+/// about 2% (`benches/ab` on the host's software events, issue 48). In the overrides' word,
+/// so that the exports' gate and the overrides are one load.
+const LEAN_PAIRS: u32 = 1 << 17;
 
-/// Whether [`start_running`] and [`read_running`] may answer: a pair of this process was
-/// read from user space (a process-wide flag set at such a bind). One relaxed load.
+/// The proof that [`start_running`] and [`read_running`] may answer ([`lean_gate`]): no
+/// environment override is in force, so the events they are given are the events counted.
+#[derive(Debug, Clone, Copy)]
+pub struct Gate(());
+
+/// [`Gate`] when [`start_running`] and [`read_running`] may answer: a pair of this process
+/// was read from user space (a process-wide mark set at such a bind) and the environment
+/// overrides no event (a program that sets `T5_EVENT0`/`T5_EVENT1` takes the general path:
+/// the overrides' selection was ~14 instructions of every start and read on the arm64
+/// guest, issue 48). `None` otherwise. One relaxed load and one compare.
 #[inline(always)]
-pub fn lean_pairs() -> bool {
-    LEAN_PAIRS.load(Ordering::Relaxed)
+pub fn lean_gate() -> Option<Gate> {
+    (OVERRIDES.load(Ordering::Relaxed) == NO_OVERRIDES).then_some(Gate(()))
 }
 
+/// [`Gate`] whether or not a pair was read from user space (the environment read if it was
+/// not), when the environment overrides no event: for a caller that tries the common start
+/// and read anyway (the tests).
+pub fn gate() -> Option<Gate> {
+    let mut w = OVERRIDES.load(Ordering::Relaxed);
+    if w & OVERRIDES_READ == 0 {
+        w = read_overrides();
+    }
+    (w | LEAN_PAIRS == NO_OVERRIDES).then_some(Gate(()))
+}
+
+/// [`OVERRIDES`] read, without an override, with a pair read from user space: the word of
+/// [`lean_gate`].
+const NO_OVERRIDES: u32 =
+    OVERRIDES_READ | LEAN_PAIRS | (NO_OVERRIDE as u32) | ((NO_OVERRIDE as u32) << 8);
+
 /// [`start`]'s common case alone (issue 48): this thread's pair already counts these events
-/// in user mode and is read from user space ([`BoundSet::sample_running_untimed`]): the two
-/// counts become the new origin, with a fresh generation. `None` for anything else (the
-/// first start, other events, a read with `read()`, a child of `fork()`, whose pair the lean
-/// sample finds gone, a bad event): then [`start`] decides, and tells what is wrong. Nothing
-/// in it can panic, allocate or make a system call: the C export calls it outside its unwind
-/// boundary, and [`start`] out of line only when it answers `None`.
-///
-/// [`BoundSet::sample_running_untimed`]: crate::BoundSet::sample_running_untimed
+/// in user mode and is read from user space ([`UserPair::read`]): the two counts become the
+/// new origin, with a fresh generation. `None` for anything else (the first start, other
+/// events, a read with `read()`, a child of `fork()`, whose pair the read finds gone, a bad
+/// event): then [`start`] decides, and tells what is wrong. One compare decides whether the
+/// pair is this thread's (its events' key against the one its bind found readable from user space). Nothing in it can
+/// panic, allocate or make a system call: the C export calls it outside its unwind boundary,
+/// and [`start`] out of line only when it answers `None`.
 #[inline(always)]
-pub fn start_running(e0: i32, e1: i32) -> Option<u32> {
-    let (e0, e1) = events_read(e0, e1)?;
-    let in_range = |e: i32| u32::try_from(e).ok().filter(|&n| n < 32);
-    let bound = Bound::pair(in_range(e0)?, in_range(e1)?);
+pub fn start_running(pair: Pair, _: Gate) -> Option<u32> {
+    let key = pair.0;
     engine::with_made_state(|st: &RefCell<Option<ThreadCounters>>| {
         let mut st = st.try_borrow_mut().ok()?;
         let t = st.as_mut()?;
-        if t.bound != bound || t.kernel {
+        if t.start_key != key {
             return None;
         }
         let mut v = [0u64; 2];
-        let (enabled, running) = t.binding.sample_running_untimed(&mut v)?;
+        let (enabled, running) = t.pair.as_ref()?.read::<true>(&mut v)?;
+        // No call here (a new block of generations is drawn by `start`, once in 64).
+        t.generation = t.generations.draw_ready()?;
         t.origin = v;
         t.enabled0 = enabled;
         t.running0 = running;
-        t.generation = t.generations.draw();
-        t.mode = Mode::Started(e0, e1);
+        // `Mode::Started(e0, e1)`, read from user space (`start_key` says so).
+        t.mode = key;
         Some(t.generation)
     })
 }
 
 /// [`read`]'s common case alone (issue 48): the events started on this thread, read from
-/// user space; `None` for anything else, which [`read`] decides. The same rules as
+/// user space; `None` for anything else, which [`read`] decides. One compare decides
+/// whether they are the events started (the mode's word); they are then the bound
+/// pair, in order: the first argument is member 0, the second the last member. The
+/// generation stays: a read that answers found no member ever multiplexed
+/// ([`UserPair::read`]), so the interval was counted whole. The same rules as
 /// [`start_running`]'s.
 #[inline(always)]
-pub fn read_running(e0: i32, e1: i32) -> Option<Counts> {
-    let (e0, e1) = events_read(e0, e1)?;
+pub fn read_running(pair: Pair, _: Gate) -> Option<Counts> {
+    let key = pair.0;
     engine::with_made_state(|st: &RefCell<Option<ThreadCounters>>| {
         let mut st = st.try_borrow_mut().ok()?;
         let t = st.as_mut()?;
-        if t.mode != Mode::Started(e0, e1) {
+        if t.mode != key {
             return None;
         }
-        let (i0, i1) = (t.index(e0)?, t.index(e1)?);
         let mut v = [0u64; 2];
-        let (enabled, running) = t.binding.sample_running_untimed(&mut v)?;
-        let c = t.counts_of(i0, i1, &v, enabled, running);
-        t.mode = Mode::Stopped;
-        Some(c)
+        t.pair.as_ref()?.read::<false>(&mut v)?;
+        t.mode = STOPPED_WORD;
+        Some(Counts {
+            c0: v[0].wrapping_sub(t.origin[0]) as i64,
+            c1: v[1].wrapping_sub(t.origin[1]) as i64,
+            generation: t.generation,
+        })
     })
 }
 
@@ -439,7 +598,7 @@ pub fn read_running(e0: i32, e1: i32) -> Option<Counts> {
 fn start_slow(st: &mut Option<ThreadCounters>, bound: Bound, e0: i32, e1: i32) -> Result<u32> {
     *st = None; // unbind the old pair first
     let t = st.insert(ThreadCounters::bind(bound, false, Mode::Stopped)?);
-    t.mode = Mode::Started(e0, e1);
+    t.set_mode(Mode::Started(e0, e1));
     Ok(t.generation)
 }
 
@@ -457,9 +616,9 @@ pub fn read(e0: i32, e1: i32) -> Result<Counts> {
     with_state(|st| {
         let mut st = st.borrow_mut();
         match &mut *st {
-            Some(t) if t.mode == Mode::Started(e0, e1) && !t.binding.inherited_from_parent() => {
+            Some(t) if t.is_started(e0, e1) && !t.binding.inherited_from_parent() => {
                 let c = t.counts(e0, e1)?;
-                t.mode = Mode::Stopped;
+                t.set_mode(Mode::Stopped);
                 Ok(c)
             }
             other => read_slow(other, e0, e1),
@@ -476,7 +635,7 @@ fn read_slow(st: &mut Option<ThreadCounters>, e0: i32, e1: i32) -> Result<Counts
     );
     let t = match st.as_mut() {
         Some(t) if t.binding.inherited_from_parent() => {
-            return Err(if t.mode == Mode::Perfex {
+            return Err(if t.mode() == Mode::Perfex {
                 Error::WrongState(
                     "the counters perfex started on this thread count the parent process \
                      (this is a child of fork()); call start_counters first",
@@ -488,14 +647,14 @@ fn read_slow(st: &mut Option<ThreadCounters>, e0: i32, e1: i32) -> Result<Counts
         Some(t) => t,
         None => return Err(not_started),
     };
-    match t.mode {
+    match t.mode() {
         Mode::Stopped => Err(not_started),
         Mode::Started(s0, s1) if (s0, s1) != (e0, e1) => Err(Error::InvalidArgument(format!(
             "events ({e0}, {e1}) differ from the events started on this thread ({s0}, {s1})"
         ))),
         Mode::Started(..) => {
             let c = t.counts(e0, e1)?;
-            t.mode = Mode::Stopped;
+            t.set_mode(Mode::Stopped);
             Ok(c)
         }
         Mode::Perfex => {
@@ -706,4 +865,66 @@ pub fn format_costs(e0: i32, c0: i64, e1: i32, c1: i64) -> Result<String> {
 /// `load_costs` does. All or nothing (see [`crate::api::costs::load`]).
 pub fn load_costs(path: &std::path::Path) -> Result<()> {
     costs::load(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 48: the common start and read test a pair with one compare of its key against
+    // `ThreadCounters::start_key` and the mode's word. A key is made only of two event
+    // numbers, and no key is one of the words that mean "not this way".
+    #[test]
+    fn a_pair_key_is_made_of_event_numbers_only_and_is_no_other_word() {
+        for (e0, e1) in [(0, 16), (31, 31), (17, 0), (0, 0)] {
+            let k = pair_key(e0, e1).unwrap();
+            assert_eq!((k & 0xffff_ffff, k >> 32), (e0 as u64, e1 as u64));
+            for w in [NO_KEY, STOPPED_WORD, PERFEX_WORD] {
+                assert_ne!(k, w);
+            }
+            assert_eq!(k & NOT_USER_READ, 0);
+        }
+        for (e0, e1) in [(32, 0), (0, 32), (-1, 0), (0, -1), (-1, -1), (i32::MIN, 5)] {
+            assert_eq!(pair_key(e0, e1), None, "({e0}, {e1})");
+        }
+    }
+
+    // The mode's word: what the general path reads back is the mode it set, and only a
+    // started pair read from user space is its events' key (what the common read compares).
+    #[test]
+    fn the_mode_word_gives_back_the_mode_and_is_a_key_only_where_the_common_read_may_answer() {
+        for user_read in [true, false] {
+            for m in [
+                Mode::Stopped,
+                Mode::Perfex,
+                Mode::Started(0, 16),
+                Mode::Started(31, 31),
+                Mode::Started(17, 0),
+            ] {
+                let w = mode_word(m, user_read);
+                assert_eq!(mode_of(w), m, "{m:?} user_read {user_read}");
+                let key = match m {
+                    Mode::Started(e0, e1) => pair_key(e0, e1),
+                    _ => None,
+                };
+                let keys: Vec<u64> = (0..32)
+                    .flat_map(|a| (0..32).map(move |b| pair_key(a, b).unwrap()))
+                    .filter(|&k| k == w)
+                    .collect();
+                let want = if user_read {
+                    key.into_iter().collect()
+                } else {
+                    vec![]
+                };
+                assert_eq!(keys, want, "{m:?} user_read {user_read}");
+                for (e0, e1) in [(0, 16), (31, 31), (17, 0), (16, 0), (0, 1 << 30), (-1, -1)] {
+                    assert_eq!(
+                        started_with(w, e0, e1),
+                        m == Mode::Started(e0, e1),
+                        "{m:?} user_read {user_read} ({e0}, {e1})"
+                    );
+                }
+            }
+        }
+    }
 }

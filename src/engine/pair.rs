@@ -1,0 +1,136 @@
+//! A binding of one or two requests read from user space through pages found once, at the
+//! bind: libperfex's common start and read (issue 48, the interval row). Kept apart from the
+//! lean sample of `sample.rs` (libcpc's), which finds its pages at every sample.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{Binding, BoundSet, FROZEN};
+use crate::backend::perf::UserPage;
+
+/// A binding of one or two requests whose counters are read from user space
+/// ([`BoundSet::is_lean`]), with its members' pages found once ([`Binding::user_pair`]):
+/// [`UserPair::read`] then goes from the set to the counter reads with no test of the set's
+/// kind, its size or its pages (on the arm64 guest those were ~25 instructions of each
+/// libperfex start and read). It holds the set, so its pages stay mapped while it lives.
+///
+/// It also holds what makes a member's count virtual (its base less its origin) as it was
+/// when the pair was made, with the set's sequence count then: a read answers only while the
+/// sequence is still that one (every change of base and origin is a write of the sequence),
+/// so it adds one number per member where it loaded four (issue 48). After a write (a restart
+/// of the set: libperfex makes none) the pair no longer answers until it is made again.
+#[derive(Clone)]
+pub struct UserPair {
+    set: Arc<BoundSet>,
+    /// The first member's page and the last one's (the same for one request).
+    pages: [UserPage; 2],
+    /// Base less origin of the first member and of the last one, at `seq`.
+    delta: [u64; 2],
+    /// The set's sequence count when `delta` was read (even: no write was open).
+    seq: u64,
+    /// The last member's number (0 or 1; a number rather than a `bool`, so that an
+    /// `Option<UserPair>` is tested on its set's pointer, which is loaded anyway).
+    last: usize,
+}
+
+impl std::fmt::Debug for UserPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserPair")
+            .field("id", &self.set.id)
+            .field("members", &(self.last + 1))
+            .finish()
+    }
+}
+
+impl Binding {
+    /// The binding as a [`UserPair`]: `None` unless it has one or two requests and is read
+    /// from user space ([`BoundSet::is_lean`]: pages, no scaled and no notifying request).
+    pub fn user_pair(&self) -> Option<UserPair> {
+        let set = self.set_arc();
+        if !set.lean || !(1..=2).contains(&set.n) {
+            return None;
+        }
+        let pages = set.direct.as_ref()?.user_pages()?;
+        if pages.len() != set.n || set.base.len() != set.n || set.origin.len() != set.n {
+            return None;
+        }
+        let last = set.n - 1;
+        let seq = set.seq.begin();
+        let delta = |i: usize| {
+            set.base[i]
+                .load(Ordering::Relaxed)
+                .wrapping_sub(set.origin[i].load(Ordering::Relaxed))
+        };
+        let delta = [delta(0), delta(last)];
+        // Made usable (not unbound, not stopped): `read` then tests only that nothing was
+        // written since.
+        let stopped = set.state.load(Ordering::Acquire) & FROZEN != 0;
+        if seq & 1 != 0 || stopped || set.gone() || !set.seq.valid(seq) {
+            return None;
+        }
+        Some(UserPair {
+            set: Arc::clone(set),
+            pages: [pages[0], pages[last]],
+            delta,
+            seq,
+            last,
+        })
+    }
+}
+
+impl UserPair {
+    /// Whether the set was not written to since the pair was made (its base and origin are
+    /// still the pair's): [`UserPair::read`] can answer.
+    pub fn is_current(&self) -> bool {
+        self.set.seq.valid(self.seq)
+    }
+
+    /// The first member's virtual value into `out[0]` and the last member's into `out[1]`
+    /// (the same for one request), as [`BoundSet::sample`] gives them, read from the members'
+    /// pages; with `TIMES`, the time enabled and running since the last (re)start
+    /// ([`crate::SampleInfo::enabled_ns`], [`crate::SampleInfo::running_ns`]), else `(0, 0)`.
+    /// `None`, with nothing decided and `out` perhaps written, when the set is gone (unbound,
+    /// a child of fork()), lost a descriptor, is stopped, a member is off its counter or was
+    /// ever multiplexed (its page's time enabled is not its time running), or the set was
+    /// written to since the pair was made or during the read: the caller then takes the
+    /// general sample, which says what is wrong or reads with `read()`. No wait for a write
+    /// in progress: the general sample waits.
+    ///
+    /// One test of the sequence, after the counter reads, stands for the tests of a stopped
+    /// or unbound set and of a write during the read: the pair was made of a set neither
+    /// stopped nor unbound, every change of the set's state (a stop, an unbind, a restart) is
+    /// a write of the sequence, and the sequence only grows, so a sequence still the pair's
+    /// after the reads was the pair's throughout (the pages stay mapped whatever happens: the
+    /// pair holds the set). A child of fork() and a closed descriptor change no sequence: they
+    /// are tested (issue 48: ~12 instructions of each libperfex start and read fewer).
+    ///
+    /// A member whose page says it ran for all its time enabled was never multiplexed since
+    /// the bind (the gap between the two only grows): an interval that ends at a read that
+    /// answers was counted whole, whatever its start read. For a binding of the calling
+    /// thread only (its counters are read from user space, which only the thread they count
+    /// may do). Async-signal-safe: no allocation, no lock, no system call, no panic.
+    #[inline(always)]
+    pub fn read<const TIMES: bool>(&self, out: &mut [u64; 2]) -> Option<(u64, u64)> {
+        let set = &*self.set;
+        if set.inherited_from_parent() || set.lost() {
+            return None;
+        }
+        let (c0, times) = self.pages[0].read()?;
+        // Virtual: `virt::virtual_value(base, count - origin)`, with base less origin found
+        // when the pair was made.
+        out[0] = c0.wrapping_add(self.delta[0]);
+        out[1] = if self.last != 0 {
+            self.pages[1].read()?.0.wrapping_add(self.delta[1])
+        } else {
+            out[0]
+        };
+        if !set.seq.valid(self.seq) {
+            return None;
+        }
+        Some(if TIMES {
+            set.since_restart(&times)
+        } else {
+            (0, 0)
+        })
+    }
+}
