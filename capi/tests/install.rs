@@ -602,11 +602,7 @@ fn the_library_relocates_few_pages() {
 /// generation unit a crate took x86-64 from 14 to 13 and arm64 from 13 to 11;
 /// capi/link/relocated-data.ld, the relocated writable data on the GOT's page, x86-64 to 11 and
 /// arm64 to 9.
-const PAGES_RELOCATED: usize = if cfg!(target_arch = "aarch64") {
-    9
-} else {
-    11
-};
+const PAGES_RELOCATED: usize = if cfg!(target_arch = "aarch64") { 9 } else { 11 };
 
 #[test]
 fn the_layout_links_and_sonames() {
