@@ -69,8 +69,11 @@ fn traced(args: &[&str]) -> Option<(String, Vec<String>)> {
         .skip_while(|l| !l.contains("\"BEGIN\\n\""))
         .skip(1)
         .take_while(|l| !l.contains("\"END\\n\""))
+        // `strace -f` pads the process id to five columns: "5070  read(..." has two spaces.
         .map(|l| match l.split_once(' ') {
-            Some((p, rest)) if p.chars().all(|c| c.is_ascii_digit()) => rest.to_string(),
+            Some((p, rest)) if p.chars().all(|c| c.is_ascii_digit()) => {
+                rest.trim_start().to_string()
+            }
             _ => l.to_string(),
         })
         .collect();
