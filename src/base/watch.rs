@@ -349,8 +349,9 @@ static RUNNING_IN: AtomicI32 = AtomicI32::new(0);
 /// library's thread set-up, some 75k instructions in the arm64 guest) and its first look then
 /// fell inside whatever the binding thread did next, at a moment no one chose: in the guest's
 /// overflow row that was the measured loop, some 770 instructions of each of its 100
-/// overflows, and in about one run in ten a look that found a record waiting and read the
-/// owner's `/proc` files (2,000 an overflow). Waiting here makes the first notifying bind
+/// overflows (a traced run showed the watcher's first 77 µs there), and in about one run in
+/// ten 2,000 an overflow (never seen in 20 runs since; not traced: tracing hid it). Waiting
+/// here makes the first notifying bind
 /// pay for the watcher it starts, once, and leaves the counting that follows alone. Not
 /// forever: a thread that cannot be scheduled (a real-time starter on its only CPU) is
 /// waited for at most the bound, and then the watcher starts when it can, as before.
