@@ -22,26 +22,31 @@ pub(super) fn write_all(fd: i32, mut buf: &[u8]) {
 }
 
 /// Whether `execvp` could find `name`: a path (with a `/`) that exists, or a file of that name
-/// in a `PATH` directory (glibc's default path when `PATH` is unset).
+/// in a `PATH` directory (glibc's default path when `PATH` is unset): the candidates of
+/// [`exec_paths`].
 fn findable(name: &std::ffi::OsStr) -> bool {
     if name.is_empty() {
         return false;
     }
-    if name.as_bytes().contains(&b'/') {
-        return std::path::Path::new(name).exists();
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
-    std::env::split_paths(&path).any(|d| d.join(name).is_file())
+    let given = name.as_bytes().contains(&b'/');
+    exec_paths(name).iter().any(|c| {
+        let p = std::path::Path::new(std::ffi::OsStr::from_bytes(c.as_bytes()));
+        if given {
+            p.exists()
+        } else {
+            p.is_file()
+        }
+    })
 }
 
 /// Whether `execvp` could run `name`: `Ok`, or the errno it would fail with (`ENOENT` when no
 /// file of that name is found, `EACCES` when the file found is not an executable regular
 /// file). As `execvp`, a `PATH` search goes on past a file it cannot execute and reports
-/// `EACCES` only when it finds none it can.
+/// `EACCES` only when it finds none it can; the candidates are [`exec_paths`]'s.
 pub(super) fn executable(name: &std::ffi::OsStr) -> std::result::Result<(), i32> {
-    let runnable = |p: &std::path::Path| -> std::result::Result<(), i32> {
+    let runnable = |c: &CString| -> std::result::Result<(), i32> {
+        let p = std::path::Path::new(std::ffi::OsStr::from_bytes(c.as_bytes()));
         let meta = std::fs::metadata(p).map_err(|e| e.raw_os_error().unwrap_or(libc::ENOENT))?;
-        let c = CString::new(p.as_os_str().as_bytes()).map_err(|_| libc::ENOENT)?;
         // SAFETY: a valid NUL-terminated path.
         if !meta.is_file() || unsafe { libc::access(c.as_ptr(), libc::X_OK) } != 0 {
             return Err(libc::EACCES);
@@ -51,14 +56,12 @@ pub(super) fn executable(name: &std::ffi::OsStr) -> std::result::Result<(), i32>
     if name.is_empty() {
         return Err(libc::ENOENT);
     }
-    if name.as_bytes().contains(&b'/') {
-        return runnable(std::path::Path::new(name));
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
+    let given = name.as_bytes().contains(&b'/');
     let mut found = Err(libc::ENOENT);
-    for d in std::env::split_paths(&path) {
-        match runnable(&d.join(name)) {
+    for c in &exec_paths(name) {
+        match runnable(c) {
             Ok(()) => return Ok(()),
+            Err(e) if given => return Err(e),
             Err(libc::EACCES) => found = Err(libc::EACCES),
             Err(_) => {}
         }
