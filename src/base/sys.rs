@@ -10,6 +10,43 @@ pub fn gettid() -> i32 {
     unsafe { libc::syscall(libc::SYS_gettid) as i32 }
 }
 
+/// Have `child` run in the child of every `fork` from now on (the C library's `pthread_atfork`
+/// with a child handler alone). With glibc the registration is its `__register_atfork`, with
+/// this library's `__dso_handle` (a `dlclose` drops the handler), which is what glibc's own
+/// `pthread_atfork` does: that one is not in `libc.so.6` but a stub from `libc_nonshared.a`
+/// linked at the end of the text, where calling it cost a first use one more 64 KiB window of
+/// the library's text (issue 48, first use: ~13k instructions in the arm64 guest).
+pub fn on_fork_in_child(child: unsafe extern "C" fn()) {
+    #[cfg(target_env = "gnu")]
+    {
+        extern "C" {
+            fn __register_atfork(
+                prepare: Option<unsafe extern "C" fn()>,
+                parent: Option<unsafe extern "C" fn()>,
+                child: Option<unsafe extern "C" fn()>,
+                dso_handle: *mut libc::c_void,
+            ) -> libc::c_int;
+            /// The C runtime's handle of the object being linked (crtbegin's, hidden).
+            static __dso_handle: u8;
+        }
+        // SAFETY: glibc's exported registration (GLIBC_2.3.2 on x86-64, 2.17 on arm64), called
+        // as its pthread_atfork calls it; `__dso_handle` is only passed by address.
+        unsafe {
+            __register_atfork(
+                None,
+                None,
+                Some(child),
+                std::ptr::addr_of!(__dso_handle) as *mut libc::c_void,
+            )
+        };
+    }
+    #[cfg(not(target_env = "gnu"))]
+    // SAFETY: registers a plain function.
+    unsafe {
+        libc::pthread_atfork(None, None, Some(child))
+    };
+}
+
 /// The calling thread's thread pointer: on x86-64 the address of its thread control block
 /// (`%fs:0`, which glibc and musl keep pointing at the block itself), on arm64 `tpidr_el0`; one
 /// instruction, no call (a thread-local's address in a shared library is a call to the TLS
