@@ -637,7 +637,7 @@ impl ConfigFile {
         Ok((u32::from(st.stx_mode) & libc::S_IFMT, st.stx_size))
     }
 
-    /// Up to `limit` bytes of the file (`size`, its size, sizes the first read).
+    /// Up to `limit` bytes of the regular file (`size`, its size, sizes the first read).
     fn read_at_most(&self, limit: usize, size: u64) -> std::result::Result<Vec<u8>, i32> {
         use crate::base::sys::{sys_result, syscall6};
         use std::os::fd::AsRawFd;
@@ -663,8 +663,15 @@ impl ConfigFile {
             };
             match sys_result(r) {
                 Ok(0) => break,
-                // SAFETY: the kernel wrote `n` bytes there.
-                Ok(n) => unsafe { bytes.set_len(bytes.len() + n) },
+                Ok(n) => {
+                    // SAFETY: the kernel wrote `n` bytes there.
+                    unsafe { bytes.set_len(bytes.len() + n) };
+                    // A regular file read short once it holds its size is at its end: no
+                    // further read to see 0 (issue 48, first use: one system call fewer).
+                    if n < room && bytes.len() as u64 >= size {
+                        break;
+                    }
+                }
                 Err(libc::EINTR) => {}
                 Err(e) => return Err(e),
             }
