@@ -209,6 +209,15 @@ renames=$("$objdump" -h "$rel/libperfcompat_capi.a" 2>/dev/null | awk \
     for (l in lgroup) if (lgroup[l] == "startup" && !(l in found)) bad = bad " " l
     if (bad != "") { print "install.sh: capi/link/load-order.txt names no function of the archive:" bad > "/dev/stderr"; exit 1 }
   }')
+# The read-only data those first-use functions read go beside them, into the text (issue 48,
+# first use): tools/first-use-rodata.awk renames each such section (a string or constant, a
+# jump table, the strings a table of pointers names) .text.sorted.<rank>.~<section> at the rank
+# of its first reader. GNU ld's default script does not sort .rodata, which spread a first use's
+# reads over three 64 KB windows of the 160 KB .rodata (a page fault of ~14k instructions each in
+# the arm64 guest). The price: those constants are mapped executable, as the text's bytes are.
+printf '%s\n' "$renames" >"$work/renames"
+renames+=$'\n'$("$objdump" -t -r "$rel/libperfcompat_capi.a" 2>/dev/null |
+  awk -v renames="$work/renames" -f "$repo/tools/first-use-rodata.awk")
 args=()
 while IFS= read -r r; do [ -z "$r" ] || args+=(--rename-section "$r"); done <<<"$renames"
 "$objcopy" "${args[@]}" "$rel/libperfcompat_capi.a" "$work/libperfcompat_capi.a"

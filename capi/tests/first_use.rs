@@ -202,3 +202,29 @@ fn the_first_bind_neither_stops_nor_reads_its_new_group_and_asks_the_limit_once(
         limits.len()
     );
 }
+
+/// The event map is read with one `read` (issue 48, first use): the file is a regular file of
+/// the size `statx` gave, so a read that comes back short holding that size is its end, and no
+/// second read waits for 0; its `open`, `statx` and `read` are the library's own inline calls.
+#[test]
+fn the_event_map_is_read_in_one_read() {
+    let Some((_, calls)) = traced(&["cpc", "page-faults"]) else {
+        return;
+    };
+    let map = event_map().to_str().unwrap().to_string();
+    let open = calls
+        .iter()
+        .find(|l| l.starts_with("openat(") && l.contains(&map))
+        .unwrap_or_else(|| panic!("the map {map} not opened: {calls:#?}"));
+    let fd = open.rsplit("= ").next().unwrap().trim().to_string();
+    let at = calls.iter().position(|l| l == open).unwrap();
+    let closed = calls[at..]
+        .iter()
+        .position(|l| l.starts_with(&format!("close({fd})")))
+        .unwrap_or_else(|| panic!("the map's descriptor {fd} not closed: {calls:#?}"));
+    let reads: Vec<&String> = calls[at..at + closed]
+        .iter()
+        .filter(|l| l.starts_with(&format!("read({fd},")))
+        .collect();
+    assert_eq!(reads.len(), 1, "{reads:#?}");
+}

@@ -447,6 +447,19 @@ fn first_use_functions() -> Vec<(u64, u64, usize, String)> {
         .collect()
 }
 
+/// Where every function of the installed library starts.
+fn function_starts() -> BTreeSet<u64> {
+    let so = lib().join("libperfcompat.so.1.0.0");
+    tool(Command::new("nm").arg("--defined-only").arg(&so))
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && matches!(f[1], "t" | "T" | "W" | "w"))
+                .then(|| u64::from_str_radix(f[0], 16).ok())?
+        })
+        .collect()
+}
+
 /// The functions a first use runs (`capi/link/first-use-order.txt`, issue 48) lie together: as
 /// many 64 KiB windows of the text as their sizes need, plus one, not one window each across
 /// the text (the first use's page faults, each mapping the 64 KiB around it).
@@ -459,12 +472,22 @@ fn first_use_functions_lie_together() {
         "{} functions of first-use-order.txt found in the library",
         found.len(),
     );
-    let bytes: u64 = found.iter().map(|f| f.1).sum();
+    // With their constants: the bytes between two of them where no function lies are what
+    // tools/first-use-rodata.awk moved there (see `first_use_functions_read_no_rodata`).
+    let mut spans: Vec<(u64, u64)> = found.iter().map(|f| (f.0, f.0 + f.1)).collect();
+    spans.sort();
+    let starts = function_starts();
+    let constants: u64 = spans
+        .windows(2)
+        .filter(|w| w[1].0 > w[0].1 && starts.range(w[0].1..w[1].0).next().is_none())
+        .map(|w| w[1].0 - w[0].1)
+        .sum();
+    let bytes: u64 = found.iter().map(|f| f.1).sum::<u64>() + constants;
     let windows: BTreeSet<u64> = found.iter().map(|f| f.0 >> 16).collect();
     let need = bytes.div_ceil(1 << 16) + 1;
     assert!(
         windows.len() as u64 <= need,
-        "the {} first-use functions ({bytes} bytes) span {} windows of 64 KiB, not at most {need}",
+        "the {} first-use functions ({bytes} bytes with {constants} of constants) span {} windows of 64 KiB, not at most {need}",
         found.len(),
         windows.len()
     );
@@ -479,18 +502,13 @@ fn readelf_of_the_library(option: &str) -> String {
     )
 }
 
-/// The first-use functions lie in `capi/link/first-use-order.txt`'s order (issue 48, first
-/// use): the list names the functions in the order the arm64 guest first ran them (libcpc's
-/// first use, then libperfex's, then an overflow's), so that libcpc's first use runs through the
-/// fewest 64 KiB windows of the text, not through every window the whole list spans.
-#[test]
-fn first_use_functions_lie_in_the_lists_order() {
-    // Functions the compiler marked cold (`.text.unlikely.*`) are left where GNU ld puts those:
-    // first in the text, before the load-time functions, in windows a load maps in anyway.
+/// The address of the first load-time function (`capi/link/load-order.txt`): the placed
+/// functions lie from there on; the cold ones (`.text.unlikely.*`) before it.
+fn load_time_start() -> u64 {
     let so = lib().join("libperfcompat.so.1.0.0");
     let symbols = tool(Command::new("nm").args(["-C", "--defined-only"]).arg(&so));
     let load = link_list("load-order.txt");
-    let startup = symbols
+    symbols
         .lines()
         .filter_map(|l| {
             let (addr, rest) = l.split_once(' ')?;
@@ -500,7 +518,18 @@ fn first_use_functions_lie_in_the_lists_order() {
                 .then(|| u64::from_str_radix(addr, 16).ok())?
         })
         .min()
-        .expect("the load-time functions");
+        .expect("the load-time functions")
+}
+
+/// The first-use functions lie in `capi/link/first-use-order.txt`'s order (issue 48, first
+/// use): the list names the functions in the order the arm64 guest first ran them (libcpc's
+/// first use, then libperfex's, then an overflow's), so that libcpc's first use runs through the
+/// fewest 64 KiB windows of the text, not through every window the whole list spans.
+#[test]
+fn first_use_functions_lie_in_the_lists_order() {
+    // Functions the compiler marked cold (`.text.unlikely.*`) are left where GNU ld puts those:
+    // first in the text, before the load-time functions, in windows a load maps in anyway.
+    let startup = load_time_start();
     let mut placed: Vec<_> = first_use_functions()
         .into_iter()
         .filter(|f| f.0 >= startup)
@@ -529,6 +558,112 @@ fn first_use_functions_lie_in_the_lists_order() {
         out_of_order.len(),
         placed.len(),
         &out_of_order[..out_of_order.len().min(5)]
+    );
+}
+
+/// `[start, end)` of section `name` of the installed library.
+fn section_range(name: &str) -> (u64, u64) {
+    let sections = readelf_of_the_library("-SW");
+    sections
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let at = f.iter().position(|w| *w == name)?;
+            let addr = u64::from_str_radix(f.get(at + 2)?, 16).ok()?;
+            let size = u64::from_str_radix(f.get(at + 4)?, 16).ok()?;
+            Some((addr, addr + size))
+        })
+        .unwrap_or_else(|| panic!("no {name} in\n{sections}"))
+}
+
+/// The constants the first-use functions read lie beside them in the text, not in `.rodata`
+/// (issue 48, first use): GNU ld does not order `.rodata`, and a first use's reads of it (C
+/// names of the exports, strings, jump tables, the event names) faulted in three 64 KiB
+/// windows of it in the arm64 guest, ~14k instructions each. tools/install.sh renames each
+/// section they read `.text.sorted.<rank>.~<section>` (tools/first-use-rodata.awk). Checked on
+/// the code: no PC-relative address a placed first-use function computes is in `.rodata`.
+#[test]
+fn first_use_functions_read_no_rodata() {
+    let so = lib().join("libperfcompat.so.1.0.0");
+    let (ro_start, ro_end) = section_range(".rodata");
+    // The placed ones: the cold functions (`.text.unlikely.*`, before the load-time ones) and
+    // their constants are left where GNU ld puts them.
+    let startup = load_time_start();
+    let mut placed: Vec<(u64, u64, String)> = first_use_functions()
+        .into_iter()
+        .filter(|f| f.0 >= startup)
+        .map(|f| (f.0, f.0 + f.1, f.3))
+        .collect();
+    placed.sort();
+    let (lo, hi) = (placed[0].0, placed.last().unwrap().1);
+    // The disassembly's comments give the address an instruction computes (x86-64:
+    // `lea 0x..(%rip),%rdi  # 1234 <..>`; arm64: `adrp x0, 1234 <..>` then an add).
+    let code = tool(
+        Command::new("objdump")
+            .args(["-d", "--no-show-raw-insn"])
+            .arg(format!("--start-address={lo:#x}"))
+            .arg(format!("--stop-address={hi:#x}"))
+            .arg(&so),
+    );
+    let mut reads = Vec::new();
+    let mut checked = 0;
+    for line in code.lines() {
+        let Some((at, insn)) = line.trim_start().split_once(':') else {
+            continue;
+        };
+        let Ok(at) = u64::from_str_radix(at, 16) else {
+            continue;
+        };
+        // Only the placed functions' instructions (the constants between them decode as junk).
+        let k = placed.partition_point(|f| f.0 <= at);
+        if k == 0 || at >= placed[k - 1].1 {
+            continue;
+        }
+        checked += 1;
+        let target = insn
+            .split_once("# ")
+            .map(|(_, t)| t)
+            .or_else(|| {
+                insn.trim_start()
+                    .strip_prefix("adrp")
+                    .map(|r| r.split(',').nth(1).unwrap_or(""))
+            })
+            .and_then(|t| {
+                u64::from_str_radix(t.trim().split(' ').next()?.trim_start_matches("0x"), 16).ok()
+            });
+        if let Some(t) = target.filter(|t| (ro_start..ro_end).contains(t)) {
+            reads.push(format!("{}: {t:#x}", placed[k - 1].2));
+        }
+    }
+    assert!(
+        checked > 1000,
+        "{checked} instructions of first-use functions seen"
+    );
+    assert!(
+        reads.is_empty(),
+        "{} first-use instructions address .rodata ({ro_start:#x}..{ro_end:#x}), e.g. {:#?}",
+        reads.len(),
+        &reads[..reads.len().min(8)]
+    );
+}
+
+/// The fork handlers are registered with glibc's `__register_atfork` (src/base/sys.rs,
+/// `on_fork_in_child`), not through `pthread_atfork`, which glibc keeps out of `libc.so.6`: a
+/// stub from `libc_nonshared.a` linked at the end of the text, where a first bind's call to it
+/// faulted one more 64 KiB window of the text (issue 48, first use).
+#[test]
+fn the_library_links_no_pthread_atfork_stub() {
+    let so = lib().join("libperfcompat.so.1.0.0");
+    let symbols = tool(Command::new("nm").arg("--defined-only").arg(&so));
+    let stub: Vec<&str> = symbols
+        .lines()
+        .filter(|l| l.ends_with(" pthread_atfork") || l.ends_with(" __pthread_atfork"))
+        .collect();
+    assert!(stub.is_empty(), "{stub:?}");
+    let undefined = tool(Command::new("nm").args(["-D", "--undefined-only"]).arg(&so));
+    assert!(
+        undefined.contains("__register_atfork"),
+        "no __register_atfork among the library's imports:\n{undefined}"
     );
 }
 

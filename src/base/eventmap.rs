@@ -32,7 +32,6 @@
 //! why. The emulated backends check nothing here (their specs are model event names).
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -532,32 +531,23 @@ fn too_large(file: &str) -> Error {
 /// is an [`Error::BadFile`] at line 0. Content that is not UTF-8 is reported at the line
 /// holding the first bad byte.
 pub(crate) fn read_config(path: &Path) -> Result<String> {
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let file = path.display().to_string();
-    let io_err = |e: std::io::Error| Error::FileUnreadable {
+    let unreadable = |errno: i32| Error::FileUnreadable {
         file: file.clone(),
-        errno: e.raw_os_error().unwrap_or(libc::EIO),
+        errno,
     };
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(io_err)?;
-    let kind = f.metadata().map_err(io_err)?.file_type();
-    if kind.is_dir() {
-        return Err(io_err(std::io::Error::from_raw_os_error(libc::EISDIR)));
+    let f = ConfigFile::open(path).map_err(unreadable)?;
+    let (mode, size) = f.kind_and_size().map_err(unreadable)?;
+    if mode == libc::S_IFDIR {
+        return Err(unreadable(libc::EISDIR));
     }
-    if !kind.is_file() {
-        let what = if kind.is_fifo() {
-            "a FIFO"
-        } else if kind.is_char_device() {
-            "a character device"
-        } else if kind.is_block_device() {
-            "a block device"
-        } else if kind.is_socket() {
-            "a socket"
-        } else {
-            "not a file"
+    if mode != libc::S_IFREG {
+        let what = match mode {
+            libc::S_IFIFO => "a FIFO",
+            libc::S_IFCHR => "a character device",
+            libc::S_IFBLK => "a block device",
+            libc::S_IFSOCK => "a socket",
+            _ => "not a file",
         };
         return Err(Error::BadFile {
             file: file.clone(),
@@ -565,10 +555,9 @@ pub(crate) fn read_config(path: &Path) -> Result<String> {
             reason: format!("not a regular file ({what}): only regular files are read"),
         });
     }
-    let mut bytes = Vec::new();
-    f.take(MAX_FILE_SIZE as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io_err)?;
+    let bytes = f
+        .read_at_most(MAX_FILE_SIZE + 1, size)
+        .map_err(unreadable)?;
     if bytes.len() > MAX_FILE_SIZE {
         return Err(too_large(&file));
     }
@@ -581,6 +570,114 @@ pub(crate) fn read_config(path: &Path) -> Result<String> {
             reason: format!("the file is not valid UTF-8 (bad byte at offset {at})"),
         }
     })
+}
+
+/// A configuration file open for reading, through system calls made inline
+/// ([`crate::base::sys::syscall6`]): an event map is read on a first use, where the C library's
+/// `open`, `statx` and `read` would each be looked up (the library is bound lazily; issue 48).
+/// Opened non-blocking (a FIFO cannot block the caller), closed on drop.
+struct ConfigFile(std::os::fd::OwnedFd);
+
+impl ConfigFile {
+    /// Open `path` read-only; the errno on failure (`EIO` for a path holding a NUL byte, as
+    /// the standard library's error without an errno was reported).
+    fn open(path: &Path) -> std::result::Result<ConfigFile, i32> {
+        use crate::base::sys::{sys_result, syscall6};
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        let name = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| libc::EIO)?;
+        let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC;
+        // SAFETY: a NUL-terminated path; the descriptor, if any, is ours.
+        let fd = loop {
+            let r = unsafe {
+                syscall6(
+                    libc::SYS_openat,
+                    [
+                        libc::AT_FDCWD as usize,
+                        name.as_ptr() as usize,
+                        flags as usize,
+                        0,
+                        0,
+                        0,
+                    ],
+                )
+            };
+            match sys_result(r) {
+                Err(libc::EINTR) => continue,
+                r => break r?,
+            }
+        };
+        // SAFETY: a fresh descriptor we own.
+        Ok(ConfigFile(unsafe {
+            std::os::fd::OwnedFd::from_raw_fd(fd as i32)
+        }))
+    }
+
+    /// The file's type (`S_IFMT` bits of its mode) and size.
+    fn kind_and_size(&self) -> std::result::Result<(u32, u64), i32> {
+        use crate::base::sys::{sys_result, syscall6};
+        use std::os::fd::AsRawFd;
+        // SAFETY: statx writes the struct; zeroed is a valid value of it.
+        let mut st: libc::statx = unsafe { std::mem::zeroed() };
+        // SAFETY: the empty path with AT_EMPTY_PATH names the descriptor; `st` is writable.
+        let r = unsafe {
+            syscall6(
+                libc::SYS_statx,
+                [
+                    self.0.as_raw_fd() as usize,
+                    c"".as_ptr() as usize,
+                    libc::AT_EMPTY_PATH as usize,
+                    (libc::STATX_TYPE | libc::STATX_SIZE) as usize,
+                    &mut st as *mut libc::statx as usize,
+                    0,
+                ],
+            )
+        };
+        sys_result(r)?;
+        Ok((u32::from(st.stx_mode) & libc::S_IFMT, st.stx_size))
+    }
+
+    /// Up to `limit` bytes of the regular file (`size`, its size, sizes the first read).
+    fn read_at_most(&self, limit: usize, size: u64) -> std::result::Result<Vec<u8>, i32> {
+        use crate::base::sys::{sys_result, syscall6};
+        use std::os::fd::AsRawFd;
+        let mut bytes: Vec<u8> = Vec::with_capacity((size as usize).min(limit) + 1);
+        while bytes.len() < limit {
+            if bytes.len() == bytes.capacity() {
+                bytes.reserve(bytes.capacity().max(64).min(limit - bytes.len()));
+            }
+            let room = (bytes.capacity() - bytes.len()).min(limit - bytes.len());
+            // SAFETY: reads at most `room` bytes into the vector's spare capacity.
+            let r = unsafe {
+                syscall6(
+                    libc::SYS_read,
+                    [
+                        self.0.as_raw_fd() as usize,
+                        bytes.as_mut_ptr().add(bytes.len()) as usize,
+                        room,
+                        0,
+                        0,
+                        0,
+                    ],
+                )
+            };
+            match sys_result(r) {
+                Ok(0) => break,
+                Ok(n) => {
+                    // SAFETY: the kernel wrote `n` bytes there.
+                    unsafe { bytes.set_len(bytes.len() + n) };
+                    // A regular file read short once it holds its size is at its end: no
+                    // further read to see 0 (issue 48, first use: one system call fewer).
+                    if n < room && bytes.len() as u64 >= size {
+                        break;
+                    }
+                }
+                Err(libc::EINTR) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(bytes)
+    }
 }
 
 /// `n` in decimal, written digit by digit: the map's number keys are normalised so on every
@@ -622,6 +719,31 @@ fn valid_name(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A configuration file is read through system calls made inline (issue 48, first use: the
+    /// C library's `open`, `statx` and `read` would each be looked up on a first use): seen as
+    /// `errno`, which they leave alone, with the same errors.
+    #[test]
+    fn configuration_files_are_read_inline_leaving_errno_alone() {
+        // SAFETY: the thread's own errno.
+        unsafe { *libc::__errno_location() = 12345 };
+        let dir = std::env::temp_dir().join(format!("perfcompat-inline-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let map = dir.join("ev.map");
+        std::fs::write(&map, "0 = cycles\n").unwrap();
+        assert_eq!(read_config(&map).unwrap(), "0 = cycles\n");
+        match read_config(&dir.join("missing")) {
+            Err(Error::FileUnreadable { errno, .. }) => assert_eq!(errno, libc::ENOENT),
+            other => panic!("{other:?}"),
+        }
+        match read_config(&dir) {
+            Err(Error::FileUnreadable { errno, .. }) => assert_eq!(errno, libc::EISDIR),
+            other => panic!("{other:?}"),
+        }
+        // SAFETY: as above.
+        assert_eq!(unsafe { *libc::__errno_location() }, 12345);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn bad(text: &str) -> (usize, String) {
         match EventMap::parse(text, "ev.map") {

@@ -535,7 +535,8 @@ unsafe fn syscall4(nr: usize, a0: usize, a1: usize, a2: usize, a3: usize) -> isi
 
 /// A system call of three arguments that leaves `errno` alone: the kernel's result (a negated
 /// errno on failure). For code that runs on another thread's `errno` (pctx's command before
-/// its exec shares its creator's thread pointer); inline where [`syscall4`] is, else through
+/// its exec shares its creator's thread pointer); [`crate::base::sys::syscall6`]: inline on
+/// Linux x86-64 and arm64, else through
 /// the C library with `errno` saved and restored around it.
 ///
 /// # Safety
@@ -546,27 +547,8 @@ pub(crate) unsafe fn syscall3_keeping_errno(
     a1: usize,
     a2: usize,
 ) -> isize {
-    #[cfg(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ))]
     // SAFETY: the caller's contract.
-    unsafe {
-        syscall4(nr as usize, a0, a1, a2, 0)
-    }
-    #[cfg(not(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    )))]
-    // SAFETY: the caller's contract; the thread's own errno, restored.
-    unsafe {
-        let e = libc::__errno_location();
-        let saved = *e;
-        let r = libc::syscall(nr, a0, a1, a2);
-        let r = if r < 0 { -(*e as isize) } else { r as isize };
-        *e = saved;
-        r
-    }
+    unsafe { crate::base::sys::syscall6(nr, [a0, a1, a2, 0, 0, 0]) }
 }
 
 /// Set the calling thread's signal mask to the kernel set `mask` through the C library.

@@ -7,7 +7,8 @@
 //! is made without blocking signals ([`SeqCount::write_unblocked`]): a handler on its thread
 //! reads or writes through it instead of waiting.
 //!
-//! A leaf module (it imports nothing from the crate): the engine and the backends both use it.
+//! A leaf module (it imports nothing from the crate but `base::sys`'s inline system call): the
+//! engine and the backends both use it.
 
 use std::cell::Cell;
 use std::sync::atomic::Ordering;
@@ -49,7 +50,64 @@ pub fn blocked_by_library() -> bool {
 
 /// All signals blocked on this thread until dropped (then the previous mask is restored).
 pub struct Blocked {
-    old: Option<libc::sigset_t>,
+    /// The mask to restore (signals 1-64, the kernel's word).
+    old: Option<u64>,
+}
+
+/// `rt_sigprocmask(how, set)` of the kernel's 8-byte mask, made inline
+/// ([`crate::base::sys::syscall6`]: a bind blocks the signals on a first use, where the C
+/// library's `sigfillset` and `pthread_sigmask` would each be looked up; issue 48): the previous
+/// mask. glibc's two internal signals (SIGCANCEL 32 and SIGSETXID 33, which its `sigfillset`
+/// leaves out and its `pthread_sigmask` never blocks) are never added here either.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+fn sigprocmask(how: libc::c_int, set: u64) -> u64 {
+    let set = if how == libc::SIG_SETMASK {
+        set
+    } else {
+        set & !(3u64 << 31)
+    };
+    let mut old = 0u64;
+    // SAFETY: the kernel reads `set` and writes `old`, 8 bytes each (its sigset size here).
+    unsafe {
+        crate::base::sys::syscall6(
+            libc::SYS_rt_sigprocmask,
+            [
+                how as usize,
+                &set as *const u64 as usize,
+                &mut old as *mut u64 as usize,
+                8,
+                0,
+                0,
+            ],
+        )
+    };
+    old
+}
+
+/// [`sigprocmask`] through the C library, where the kernel's mask is not one 8-byte word.
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+fn sigprocmask(how: libc::c_int, set: u64) -> u64 {
+    // SAFETY: plain libc calls on local sets.
+    unsafe {
+        let mut new: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut new);
+        for sig in 1..=64 {
+            if set & (1u64 << (sig - 1)) != 0 {
+                libc::sigaddset(&mut new, sig);
+            }
+        }
+        libc::pthread_sigmask(how, &new, &mut old);
+        (1..=64)
+            .filter(|&sig| libc::sigismember(&old, sig) == 1)
+            .fold(0, |m, sig| m | 1u64 << (sig - 1))
+    }
 }
 
 impl Blocked {
@@ -62,18 +120,8 @@ impl Blocked {
             ALL_BLOCKED.with(|d| d.set(depth + 1));
             return Blocked { old: None };
         }
-        // SAFETY: sigfillset/pthread_sigmask only write to the local sets.
-        let old = unsafe {
-            let mut full: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigfillset(&mut full);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &full, &mut old);
-            old
-        };
-        // SAFETY: a sigset_t is at least 8 bytes; its first word holds signals 1-64.
-        let word =
-            unsafe { std::ptr::read_unaligned((&old as *const libc::sigset_t).cast::<u64>()) };
-        PROGRAM_MASK.with(|m| m.set(Some(word)));
+        let old = sigprocmask(libc::SIG_BLOCK, !0);
+        PROGRAM_MASK.with(|m| m.set(Some(old)));
         ALL_BLOCKED.with(|d| d.set(1));
         Blocked { old: Some(old) }
     }
@@ -83,12 +131,9 @@ impl Drop for Blocked {
     #[inline]
     fn drop(&mut self) {
         ALL_BLOCKED.with(|d| d.set(d.get().saturating_sub(1)));
-        if let Some(old) = &self.old {
+        if let Some(old) = self.old {
             PROGRAM_MASK.with(|m| m.set(None));
-            // SAFETY: restores the mask saved in `all`.
-            unsafe {
-                libc::pthread_sigmask(libc::SIG_SETMASK, old, std::ptr::null_mut());
-            }
+            sigprocmask(libc::SIG_SETMASK, old);
         }
     }
 }

@@ -7,7 +7,113 @@ use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
 /// The calling thread's kernel id.
 pub fn gettid() -> i32 {
     // SAFETY: a plain syscall.
-    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+    unsafe { syscall6(libc::SYS_gettid, [0; 6]) as i32 }
+}
+
+/// System call `nr` with up to six arguments (unused ones 0): the kernel's result, a negated
+/// errno on failure; `errno` is left alone. Made inline on Linux x86-64 and arm64, without the C
+/// library's wrapper: a first use of the counters makes its system calls so, and the library,
+/// bound lazily, does not look up a C library function for each (issue 48, first use: ~800
+/// instructions a lookup in the arm64 guest). Elsewhere through the C library's `syscall()`.
+///
+/// # Safety
+/// As the system call itself: pointer arguments valid for what the kernel reads or writes, a
+/// descriptor it closes or replaces not owned elsewhere.
+#[inline]
+pub unsafe fn syscall6(nr: libc::c_long, a: [usize; 6]) -> isize {
+    let ret: isize;
+    // SAFETY (both): the caller's contract; the instruction clobbers rcx and r11 on x86-64,
+    // nothing but x0 on arm64; the memory the kernel reads or writes is the arguments'.
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") nr as isize => ret,
+            in("rdi") a[0],
+            in("rsi") a[1],
+            in("rdx") a[2],
+            in("r10") a[3],
+            in("r8") a[4],
+            in("r9") a[5],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+    unsafe {
+        std::arch::asm!(
+            "svc 0",
+            in("x8") nr as usize,
+            inlateout("x0") a[0] as isize => ret,
+            in("x1") a[1],
+            in("x2") a[2],
+            in("x3") a[3],
+            in("x4") a[4],
+            in("x5") a[5],
+            options(nostack),
+        );
+    }
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
+    // SAFETY: the caller's contract; the thread's own errno, restored.
+    unsafe {
+        let e = libc::__errno_location();
+        let saved = *e;
+        let r = libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+        ret = if r < 0 { -(*e as isize) } else { r as isize };
+        *e = saved;
+    }
+    ret
+}
+
+/// [`syscall6`]'s result as a `Result`: the value, or the errno.
+#[inline]
+pub fn sys_result(r: isize) -> Result<usize, i32> {
+    if (-4095..0).contains(&r) {
+        Err(-r as i32)
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// Have `child` run in the child of every `fork` from now on (the C library's `pthread_atfork`
+/// with a child handler alone). With glibc the registration is its `__register_atfork`, with
+/// this library's `__dso_handle` (a `dlclose` drops the handler), which is what glibc's own
+/// `pthread_atfork` does: that one is not in `libc.so.6` but a stub from `libc_nonshared.a`
+/// linked at the end of the text, where calling it cost a first use one more 64 KiB window of
+/// the library's text (issue 48, first use: ~13k instructions in the arm64 guest).
+pub fn on_fork_in_child(child: unsafe extern "C" fn()) {
+    #[cfg(target_env = "gnu")]
+    {
+        extern "C" {
+            fn __register_atfork(
+                prepare: Option<unsafe extern "C" fn()>,
+                parent: Option<unsafe extern "C" fn()>,
+                child: Option<unsafe extern "C" fn()>,
+                dso_handle: *mut libc::c_void,
+            ) -> libc::c_int;
+            /// The C runtime's handle of the object being linked (crtbegin's, hidden).
+            static __dso_handle: u8;
+        }
+        // SAFETY: glibc's exported registration (GLIBC_2.3.2 on x86-64, 2.17 on arm64), called
+        // as its pthread_atfork calls it; `__dso_handle` is only passed by address.
+        unsafe {
+            __register_atfork(
+                None,
+                None,
+                Some(child),
+                std::ptr::addr_of!(__dso_handle) as *mut libc::c_void,
+            )
+        };
+    }
+    #[cfg(not(target_env = "gnu"))]
+    // SAFETY: registers a plain function.
+    unsafe {
+        libc::pthread_atfork(None, None, Some(child))
+    };
 }
 
 /// The calling thread's thread pointer: on x86-64 the address of its thread control block

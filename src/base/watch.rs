@@ -300,8 +300,8 @@ fn start() -> bool {
     }
     static ATFORK: std::sync::Once = std::sync::Once::new();
     ATFORK.call_once(|| {
-        // SAFETY: registers a child handler that only resets this module's state.
-        unsafe { libc::pthread_atfork(None, None, Some(in_child)) };
+        // The child handler only resets this module's state.
+        crate::base::sys::on_fork_in_child(in_child);
     });
     // One starter at a time: under the lock of the handle it stores.
     let started = WATCHER.with(|w| {

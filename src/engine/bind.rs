@@ -24,8 +24,8 @@ extern "C" fn after_fork_in_child() {
 fn watch_forks() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        // SAFETY: registers a handler that only increments an atomic.
-        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+        // The handler only increments an atomic.
+        crate::base::sys::on_fork_in_child(after_fork_in_child);
     });
 }
 

@@ -241,8 +241,7 @@ pub fn enable(
 ) {
     static ATFORK: Once = Once::new();
     ATFORK.call_once(|| {
-        // SAFETY: registers a plain function.
-        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+        crate::base::sys::on_fork_in_child(after_fork_in_child);
     });
     let spec = Arc::new(Spec {
         backend,

@@ -334,8 +334,7 @@ fn tsc_resume(f: &Fast) {
 fn install() -> Result<()> {
     static ATFORK: std::sync::Once = std::sync::Once::new();
     ATFORK.call_once(|| {
-        // SAFETY: registers a plain function.
-        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+        crate::base::sys::on_fork_in_child(after_fork_in_child);
     });
     engine::add_overflow_hook(hook)
 }

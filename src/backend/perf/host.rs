@@ -116,18 +116,24 @@ const CPUFREQ_FILES: [&std::ffi::CStr; 2] = [c"base_frequency", c"cpuinfo_max_fr
 fn cpufreq_khz() -> Option<f64> {
     use std::io::Read;
     use std::os::fd::FromRawFd;
-    // SAFETY: a NUL-terminated path; the descriptor, if any, is ours.
+    // SAFETY: a NUL-terminated path; the descriptor, if any, is ours. Made inline (a first
+    // use's call: base::sys::syscall6).
     let dir = unsafe {
-        libc::open(
-            CPUFREQ_DIR.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        crate::base::sys::syscall6(
+            libc::SYS_openat,
+            [
+                libc::AT_FDCWD as usize,
+                CPUFREQ_DIR.as_ptr() as usize,
+                (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as usize,
+                0,
+                0,
+                0,
+            ],
         )
     };
-    if dir < 0 {
-        return None;
-    }
+    let dir = crate::base::sys::sys_result(dir).ok()?;
     // SAFETY: a fresh descriptor we own (closed when dropped).
-    let dir = unsafe { OwnedFd::from_raw_fd(dir) };
+    let dir = unsafe { OwnedFd::from_raw_fd(dir as i32) };
     CPUFREQ_FILES.iter().find_map(|name| {
         // SAFETY: a NUL-terminated name relative to a directory descriptor we hold.
         let fd = unsafe {

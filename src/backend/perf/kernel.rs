@@ -23,6 +23,8 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use perf_event_open_sys as sys;
 use sys::bindings::perf_event_attr;
 
+use crate::base::sys::{sys_result, syscall6};
+
 /// The kernel interface of the perf backend (see the [module documentation](self)).
 pub trait Kernel: Send + Sync + 'static {
     /// `perf_event_open(2)`: a new counter described by `attr`, for thread or process `pid`
@@ -136,36 +138,36 @@ impl Kernel for Linux {
         }
     }
 
+    // ioctl, fcntl, mmap and perf_event_open are made inline (base::sys::syscall6): a first
+    // use makes them, and the C library's wrappers would each be looked up then (issue 48).
     #[inline]
     fn ioctl(&self, fd: i32, request: u64, arg: usize) -> Result<i32, i32> {
         // SAFETY: the caller passes the argument the request takes (an integer or the address
         // of a live object of the right type).
-        let r = unsafe { libc::ioctl(fd, request as libc::c_ulong, arg) };
-        if r < 0 {
-            Err(errno())
-        } else {
-            Ok(r)
-        }
+        let r = unsafe {
+            syscall6(
+                libc::SYS_ioctl,
+                [fd as usize, request as usize, arg, 0, 0, 0],
+            )
+        };
+        sys_result(r).map(|v| v as i32)
     }
 
     fn fcntl(&self, fd: i32, cmd: i32, arg: usize) -> Result<i32, i32> {
         // SAFETY: as for ioctl.
-        let r = unsafe { libc::fcntl(fd, cmd, arg) };
-        if r < 0 {
-            Err(errno())
-        } else {
-            Ok(r)
-        }
+        let r = unsafe { syscall6(libc::SYS_fcntl, [fd as usize, cmd as usize, arg, 0, 0, 0]) };
+        sys_result(r).map(|v| v as i32)
     }
 
     fn mmap(&self, fd: i32, len: usize, prot: i32, flags: i32) -> Result<*mut c_void, i32> {
         // SAFETY: a fresh shared mapping of a perf fd; nothing is overwritten.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, 0) };
-        if p == libc::MAP_FAILED {
-            Err(errno())
-        } else {
-            Ok(p)
-        }
+        let r = unsafe {
+            syscall6(
+                libc::SYS_mmap,
+                [0, len, prot as usize, flags as usize, fd as usize, 0],
+            )
+        };
+        sys_result(r).map(|p| p as *mut c_void)
     }
 
     unsafe fn munmap(&self, addr: *mut c_void, len: usize) -> Result<(), i32> {
@@ -203,13 +205,21 @@ fn open_event(
 ) -> Result<OwnedFd, i32> {
     let open = |attr: &mut perf_event_attr| {
         // SAFETY: attr is a fully initialised perf_event_attr.
-        let fd = unsafe { sys::perf_event_open(attr, pid, cpu, group_fd, flags as libc::c_ulong) };
-        if fd < 0 {
-            Err(errno())
-        } else {
-            // SAFETY: a fresh fd we own.
-            Ok(place(unsafe { OwnedFd::from_raw_fd(fd) }, group_fd))
-        }
+        let r = unsafe {
+            syscall6(
+                libc::SYS_perf_event_open,
+                [
+                    attr as *mut perf_event_attr as usize,
+                    pid as usize,
+                    cpu as usize,
+                    group_fd as usize,
+                    flags as usize,
+                    0,
+                ],
+            )
+        };
+        // SAFETY: a fresh fd we own.
+        sys_result(r).map(|fd| place(unsafe { OwnedFd::from_raw_fd(fd as i32) }, group_fd))
     };
     if !cfg!(target_arch = "aarch64") {
         return open(attr);
@@ -266,12 +276,25 @@ fn relocate(fd: OwnedFd, group: i32) -> OwnedFd {
     if group > fd.as_raw_fd() {
         return move_to(fd, group + 1);
     }
-    let mut lim = libc::rlimit {
+    let mut lim = libc::rlimit64 {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // SAFETY: getrlimit writes the struct.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+    // SAFETY: prlimit64 of this process writes the struct (getrlimit's system call).
+    let r = unsafe {
+        syscall6(
+            libc::SYS_prlimit64,
+            [
+                0,
+                libc::RLIMIT_NOFILE as usize,
+                0,
+                &mut lim as *mut _ as usize,
+                0,
+                0,
+            ],
+        )
+    };
+    if r != 0 {
         return fd;
     }
     let Some(base) = relocation_base(lim.rlim_cur) else {
@@ -288,13 +311,25 @@ fn relocate(fd: OwnedFd, group: i32) -> OwnedFd {
 fn move_to(fd: OwnedFd, base: i32) -> OwnedFd {
     use std::os::fd::AsRawFd;
     // SAFETY: duplicates a descriptor we own; the copy is ours too.
-    let high = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, base) };
-    if high < 0 {
+    let r = unsafe {
+        syscall6(
+            libc::SYS_fcntl,
+            [
+                fd.as_raw_fd() as usize,
+                libc::F_DUPFD_CLOEXEC as usize,
+                base as usize,
+                0,
+                0,
+                0,
+            ],
+        )
+    };
+    let Ok(high) = sys_result(r) else {
         return fd;
-    }
+    };
     // The low one is closed when `fd` drops.
     // SAFETY: a fresh descriptor we own.
-    unsafe { OwnedFd::from_raw_fd(high) }
+    unsafe { OwnedFd::from_raw_fd(high as i32) }
 }
 
 /// `config1` bit 1 of an arm64 PMU event: "let user space read this counter" (Linux 5.17 and
@@ -415,6 +450,42 @@ pub(super) fn rdpmc(_counter: u32) -> u64 {
 mod tests {
     use super::*;
     use sys::bindings as b;
+
+    /// The first use's system calls are made inline, not through the C library's wrappers
+    /// (issue 48, first use: each wrapper is a lookup of the lazily bound library): seen here
+    /// as `errno`, which the wrappers set on a failure and the inline calls leave alone; the
+    /// errors are the same.
+    #[test]
+    fn the_kernels_calls_are_made_inline_and_leave_errno_alone() {
+        // SAFETY: the thread's own errno.
+        let set = |v| unsafe { *libc::__errno_location() = v };
+        // SAFETY: as above.
+        let get = || unsafe { *libc::__errno_location() };
+        let k = &LINUX;
+        set(12345);
+        assert_eq!(
+            k.ioctl(-1, 0x2400 /* PERF_EVENT_IOC_ENABLE */, 0),
+            Err(libc::EBADF)
+        );
+        assert_eq!(k.fcntl(-1, libc::F_GETFD, 0), Err(libc::EBADF));
+        assert_eq!(
+            k.mmap(-1, 4096, libc::PROT_READ, libc::MAP_SHARED).err(),
+            Some(libc::EBADF)
+        );
+        let mut attr = perf_event_attr {
+            size: 1, // below every size the kernel knows
+            ..Default::default()
+        };
+        assert!(k.perf_event_open(&mut attr, 0, -1, -1, 0).is_err());
+        assert_eq!(get(), 12345, "a call went through the C library");
+        // The descriptor limit's look-up: a descriptor moved up, errno untouched.
+        let fd = k
+            .perf_event_open(&mut super::super::host::user_task_clock(), 0, -1, -1, 0)
+            .expect("task-clock opens");
+        use std::os::fd::AsRawFd;
+        assert!(fd.as_raw_fd() >= 64, "{}", fd.as_raw_fd());
+        assert_eq!(get(), 12345);
+    }
 
     #[test]
     fn counter_descriptors_go_near_the_top_of_the_limit_and_no_higher_than_4096() {
