@@ -91,6 +91,13 @@ const fn ev(
 /// Handling Table, way prediction, ECC, coherency, write-backs) and events for which Linux has
 /// no generic event are `None`. The host mapping is by R10000 number: on an R12000, events 16
 /// and 17 mean something else, and the host spec still follows the R10000 meaning.
+///
+/// The table lies in one section of the read-only data with the perf backend's event names
+/// (`backend::perf::names`), so that the two lie in one 64 KiB window of it (issue 48): a
+/// libperfex first use without an event map reads both (an event number's host spec, then that
+/// spec's name), and apart the names' window was a page fault (about 13k instructions in the
+/// arm64 guest) that nothing else of that first use touched.
+#[link_section = ".rodata.perfcompat_event_tables"]
 pub static R10K_EVENTS: [R10kEvent; 32] = [
     // Every clock cycle.
     ev(0, "Cycles", "Cycles", Some("cycles")),

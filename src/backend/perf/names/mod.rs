@@ -171,6 +171,8 @@ const fn sw(
     )
 }
 
+/// In one read-only section with `base::eventmap::R10K_EVENTS` (which says why).
+#[link_section = ".rodata.perfcompat_event_tables"]
 static BUILTINS: [Builtin; 21] = [
     hw(
         "cycles",
