@@ -231,11 +231,13 @@ echo "install.sh: linking $real" >&2
 # relocated data are still read-only after loading); LD_BIND_NOW=1 binds everything at load.
 # On x86-64 rustc calls through the GOT already (bound at load): nothing changes there.
 # capi/link/relocated-data.ld puts the relocated writable data on the GOT's page (its comment
-# says why); -fini names capi/link/fini.c's function as the DT_FINI the loader calls at exit.
+# says why); capi/link/crt-text.ld puts the C runtime's load-time code in the text's first
+# window; -fini names capi/link/fini.c's function as the DT_FINI the loader calls at exit.
 # shellcheck disable=SC2086 # $undefs is a list of words
 "$cc" -shared -o "$work/$real" -Wl,-soname,$soname -Wl,--version-script="$work/perfcompat.map" \
   -Wl,--gc-sections -Wl,-z,relro,-z,lazy -Wl,-z,noexecstack $undefs -static-libgcc \
-  -Wl,-T,"$repo/capi/link/relocated-data.ld" -Wl,-fini=perfcompat_fini \
+  -Wl,-T,"$repo/capi/link/relocated-data.ld" -Wl,-T,"$repo/capi/link/crt-text.ld" \
+  -Wl,-fini=perfcompat_fini \
   "${arch_objs[@]}" "$work/fini.o" "$work/libperfcompat_capi.a" ${static_libs#-lgcc_s }
 
 pfcntr=libpfcntr.so.1.0.0

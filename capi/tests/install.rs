@@ -634,6 +634,40 @@ fn the_library_finishes_in_the_load_window() {
     );
 }
 
+/// The C runtime's code that runs at every load (crtbegin's `frame_dummy`, from .init_array;
+/// crti's `call_weak_fn`, from `_init`) lies in the text's first 64 KiB window with `_init`
+/// (DT_INIT), which the loader maps anyway, not after the first-use functions in a window of its
+/// own (capi/link/crt-text.ld; issue 48: a page fault at every load, about 20k instructions in
+/// the arm64 guest).
+#[test]
+fn the_c_runtimes_code_lies_in_the_first_window() {
+    let dynamic = readelf_of_the_library("-dW");
+    let init = dynamic
+        .lines()
+        .find(|l| l.contains("(INIT)"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+        .unwrap_or_else(|| panic!("no DT_INIT:\n{dynamic}"));
+    let symbols = readelf_of_the_library("-sW");
+    for name in ["frame_dummy", "call_weak_fn"] {
+        let at = symbols
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|w| w.len() == 8 && w[3] == "FUNC" && w[7] == name)
+            .and_then(|w| u64::from_str_radix(w[1], 16).ok());
+        // x86-64's crti has no call_weak_fn: only the names the C runtime has are checked.
+        if let Some(at) = at {
+            assert_eq!(
+                at >> 16,
+                init >> 16,
+                "{name} at {at:#x}, _init at {init:#x}: not one 64 KiB window"
+            );
+        } else {
+            assert_ne!(name, "frame_dummy", "no frame_dummy in the symbols");
+        }
+    }
+}
+
 /// The library's tables of event names lie in its read-only data, not among the data the
 /// loader relocates at every load (issue 48, loading the library): their strings are held in
 /// place (`perfcompat::base::text::Text`), not as `&'static str` pointers. Together they were
