@@ -612,26 +612,37 @@ const PAGES_RELOCATED: usize = if cfg!(target_arch = "aarch64") { 7 } else { 9 }
 /// that loads the library (capi/link/fini.c).
 #[test]
 fn the_library_finishes_in_the_load_window() {
-    let dynamic = readelf_of_the_library("-dW");
-    // ` 0x000000000000000d (FINI)  0x14f50`
-    let fini = dynamic
-        .lines()
-        .find(|l| l.contains("(FINI)"))
-        .and_then(|l| l.split_whitespace().last())
-        .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
-        .unwrap_or_else(|| panic!("no DT_FINI:\n{dynamic}"));
-    let symbols = readelf_of_the_library("-sW");
-    let ctor = symbols
-        .lines()
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|w| w.len() == 8 && w[3] == "FUNC" && w[7].contains("15perfcompat_capi7preload4ctor"))
-        .and_then(|w| u64::from_str_radix(w[1], 16).ok())
+    let fini = dynamic_value("FINI");
+    let ctor = function_at(|n| n.contains("15perfcompat_capi7preload4ctor"))
         .unwrap_or_else(|| panic!("no preload constructor in the symbols"));
     assert_eq!(
         fini >> 16,
         ctor >> 16,
         "DT_FINI at {fini:#x}, the load-time constructor at {ctor:#x}: not one 64 KiB window"
     );
+}
+
+/// The value of the installed library's dynamic tag `tag` (`INIT`, `FINI`): readelf's
+/// ` 0x000000000000000d (FINI)  0x14f50`.
+fn dynamic_value(tag: &str) -> u64 {
+    let dynamic = readelf_of_the_library("-dW");
+    let key = format!("({tag})");
+    dynamic
+        .lines()
+        .find(|l| l.contains(&key))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+        .unwrap_or_else(|| panic!("no DT_{tag}:\n{dynamic}"))
+}
+
+/// The address of the installed library's first function symbol whose name passes `is`
+/// (readelf's `Num: Value Size Type Bind Vis Ndx Name`).
+fn function_at(is: impl Fn(&str) -> bool) -> Option<u64> {
+    readelf_of_the_library("-sW")
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|w| w.len() == 8 && w[3] == "FUNC" && is(w[7]))
+        .and_then(|w| u64::from_str_radix(w[1], 16).ok())
 }
 
 /// The C runtime's code that runs at every load (crtbegin's `frame_dummy`, from .init_array;
@@ -641,22 +652,10 @@ fn the_library_finishes_in_the_load_window() {
 /// the arm64 guest).
 #[test]
 fn the_c_runtimes_code_lies_in_the_first_window() {
-    let dynamic = readelf_of_the_library("-dW");
-    let init = dynamic
-        .lines()
-        .find(|l| l.contains("(INIT)"))
-        .and_then(|l| l.split_whitespace().last())
-        .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
-        .unwrap_or_else(|| panic!("no DT_INIT:\n{dynamic}"));
-    let symbols = readelf_of_the_library("-sW");
+    let init = dynamic_value("INIT");
     for name in ["frame_dummy", "call_weak_fn"] {
-        let at = symbols
-            .lines()
-            .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|w| w.len() == 8 && w[3] == "FUNC" && w[7] == name)
-            .and_then(|w| u64::from_str_radix(w[1], 16).ok());
         // x86-64's crti has no call_weak_fn: only the names the C runtime has are checked.
-        if let Some(at) = at {
+        if let Some(at) = function_at(|n| n == name) {
             assert_eq!(
                 at >> 16,
                 init >> 16,
