@@ -141,6 +141,10 @@ case $("$cc" -dumpmachine) in
       "$repo/capi/link/lse_atomics.c"
     arch_objs+=("$work/lse_atomics.o") ;;
 esac
+# The library's DT_FINI (-fini below): a function that does nothing, among the load-time
+# functions, instead of the C runtime's _fini, as empty, after the whole text (capi/link/fini.c
+# says why).
+"$cc" -std=c99 -O2 -fPIC -c -o "$work/fini.o" "$repo/capi/link/fini.c"
 
 # The load-time functions first in the text, then those of a first use (capi/link/load-order.txt
 # and first-use-order.txt say why): their sections .text.<symbol> renamed .text.startup.<symbol>
@@ -236,12 +240,14 @@ echo "install.sh: linking $real" >&2
 # relocated data are still read-only after loading); LD_BIND_NOW=1 binds everything at load.
 # On x86-64 rustc calls through the GOT already (bound at load): nothing changes there.
 # capi/link/relocated-data.ld puts the relocated writable data on the GOT's page (its comment
-# says why).
+# says why); capi/link/crt-text.ld puts the C runtime's load-time code in the text's first
+# window; -fini names capi/link/fini.c's function as the DT_FINI the loader calls at exit.
 # shellcheck disable=SC2086 # $undefs is a list of words
 "$cc" -shared -o "$work/$real" -Wl,-soname,$soname -Wl,--version-script="$work/perfcompat.map" \
   -Wl,--gc-sections -Wl,-z,relro,-z,lazy -Wl,-z,noexecstack $undefs -static-libgcc \
-  -Wl,-T,"$repo/capi/link/relocated-data.ld" \
-  "${arch_objs[@]}" "$work/libperfcompat_capi.a" ${static_libs#-lgcc_s }
+  -Wl,-T,"$repo/capi/link/relocated-data.ld" -Wl,-T,"$repo/capi/link/crt-text.ld" \
+  -Wl,-fini=perfcompat_fini \
+  "${arch_objs[@]}" "$work/fini.o" "$work/libperfcompat_capi.a" ${static_libs#-lgcc_s }
 
 pfcntr=libpfcntr.so.1.0.0
 echo "install.sh: linking $pfcntr" >&2

@@ -35,7 +35,7 @@ pub fn run(data: &[u8]) {
             (Some(_), Err(e)) => panic!("number {n} mapped but host_spec fails: {e}"),
             (None, Ok(spec)) => {
                 let ev = r10k_event(n).expect("a built-in spec for a known event");
-                assert_eq!(ev.host, Some(spec));
+                assert_eq!(ev.host_str(), Some(spec));
             }
             (None, Err(Error::UnknownEvent { .. })) => assert!(n >= 32),
             (None, Err(Error::EventUnavailable { .. })) => {

@@ -36,8 +36,13 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use crate::base::error::{Error, Result};
+use crate::base::text::Text;
 
 /// One R10000/R12000 event as documented in r10k_evcntrs(5).
+///
+/// Its strings are held in place ([`Text`]: they read as `&str`, and compare with one), not as
+/// `&'static str`: a pointer in a static table is a relocation the dynamic loader writes in
+/// every process that loads the library (issue 48, loading), and this table is read-only data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct R10kEvent {
     /// The event number, 0-31 (the number `perfex -e` takes).
@@ -45,11 +50,18 @@ pub struct R10kEvent {
     /// The hardware counter that counts it: 0 for events 0-15, 1 for events 16-31.
     pub counter: u32,
     /// What the event counts on an R10000.
-    pub r10000: &'static str,
+    pub r10000: Text<76>,
     /// What the event counts on an R12000.
-    pub r12000: &'static str,
+    pub r12000: Text<76>,
     /// The closest Linux perf event spec, `None` if the host has no equivalent.
-    pub host: Option<&'static str>,
+    pub host: Option<Text<24>>,
+}
+
+impl R10kEvent {
+    /// [`host`](Self::host) as a string slice.
+    pub fn host_str(&'static self) -> Option<&'static str> {
+        self.host.as_ref().map(Text::as_str)
+    }
 }
 
 const fn ev(
@@ -61,9 +73,12 @@ const fn ev(
     R10kEvent {
         number,
         counter: number / 16,
-        r10000,
-        r12000,
-        host,
+        r10000: Text::new(r10000),
+        r12000: Text::new(r12000),
+        host: match host {
+            Some(h) => Some(Text::new(h)),
+            None => None,
+        },
     }
 }
 
@@ -75,6 +90,13 @@ const fn ev(
 /// Handling Table, way prediction, ECC, coherency, write-backs) and events for which Linux has
 /// no generic event are `None`. The host mapping is by R10000 number: on an R12000, events 16
 /// and 17 mean something else, and the host spec still follows the R10000 meaning.
+///
+/// The table lies in one section of the read-only data with the perf backend's event names
+/// (`backend::perf::names`), so that the two lie in one 64 KiB window of it (issue 48): a
+/// libperfex first use without an event map reads both (an event number's host spec, then that
+/// spec's name), and apart the names' window was a page fault (about 13k instructions in the
+/// arm64 guest) that nothing else of that first use touched.
+#[link_section = ".rodata.perfcompat_event_tables"]
 pub static R10K_EVENTS: [R10kEvent; 32] = [
     // Every clock cycle.
     ev(0, "Cycles", "Cycles", Some("cycles")),
@@ -488,7 +510,7 @@ impl EventMap {
             event: n.to_string(),
             backend: "R10000 event table (events are 0-31)".into(),
         })?;
-        ev.host.ok_or_else(|| Error::EventUnavailable {
+        ev.host_str().ok_or_else(|| Error::EventUnavailable {
             event: n.to_string(),
             reason: format!(
                 "R10000 event {n} ({}) has no Linux equivalent; map it in a {ENV_VAR} file \

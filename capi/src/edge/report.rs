@@ -21,6 +21,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::fmt::{self, Write};
 
 use perfcompat::base::error::ErrorKind;
+use perfcompat::base::text::Text;
 use perfcompat::Error;
 
 use super::set_errno;
@@ -44,20 +45,22 @@ pub(crate) fn subcode(e: &Error) -> c_int {
     }
 }
 
-/// libcpc's message for each subcode (index 0 fills the slot; none has a conversion).
-pub(crate) const MESSAGES: [&CStr; 12] = [
-    c"",
-    c"Unknown event\n",
-    c"Invalid counter number\n",
-    c"Unknown attribute\n",
-    c"Attribute out of range\n",
-    c"Hardware resource unavailable\n",
-    c"Counter cannot count requested event\n",
-    c"Invalid flags in a request\n",
-    c"Requests conflict with each other\n",
-    c"Attribute requires the cpc_cpu privilege\n",
-    c"Couldn't bind LWP to requested processor\n",
-    c"Hypervisor event access denied\n",
+/// libcpc's message for each subcode, with its terminating NUL (index 0 fills the slot; none
+/// has a conversion). Held in place (perfcompat's `Text`), not as `&CStr` pointers: a table of
+/// pointers is data the dynamic loader relocates at every load (issue 48, loading).
+static MESSAGES: [Text<44>; 12] = [
+    Text::new(""),
+    Text::new("Unknown event\n\0"),
+    Text::new("Invalid counter number\n\0"),
+    Text::new("Unknown attribute\n\0"),
+    Text::new("Attribute out of range\n\0"),
+    Text::new("Hardware resource unavailable\n\0"),
+    Text::new("Counter cannot count requested event\n\0"),
+    Text::new("Invalid flags in a request\n\0"),
+    Text::new("Requests conflict with each other\n\0"),
+    Text::new("Attribute requires the cpc_cpu privilege\n\0"),
+    Text::new("Couldn't bind LWP to requested processor\n\0"),
+    Text::new("Hypervisor event access denied\n\0"),
 ];
 
 /// The message of `subcode`, if it has one.
@@ -66,7 +69,7 @@ pub(crate) fn message(subcode: c_int) -> Option<&'static CStr> {
         .ok()
         .filter(|&i| i > 0)
         .and_then(|i| MESSAGES.get(i))
-        .copied()
+        .and_then(|m| CStr::from_bytes_with_nul(m.as_bytes()).ok())
 }
 
 /// The C error handler type (`cpc_errhndlr_t`); its `va_list` is opaque to Rust.

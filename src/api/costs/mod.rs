@@ -103,8 +103,8 @@ impl Flavor {
     pub fn event_name(self, n: usize) -> &'static str {
         let ev = r10k_event(n as u32).expect("0..31 are in the table");
         match self {
-            Flavor::R12000 => ev.r12000,
-            _ => ev.r10000,
+            Flavor::R12000 => ev.r12000.as_str(),
+            _ => ev.r10000.as_str(),
         }
     }
 

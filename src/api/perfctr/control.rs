@@ -10,6 +10,7 @@ use crate::backend::sim::model::Model;
 use crate::backend::BackendKind;
 use crate::base::error::{Error, Result};
 use crate::base::set::{Request, RequestFlags};
+use crate::base::text::Text;
 
 /// Room in the per-counter arrays (perfctr's x86 size, the largest of its families).
 pub const MAX_CTRS: usize = 18;
@@ -162,25 +163,26 @@ pub mod p6 {
 pub const SOFTWARE: u32 = p6::RESERVED21;
 
 /// The Linux software events by `PERF_COUNT_SW_*` number, as the perf backend names them.
-const SW_EVENTS: [&str; 9] = [
-    "cpu-clock",
-    "task-clock",
-    "page-faults",
-    "context-switches",
-    "cpu-migrations",
-    "minor-faults",
-    "major-faults",
-    "alignment-faults",
-    "emulation-faults",
+/// (Held in place, not as `&str`: a pointer in a table is a relocation at load, issue 48.)
+static SW_EVENTS: [Text<16>; 9] = [
+    Text::new("cpu-clock"),
+    Text::new("task-clock"),
+    Text::new("page-faults"),
+    Text::new("context-switches"),
+    Text::new("cpu-migrations"),
+    Text::new("minor-faults"),
+    Text::new("major-faults"),
+    Text::new("alignment-faults"),
+    Text::new("emulation-faults"),
 ];
 
 /// The P6 architectural events the perf backend takes by name (the kernel's generic hardware
 /// events; on a host without a PMU `cycles` is estimated and the others fail with `ENOENT`).
-const P6_GENERIC: [(u32, &str); 4] = [
-    (0x79, "cycles"),
-    (0xC0, "instructions"),
-    (0xC4, "branches"),
-    (0xC5, "branch-misses"),
+static P6_GENERIC: [(u32, Text<16>); 4] = [
+    (0x79, Text::new("cycles")),
+    (0xC0, Text::new("instructions")),
+    (0xC4, Text::new("branches")),
+    (0xC5, Text::new("branch-misses")),
 ];
 
 /// `EINVAL` with its cause.
@@ -379,7 +381,7 @@ fn perf_request(family: Family, i: usize, evntsel: u32, imode: bool) -> Result<R
                  (PERFCTR_EVNTSEL_SOFTWARE(0..8))"
             ))
         })?;
-        return Ok(Request::new(*name).flags(p6_flags(evntsel)));
+        return Ok(Request::new(name.as_str()).flags(p6_flags(evntsel)));
     }
     if let Family::PerfArm64 = family {
         let raw = arm64_event(evntsel).map_err(|e| bad(format!("evntsel[{i}]: {e}")))?;
@@ -390,7 +392,7 @@ fn perf_request(family: Family, i: usize, evntsel: u32, imode: bool) -> Result<R
     // CPU's own raw event.
     if evntsel & !(p6::USR | p6::OS | p6::INT | p6::EN | p6::EVENT) == 0 {
         if let Some((_, name)) = P6_GENERIC.iter().find(|(c, _)| *c == code) {
-            return Ok(Request::new(*name).flags(p6_flags(evntsel)));
+            return Ok(Request::new(name.as_str()).flags(p6_flags(evntsel)));
         }
     }
     let raw = raw_event(evntsel).map_err(|e| bad(format!("evntsel[{i}]: {e}")))?;

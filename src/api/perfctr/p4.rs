@@ -11,6 +11,7 @@
 use crate::backend::sim::model::Model;
 use crate::base::error::{Error, Result};
 use crate::base::set::{Request, RequestFlags};
+use crate::base::text::Text;
 
 /// CCCR bits that control data must leave clear: OVF, OVF_PMI_T1 and the reserved ones.
 const CCCR_RESERVED: u32 = 0xB800_07FF;
@@ -130,7 +131,7 @@ pub(super) fn request(m: &Model, i: usize, k: &Counter) -> Result<Request> {
     let resource = m
         .resources
         .iter()
-        .position(|r| r.counters & (1 << pmc) != 0 && escr_select(r.name) == Some(select));
+        .position(|r| r.counters & (1 << pmc) != 0 && escr_select(&r.name) == Some(select));
     let Some(resource) = resource else {
         return Err(bad(format!(
             "evntsel[{i}] = {cccr:#x}: ESCR select {select} names no ESCR of counter {pmc}"
@@ -172,53 +173,53 @@ const G3: u32 = 0x3f000;
 /// select and the counters its ESCRs serve. The driver writes the ESCR select and the event
 /// select itself from this number, so the pair perfctr's control data names is looked up here.
 /// Facts from `arch/x86/include/asm/perf_event_p4.h` (the events' order, opcodes and ESCRs).
-pub const KERNEL_EVENTS: [(&str, u32, u32, u32); 46] = [
-    ("tc_deliver_mode", 1, 0x01, G1),
-    ("bpu_fetch_request", 0, 0x03, G0),
-    ("itlb_reference", 3, 0x18, G0),
-    ("memory_cancel", 5, 0x02, G2),
-    ("memory_complete", 2, 0x08, G2),
-    ("load_port_replay", 2, 0x04, G2),
-    ("store_port_replay", 2, 0x05, G2),
-    ("mob_load_replay", 2, 0x03, G0),
-    ("page_walk_type", 4, 0x01, G0),
-    ("bsq_cache_reference", 7, 0x0c, G0),
-    ("ioq_allocation", 6, 0x03, G0),
-    ("ioq_active_entries", 6, 0x1a, 0xc), // FSB_ESCR1 only
-    ("fsb_data_activity", 6, 0x17, G0),
-    ("bsq_allocation", 7, 0x05, 0x3),     // BSU_ESCR0 only
-    ("bsq_active_entries", 7, 0x06, 0xc), // BSU_ESCR1 only
-    ("sse_input_assist", 1, 0x34, G2),
-    ("packed_sp_uop", 1, 0x08, G2),
-    ("packed_dp_uop", 1, 0x0c, G2),
-    ("scalar_sp_uop", 1, 0x0a, G2),
-    ("scalar_dp_uop", 1, 0x0e, G2),
-    ("64bit_mmx_uop", 1, 0x02, G2),
-    ("128bit_mmx_uop", 1, 0x1a, G2),
-    ("x87_fp_uop", 1, 0x04, G2),
-    ("tc_misc", 1, 0x06, G1),
-    ("global_power_events", 6, 0x13, G0),
-    ("tc_ms_xfer", 0, 0x05, G1),
-    ("uop_queue_writes", 0, 0x09, G1),
-    ("retired_mispred_branch_type", 2, 0x05, G1),
-    ("retired_branch_type", 2, 0x04, G1),
-    ("resource_stall", 1, 0x01, G3),
-    ("wc_buffer", 5, 0x05, G2),
-    ("b2b_cycles", 3, 0x16, G0),
-    ("bnr", 3, 0x08, G0),
-    ("snoop", 3, 0x06, G0),
-    ("response", 3, 0x04, G0),
-    ("front_end_event", 5, 0x08, G3),
-    ("execution_event", 5, 0x0c, G3),
-    ("replay_event", 5, 0x09, G3),
-    ("instr_retired", 4, 0x02, G3),
-    ("uops_retired", 4, 0x01, G3),
-    ("uop_type", 2, 0x02, G3),
-    ("branch_retired", 5, 0x06, G3),
-    ("mispred_branch_retired", 4, 0x03, G3),
-    ("x87_assist", 5, 0x03, G3),
-    ("machine_clear", 5, 0x02, G3),
-    ("instr_completed", 4, 0x07, G3),
+pub static KERNEL_EVENTS: [(Text<28>, u32, u32, u32); 46] = [
+    (Text::new("tc_deliver_mode"), 1, 0x01, G1),
+    (Text::new("bpu_fetch_request"), 0, 0x03, G0),
+    (Text::new("itlb_reference"), 3, 0x18, G0),
+    (Text::new("memory_cancel"), 5, 0x02, G2),
+    (Text::new("memory_complete"), 2, 0x08, G2),
+    (Text::new("load_port_replay"), 2, 0x04, G2),
+    (Text::new("store_port_replay"), 2, 0x05, G2),
+    (Text::new("mob_load_replay"), 2, 0x03, G0),
+    (Text::new("page_walk_type"), 4, 0x01, G0),
+    (Text::new("bsq_cache_reference"), 7, 0x0c, G0),
+    (Text::new("ioq_allocation"), 6, 0x03, G0),
+    (Text::new("ioq_active_entries"), 6, 0x1a, 0xc), // FSB_ESCR1 only
+    (Text::new("fsb_data_activity"), 6, 0x17, G0),
+    (Text::new("bsq_allocation"), 7, 0x05, 0x3), // BSU_ESCR0 only
+    (Text::new("bsq_active_entries"), 7, 0x06, 0xc), // BSU_ESCR1 only
+    (Text::new("sse_input_assist"), 1, 0x34, G2),
+    (Text::new("packed_sp_uop"), 1, 0x08, G2),
+    (Text::new("packed_dp_uop"), 1, 0x0c, G2),
+    (Text::new("scalar_sp_uop"), 1, 0x0a, G2),
+    (Text::new("scalar_dp_uop"), 1, 0x0e, G2),
+    (Text::new("64bit_mmx_uop"), 1, 0x02, G2),
+    (Text::new("128bit_mmx_uop"), 1, 0x1a, G2),
+    (Text::new("x87_fp_uop"), 1, 0x04, G2),
+    (Text::new("tc_misc"), 1, 0x06, G1),
+    (Text::new("global_power_events"), 6, 0x13, G0),
+    (Text::new("tc_ms_xfer"), 0, 0x05, G1),
+    (Text::new("uop_queue_writes"), 0, 0x09, G1),
+    (Text::new("retired_mispred_branch_type"), 2, 0x05, G1),
+    (Text::new("retired_branch_type"), 2, 0x04, G1),
+    (Text::new("resource_stall"), 1, 0x01, G3),
+    (Text::new("wc_buffer"), 5, 0x05, G2),
+    (Text::new("b2b_cycles"), 3, 0x16, G0),
+    (Text::new("bnr"), 3, 0x08, G0),
+    (Text::new("snoop"), 3, 0x06, G0),
+    (Text::new("response"), 3, 0x04, G0),
+    (Text::new("front_end_event"), 5, 0x08, G3),
+    (Text::new("execution_event"), 5, 0x0c, G3),
+    (Text::new("replay_event"), 5, 0x09, G3),
+    (Text::new("instr_retired"), 4, 0x02, G3),
+    (Text::new("uops_retired"), 4, 0x01, G3),
+    (Text::new("uop_type"), 2, 0x02, G3),
+    (Text::new("branch_retired"), 5, 0x06, G3),
+    (Text::new("mispred_branch_retired"), 4, 0x03, G3),
+    (Text::new("x87_assist"), 5, 0x03, G3),
+    (Text::new("machine_clear"), 5, 0x02, G3),
+    (Text::new("instr_completed"), 4, 0x07, G3),
 ];
 
 /// perfctr's replay tagging (PEBS_ENABLE's bits 0x607 and PEBS_MATRIX_VERT) as the metric
@@ -327,11 +328,11 @@ mod tests {
                     .resources
                     .iter()
                     .position(|r| {
-                        r.counters & (1 << pmc) != 0 && escr_select(r.name) == Some(select)
+                        r.counters & (1 << pmc) != 0 && escr_select(&r.name) == Some(select)
                     })
                     .unwrap_or_else(|| panic!("{name}: select {select} on counter {pmc}"));
                 // The events the emulated model has (by the same name) agree on the code.
-                if let Some(e) = PENTIUM4.events.iter().find(|e| e.name == name) {
+                if let Some(e) = PENTIUM4.events.iter().find(|e| e.name == name.as_str()) {
                     assert!(
                         e.routes
                             .iter()
@@ -353,7 +354,7 @@ mod tests {
     #[test]
     fn every_escr_has_a_select_value() {
         for r in PENTIUM4.resources {
-            assert!(escr_select(r.name).is_some(), "{}", r.name);
+            assert!(escr_select(&r.name).is_some(), "{}", r.name);
         }
         // No two ESCRs of one counter share a select value.
         for c in 0..18 {
@@ -363,7 +364,7 @@ mod tests {
                 .iter()
                 .filter(|r| r.counters & (1 << c) != 0)
             {
-                assert!(seen.insert(escr_select(r.name)), "counter {c}: {}", r.name);
+                assert!(seen.insert(escr_select(&r.name)), "counter {c}: {}", r.name);
             }
         }
     }

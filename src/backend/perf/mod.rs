@@ -798,7 +798,7 @@ impl Backend for PerfBackend {
             }
             let hw = matches!(bi.class, Class::Hardware);
             let usable = if self.pmu {
-                self.lacks(bi.class, bi.code, bi.name).is_none()
+                self.lacks(bi.class, bi.code, &bi.name).is_none()
             } else {
                 !hw || self.standin()
                     || (self.cycles_fallback()
@@ -838,7 +838,7 @@ impl Backend for PerfBackend {
                 });
             }
         }
-        for (name, perf, description) in names::GENERICS {
+        for (name, perf, description) in &names::GENERICS {
             if let Some(counters) = self.countable(perf) {
                 v.push(EventInfo {
                     name: name.to_string(),

@@ -44,6 +44,7 @@
 
 use super::model::{plain_event as ev, plain_generic as g, route, AttrSpec, IrqRule, Model, Route};
 use super::papi;
+use crate::base::text::Text;
 
 /// The route for code `code` on counter `counter`.
 const fn on(counter: u32, code: u32) -> Route {
@@ -53,7 +54,7 @@ const fn on(counter: u32, code: u32) -> Route {
 /// The interrupt-period attribute: the number of events between two interrupts, a power of two
 /// the counter supports (see the module documentation).
 const INT_EVERY: AttrSpec = AttrSpec {
-    name: "int_every",
+    name: Text::new("int_every"),
     max: 1 << 16,
 };
 

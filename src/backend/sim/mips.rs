@@ -576,7 +576,7 @@ mod tests {
         let norm = |s: &str| s.to_ascii_lowercase().replace('-', " ");
         for n in 0..32u32 {
             let ev = crate::base::eventmap::r10k_event(n).unwrap();
-            for (m, want) in [(&R10000, ev.r10000), (&R12000, ev.r12000)] {
+            for (m, want) in [(&R10000, ev.r10000.as_str()), (&R12000, ev.r12000.as_str())] {
                 let desc = m
                     .events
                     .iter()

@@ -417,7 +417,7 @@ impl Backend for SimBackend {
                 .model
                 .attributes
                 .iter()
-                .find(|s| s.name == a.name)
+                .find(|s| s.name == a.name.as_str())
                 .ok_or_else(|| Error::InvalidAttribute {
                     name: a.name.clone(),
                     backend: self.info.kind.to_string(),

@@ -72,8 +72,8 @@ pub struct Generic {
 /// A shared resource that routes may need exclusively (Pentium 4 ESCRs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resource {
-    /// Name as in the vendor manual, e.g. `CRU_ESCR2`.
-    pub name: &'static str,
+    /// Name as in the vendor manual, e.g. `CRU_ESCR2` (held in place: no relocation at load).
+    pub name: Text<12>,
     /// Bit mask of the counters this resource can drive.
     pub counters: u64,
 }
@@ -81,8 +81,8 @@ pub struct Resource {
 /// A numeric attribute a model accepts on requests, with its inclusive maximum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AttrSpec {
-    /// Attribute name (`emask`, `tag`, ...).
-    pub name: &'static str,
+    /// Attribute name (`emask`, `tag`, ...), held in place (no relocation at load).
+    pub name: Text<12>,
     /// Largest accepted value (booleans: 1).
     pub max: u64,
 }

@@ -13,6 +13,7 @@
 
 use super::model::{span, AttrSpec, Generic, IrqRule, Model, Resource, Route, SimEvent};
 use super::papi;
+use crate::base::text::Text;
 
 // Indices of the ESCRs in `ESCRS`.
 const BSU0: u8 = 0;
@@ -48,7 +49,10 @@ const CRU3: u8 = 43;
 
 /// Shorthand for an ESCR entry.
 const fn escr(name: &'static str, counters: u64) -> Resource {
-    Resource { name, counters }
+    Resource {
+        name: Text::new(name),
+        counters,
+    }
 }
 
 /// Counters 0 and 1.
@@ -437,27 +441,27 @@ pub static PENTIUM4: Model = Model {
     resources: &ESCRS,
     attributes: &[
         AttrSpec {
-            name: "emask",
+            name: Text::new("emask"),
             max: 0xFFFF,
         },
         AttrSpec {
-            name: "tag",
+            name: Text::new("tag"),
             max: 15,
         },
         AttrSpec {
-            name: "compare",
+            name: Text::new("compare"),
             max: 1,
         },
         AttrSpec {
-            name: "complement",
+            name: Text::new("complement"),
             max: 1,
         },
         AttrSpec {
-            name: "threshold",
+            name: Text::new("threshold"),
             max: 15,
         },
         AttrSpec {
-            name: "edge",
+            name: Text::new("edge"),
             max: 1,
         },
     ],
@@ -691,7 +695,7 @@ mod tests {
         let a: Vec<(&str, u64)> = PENTIUM4
             .attributes
             .iter()
-            .map(|a| (a.name, a.max))
+            .map(|a| (a.name.as_str(), a.max))
             .collect();
         assert_eq!(
             a,

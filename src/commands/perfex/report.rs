@@ -180,7 +180,7 @@ fn counted_as(c: &Count) -> Option<String> {
         return Some(n.clone());
     }
     let linux = c.linux_event.as_deref()?;
-    let builtin = crate::base::eventmap::r10k_event(c.event).and_then(|e| e.host);
+    let builtin = crate::base::eventmap::r10k_event(c.event).and_then(|e| e.host_str());
     (builtin != Some(linux)).then(|| linux.to_string())
 }
 

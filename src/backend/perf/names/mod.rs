@@ -31,6 +31,7 @@ use perf_event_open_sys::bindings as sys;
 
 use crate::backend::BackendKind;
 use crate::base::error::{Error, Result};
+use crate::base::text::{Inline, Text};
 
 pub mod sysfs;
 
@@ -100,18 +101,44 @@ pub struct PerfEvent {
 impl Eq for PerfEvent {}
 
 /// A generic hardware or software event the kernel defines by number.
+///
+/// Its strings are held in place ([`Text`], [`Inline`]: they read as `&str` and `&[..]`, and
+/// compare with string slices), not as pointers: a pointer in a static table is a relocation
+/// the dynamic loader writes in every process that loads the library (issue 48, loading), and
+/// this table is read-only data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Builtin {
     /// perf's name for the event.
-    pub name: &'static str,
+    pub name: Text<24>,
     /// Other names perf accepts for it.
-    pub aliases: &'static [&'static str],
+    pub aliases: Inline<Text<24>, 1>,
     /// The event's type and config.
     pub code: PerfCode,
     /// [`Class::Hardware`] or [`Class::Software`].
     pub class: Class,
     /// What the event counts.
-    pub description: &'static str,
+    pub description: Text<72>,
+}
+
+const fn builtin(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    code: PerfCode,
+    class: Class,
+    description: &'static str,
+) -> Builtin {
+    let none = Text::new("");
+    Builtin {
+        name: Text::new(name),
+        aliases: match aliases {
+            [] => Inline::new(&[], none),
+            [a] => Inline::new(&[Text::new(a)], none),
+            _ => panic!("Builtin: at most one alias"),
+        },
+        code,
+        class,
+        description: Text::new(description),
+    }
 }
 
 const fn hw(
@@ -120,13 +147,13 @@ const fn hw(
     id: sys::perf_hw_id,
     description: &'static str,
 ) -> Builtin {
-    Builtin {
+    builtin(
         name,
         aliases,
-        code: PerfCode::new(sys::PERF_TYPE_HARDWARE, id as u64),
-        class: Class::Hardware,
+        PerfCode::new(sys::PERF_TYPE_HARDWARE, id as u64),
+        Class::Hardware,
         description,
-    }
+    )
 }
 
 const fn sw(
@@ -135,15 +162,17 @@ const fn sw(
     id: sys::perf_sw_ids,
     description: &'static str,
 ) -> Builtin {
-    Builtin {
+    builtin(
         name,
         aliases,
-        code: PerfCode::new(sys::PERF_TYPE_SOFTWARE, id as u64),
-        class: Class::Software,
+        PerfCode::new(sys::PERF_TYPE_SOFTWARE, id as u64),
+        Class::Software,
         description,
-    }
+    )
 }
 
+/// In one read-only section with `base::eventmap::R10K_EVENTS` (which says why).
+#[link_section = ".rodata.perfcompat_event_tables"]
 static BUILTINS: [Builtin; 21] = [
     hw(
         "cycles",
@@ -283,80 +312,121 @@ pub fn builtins() -> &'static [Builtin] {
 /// generic ones, not always the exact PAPI definition: `PAPI_l1_dcm` counts L1 data-cache
 /// *load* misses, and `PAPI_l3_*` are perf's last-level-cache events (`cache-references`,
 /// `cache-misses`), whatever level that cache is on this host.
-pub const GENERICS: [(&str, &str, &str); 13] = [
-    ("PAPI_tot_cyc", "cycles", "Total cycles"),
-    ("PAPI_tot_ins", "instructions", "Instructions completed"),
-    ("PAPI_br_ins", "branch-instructions", "Branch instructions"),
-    (
+pub static GENERICS: [(Text<12>, Text<24>, Text<48>); 13] = [
+    generic_entry("PAPI_tot_cyc", "cycles", "Total cycles"),
+    generic_entry("PAPI_tot_ins", "instructions", "Instructions completed"),
+    generic_entry("PAPI_br_ins", "branch-instructions", "Branch instructions"),
+    generic_entry(
         "PAPI_br_msp",
         "branch-misses",
         "Conditional branch instructions mispredicted",
     ),
-    ("PAPI_l1_dcr", "L1-dcache-loads", "Level 1 data cache reads"),
-    (
+    generic_entry("PAPI_l1_dcr", "L1-dcache-loads", "Level 1 data cache reads"),
+    generic_entry(
         "PAPI_l1_dcm",
         "L1-dcache-load-misses",
         "Level 1 data cache misses (loads)",
     ),
-    (
+    generic_entry(
         "PAPI_l1_icm",
         "L1-icache-load-misses",
         "Level 1 instruction cache misses",
     ),
-    (
+    generic_entry(
         "PAPI_l3_tca",
         "cache-references",
         "Last level cache accesses",
     ),
-    ("PAPI_l3_tcm", "cache-misses", "Last level cache misses"),
-    (
+    generic_entry("PAPI_l3_tcm", "cache-misses", "Last level cache misses"),
+    generic_entry(
         "PAPI_tlb_dm",
         "dTLB-load-misses",
         "Data translation lookaside buffer misses (loads)",
     ),
-    (
+    generic_entry(
         "PAPI_tlb_im",
         "iTLB-load-misses",
         "Instruction translation lookaside buffer misses",
     ),
-    (
+    generic_entry(
         "PAPI_stl_icy",
         "stalled-cycles-frontend",
         "Cycles with no instruction issue",
     ),
-    (
+    generic_entry(
         "PAPI_res_stl",
         "stalled-cycles-backend",
         "Cycles stalled on any resource",
     ),
 ];
 
+/// What every name of [`GENERICS`] starts with (a build fails on one that does not).
+const GENERIC_PREFIX: &str = "PAPI_";
+
+/// One entry of [`GENERICS`], its strings held in place (no relocation at load, issue 48).
+const fn generic_entry(
+    name: &str,
+    perf: &str,
+    description: &str,
+) -> (Text<12>, Text<24>, Text<48>) {
+    let (n, p) = (name.as_bytes(), GENERIC_PREFIX.as_bytes());
+    let mut i = 0;
+    while i < p.len() {
+        assert!(
+            i < n.len() && n[i] == p[i],
+            "GENERICS: a name without the PAPI_ prefix"
+        );
+        i += 1;
+    }
+    (Text::new(name), Text::new(perf), Text::new(description))
+}
+
 /// The perf event behind generic name `name` (case-insensitive), if it has one.
+///
+/// Every generic name starts with `PAPI_`: any other name is answered without reading the
+/// table. Resolving an event tries this first, and the table lies in read-only data (its
+/// strings held in place, issue 48): a libperfex first use without an event map (`cycles`)
+/// read it for nothing, a page fault of a 64 KiB window of that data nothing else of it
+/// touched (about 13k instructions in the arm64 guest).
 pub fn generic(name: &str) -> Option<&'static str> {
+    if !name
+        .get(..5)
+        .is_some_and(|p| p.eq_ignore_ascii_case(GENERIC_PREFIX))
+    {
+        return None;
+    }
     GENERICS
         .iter()
         .find(|(g, _, _)| g.eq_ignore_ascii_case(name))
-        .map(|(_, e, _)| *e)
+        .map(|(_, e, _)| e.as_str())
 }
 
 /// The caches of `PERF_TYPE_HW_CACHE`, as perf names them, with their ids.
-const CACHES: [(&str, sys::perf_hw_cache_id); 7] = [
-    ("L1-dcache", sys::PERF_COUNT_HW_CACHE_L1D),
-    ("L1-icache", sys::PERF_COUNT_HW_CACHE_L1I),
-    ("LLC", sys::PERF_COUNT_HW_CACHE_LL),
-    ("dTLB", sys::PERF_COUNT_HW_CACHE_DTLB),
-    ("iTLB", sys::PERF_COUNT_HW_CACHE_ITLB),
-    ("branch", sys::PERF_COUNT_HW_CACHE_BPU),
-    ("node", sys::PERF_COUNT_HW_CACHE_NODE),
+const CACHES: [(Text<12>, sys::perf_hw_cache_id); 7] = [
+    (Text::new("L1-dcache"), sys::PERF_COUNT_HW_CACHE_L1D),
+    (Text::new("L1-icache"), sys::PERF_COUNT_HW_CACHE_L1I),
+    (Text::new("LLC"), sys::PERF_COUNT_HW_CACHE_LL),
+    (Text::new("dTLB"), sys::PERF_COUNT_HW_CACHE_DTLB),
+    (Text::new("iTLB"), sys::PERF_COUNT_HW_CACHE_ITLB),
+    (Text::new("branch"), sys::PERF_COUNT_HW_CACHE_BPU),
+    (Text::new("node"), sys::PERF_COUNT_HW_CACHE_NODE),
 ];
 
 /// The operations: (name in a miss event, name in an access event, id).
-const CACHE_OPS: [(&str, &str, sys::perf_hw_cache_op_id); 3] = [
-    ("load", "loads", sys::PERF_COUNT_HW_CACHE_OP_READ),
-    ("store", "stores", sys::PERF_COUNT_HW_CACHE_OP_WRITE),
+const CACHE_OPS: [(Text<8>, Text<12>, sys::perf_hw_cache_op_id); 3] = [
     (
-        "prefetch",
-        "prefetches",
+        Text::new("load"),
+        Text::new("loads"),
+        sys::PERF_COUNT_HW_CACHE_OP_READ,
+    ),
+    (
+        Text::new("store"),
+        Text::new("stores"),
+        sys::PERF_COUNT_HW_CACHE_OP_WRITE,
+    ),
+    (
+        Text::new("prefetch"),
+        Text::new("prefetches"),
         sys::PERF_COUNT_HW_CACHE_OP_PREFETCH,
     ),
 ];
@@ -485,6 +555,26 @@ fn parse_raw(s: &str) -> Result<Option<PerfEvent>> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn generic_names_are_found_by_their_prefix_in_any_case() {
+        assert_eq!(generic("PAPI_tot_cyc"), Some("cycles"));
+        assert_eq!(generic("papi_TOT_INS"), Some("instructions"));
+        for name in [
+            "cycles",
+            "",
+            "PAPI",
+            "PAPI_",
+            "PAPI_nope",
+            "papi_tot_cy",
+            "é",
+        ] {
+            assert_eq!(generic(name), None, "{name:?}");
+        }
+        for (name, perf, _) in &GENERICS {
+            assert_eq!(generic(name), Some(perf.as_str()));
+        }
+    }
     use super::*;
     use std::path::PathBuf;
 
