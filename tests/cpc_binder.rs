@@ -26,6 +26,10 @@ impl Sets for OneSet {
     fn by_key(key: usize) -> Option<&'static Set> {
         (key == KEY).then(set)
     }
+
+    fn each(f: &mut dyn FnMut(&Set)) {
+        f(set())
+    }
 }
 
 fn set() -> &'static Set {

@@ -200,6 +200,24 @@ impl BoundSet {
     /// test `BoundSet::lean` (or `NOT_LEAN` in the state word) and the size first.
     #[inline(always)]
     fn read_user_into<S: Slot>(&self, out: &[S]) -> Option<(u64, u64, Times)> {
+        let times = self.read_user_members(out)?;
+        let (enabled, running) = self.since_restart(&times);
+        if running < enabled {
+            return None;
+        }
+        Some((enabled, running, times))
+    }
+
+    /// [`BoundSet::read_user_into`] without the times since the last restart and their test:
+    /// the group's times. Its test is not needed to know the interval complete: each member's
+    /// read answers only when its page's time running equals its time enabled (not
+    /// multiplexed since it was opened: [`crate::backend::perf::UserPage::read`]), and a
+    /// group's enabled minus running time never shrinks (the kernel adds to both while it
+    /// counts, to enabled alone while it waits for a counter, and brings the page up to date
+    /// when it comes back on one), so it was 0 at the last restart too, and running since
+    /// then equals enabled since then (issue 48: 6 instructions of every `cpc_set_sample`).
+    #[inline(always)]
+    fn read_user_members<S: Slot>(&self, out: &[S]) -> Option<Times> {
         debug_assert!(self.lean && !self.lean_pages.0.is_null() && out.len() == self.n);
         let n = self.n;
         let (pages, base, origin) = (self.lean_pages.0, self.base.as_ptr(), self.origin.as_ptr());
@@ -229,11 +247,7 @@ impl BoundSet {
             let (page, o, b, g) = member(i);
             put(o, b, g, page.read()?.0);
         }
-        let (enabled, running) = self.since_restart(&times);
-        if running < enabled {
-            return None;
-        }
-        Some((enabled, running, times))
+        Some(times)
     }
 
     /// libcpc's common sample (issue 48), written straight into `out` (one value per request,
@@ -260,7 +274,20 @@ impl BoundSet {
     /// only, as [`BoundSet::sample_running`]. Async-signal-safe.
     #[inline(always)]
     pub fn sample_to_untimed(&self, out: &[AtomicU64]) -> Option<Sampled> {
-        if out.len() != self.n || self.lost() || self.inherited_from_parent() {
+        if self.inherited_from_parent() {
+            return None;
+        }
+        self.sample_binders_to_untimed(out)
+    }
+
+    /// [`BoundSet::sample_to_untimed`] without its test of `fork`, for a binding the caller
+    /// found where a child of `fork` cannot find its parent's: libcpc's binder's own, kept in
+    /// its set, which every child of `fork` forgets (`api::cpc::set`; issue 48: the test was
+    /// 6 instructions of every `cpc_set_sample`). Given the parent's binding in a child, it
+    /// would read counters that are not the child's. Async-signal-safe.
+    #[inline(always)]
+    pub fn sample_binders_to_untimed(&self, out: &[AtomicU64]) -> Option<Sampled> {
+        if out.len() != self.n || self.lost() {
             return None;
         }
         // A write in progress: the general sample waits it out.
@@ -270,7 +297,7 @@ impl BoundSet {
         if st & (FROZEN | NOT_LEAN | DETACHED) != 0 {
             return self.sample_frozen_to(out, st, s1);
         }
-        let (_, _, times) = self.read_user_into(out)?;
+        let times = self.read_user_members(out)?;
         if !self.seq.valid(s1) {
             return None;
         }

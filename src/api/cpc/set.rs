@@ -45,9 +45,12 @@ struct Bound {
 /// `mine_owner` is thread T's pointer, T's thread table holds `mine` (so T may use it without
 /// counting itself a reader): the pair is cleared before anything drops the binding from
 /// that table: every unbind and rebind ([`BindSlot::replace`]), T's exit ([`forget_mine_at_exit`]
-/// by way of `super::thread`; in a child of `fork` the one thread's exit too, or its forgetting
-/// its set when it held an inheritable one). A thread
-/// created after T exited may get T's thread pointer: it finds the pair cleared.
+/// by way of `super::thread`). A thread created after T exited may get T's thread pointer: it
+/// finds the pair cleared. In a child of `fork` every set's pair is cleared
+/// ([`forget_pairs_in_child`], run by the engine's fork handler): the child's thread has the
+/// forking thread's pointer, and threads the child creates may get those of the parent's
+/// other threads, whose bindings are the parent's counters. So a binding found here is never
+/// the parent's, and `cpc_set_sample` does not test the fork again (issue 48).
 struct BindSlot {
     ptr: AtomicPtr<Bound>,
     readers: AtomicUsize,
@@ -175,6 +178,12 @@ impl std::fmt::Debug for Set {
 pub trait Sets {
     /// The live set at `key`, if any.
     fn by_key(key: usize) -> Option<&'static Set>;
+
+    /// Run `f` on every live set: in a child of `fork`, from its fork handler (one thread,
+    /// async-signal-safe: no allocation, no lock), to forget the bindings their binders made
+    /// ([`Set::mine_here`]). A set it leaves out keeps its binder's binding there, the
+    /// parent's counters: every set that can be bound with `cpc_bind_curlwp` must be given.
+    fn each(f: &mut dyn FnMut(&Set));
 }
 
 /// Whether `S` finds a live set at `key`.
@@ -256,9 +265,13 @@ impl Set {
             .with(|b| (b.binding.id(), &*b.binding as *const BoundSet))
             .unwrap_or((0, std::ptr::null()));
         lwp::set_current(key, id);
-        // Its own binding for `cpc_set_sample`, forgotten again when this thread exits.
+        // Its own binding for `cpc_set_sample`, forgotten again when this thread exits, and
+        // in a child of `fork` (without the child's handler, no pair: the thread's table
+        // finds the binding, and its sample tests the fork).
         lwp::clear_at_exit(forget_mine_at_exit::<S>);
-        self.bound.set_mine(mine);
+        if engine::at_fork_child(forget_pairs_in_child::<S>) {
+            self.bound.set_mine(mine);
+        }
         drop(blocked);
         if emt {
             if let Ok(reqs) = self.reqs.counter_set() {
@@ -310,8 +323,9 @@ impl Set {
     /// The binding the calling thread made of this set with `cpc_bind_curlwp`, if it did:
     /// `cpc_set_sample`'s common case, without a thread-local (issue 48); a thread holding an
     /// inherited copy finds it through [`lwp::mine`]. It may be gone (unbound on another
-    /// thread meanwhile, or the parent's after `fork`): the caller tests it
-    /// ([`BoundSet::is_gone`], or the sample's own test). Valid while the calling thread does
+    /// thread meanwhile): the caller tests it ([`BoundSet::is_gone`], or the sample's own
+    /// test). It is never the parent's in a child of `fork` (see [`Sets::each`]), so
+    /// [`BoundSet::sample_binders_to_untimed`] may sample it. Valid while the calling thread does
     /// not unbind, bind or exit, as [`lwp::mine`]'s: use it at once, on this thread.
     /// Async-signal-safe.
     #[inline(always)]
@@ -346,6 +360,12 @@ fn unbind_previous<S: Sets>() {
             s.bound.replace(None);
         }
     }
+}
+
+/// In a child of `fork` (the engine's fork handler, [`engine::at_fork_child`]): every set
+/// forgets its binder's binding, whoever made it (see [`BindSlot`]).
+fn forget_pairs_in_child<S: Sets>() {
+    S::each(&mut |s| s.bound.clear_mine());
 }
 
 /// The calling thread exits (or is the child's thread after `fork`): its set found in `S`
