@@ -258,6 +258,7 @@ pub fn bind_tagged(
         preset: reqs.iter().map(|r| AtomicU64::new(r.preset)).collect(),
         base: zeroed(n),
         origin: zeroed(n),
+        shift: zeroed(n),
         frozen_vals: zeroed(n),
         frozen_raw: zeroed(n),
         frozen_enabled: AtomicU64::new(0),

@@ -252,7 +252,10 @@ unsafe impl Sync for LeanPages {}
 
 /// A bound set: the engine's state for one binding. Reached through a [`Binding`] (which owns
 /// it) or, for the calling thread's current binding, through [`with_current`].
+// `seq` first: the sample's acquiring load of it needs no address computed (issue 48).
+#[repr(C)]
 pub struct BoundSet {
+    seq: SeqCount,
     id: u64,
     n: usize,
     names: Vec<String>,
@@ -276,10 +279,13 @@ pub struct BoundSet {
     // `direct`'s pages when `lean` (exactly `n` of them), else null.
     lean_pages: LeanPages,
     notify: u64,
-    seq: SeqCount,
     preset: Box<[AtomicU64]>,
     base: Box<[AtomicU64]>,
     origin: Box<[AtomicU64]>,
+    // `base - origin` (wrapping), for each request: the lean read's virtual value is the
+    // count plus it, one load where there were two and a subtraction (issue 48). Written
+    // with them, only through `BoundSet::set_base_origin` and `BoundSet::set_origin`.
+    shift: Box<[AtomicU64]>,
     frozen_vals: Box<[AtomicU64]>,
     // The backend's raw counts and times at the freeze: the group is stopped while frozen
     // (unless `runs_on`), so restart and resume start from them without stopping and reading

@@ -209,9 +209,10 @@ impl BoundSet {
     }
 
     /// [`BoundSet::read_user_into`] without the times since the last restart and their test:
-    /// the group's times. Its test is not needed to know the interval complete: each member's
+    /// the group's times. Its test is not needed to know the interval complete: the leader's
     /// read answers only when its page's time running equals its time enabled (not
-    /// multiplexed since it was opened: [`crate::backend::perf::UserPage::read`]), and a
+    /// multiplexed since it was opened: [`crate::backend::perf::UserPage::read`]; the others'
+    /// are the same, [`crate::backend::perf::UserPage::read_count`]), and a
     /// group's enabled minus running time never shrinks (the kernel adds to both while it
     /// counts, to enabled alone while it waits for a counter, and brings the page up to date
     /// when it comes back on one), so it was 0 at the last restart too, and running since
@@ -220,32 +221,26 @@ impl BoundSet {
     fn read_user_members<S: Slot>(&self, out: &[S]) -> Option<Times> {
         debug_assert!(self.lean && !self.lean_pages.0.is_null() && out.len() == self.n);
         let n = self.n;
-        let (pages, base, origin) = (self.lean_pages.0, self.base.as_ptr(), self.origin.as_ptr());
+        let (pages, shift) = (self.lean_pages.0, self.shift.as_ptr());
         // SAFETY: for a lean binding `lean_pages` is its `n` pages (fixed at the bind, valid
-        // while `direct` is, which is never replaced), `base` and `origin` hold `n` values
-        // each, and the callers give `n` slots: `i < n` below. Indexed without a length test
-        // (issue 48: the three slices' lengths and their minimum were ~10 instructions of
-        // every sample).
-        let member = |i: usize| unsafe {
-            (
-                *pages.add(i),
-                out.get_unchecked(i),
-                &*base.add(i),
-                &*origin.add(i),
-            )
-        };
-        let put = |o: &S, base: &AtomicU64, origin: &AtomicU64, count: u64| {
-            let events = count.wrapping_sub(origin.load(Ordering::Relaxed));
-            o.put(virt::virtual_value(base.load(Ordering::Relaxed), events));
+        // while `direct` is, which is never replaced), `shift` holds `n` values, and the
+        // callers give `n` slots: `i < n` below. Indexed without a length test (issue 48: the
+        // slices' lengths and their minimum were ~10 instructions of every sample).
+        let member = |i: usize| unsafe { (*pages.add(i), out.get_unchecked(i), &*shift.add(i)) };
+        // The virtual value: the base plus the events since the origin, `count + shift`
+        // ([`virt::virtual_value`] of `base` and `count - origin`, wrapping alike).
+        let put = |o: &S, shift: &AtomicU64, count: u64| {
+            o.put(count.wrapping_add(shift.load(Ordering::Relaxed)));
         };
         // The first member apart: its times are the group's (as `DirectRead::read`'s), and
         // a one-request set has no loop.
-        let (first, o, b, g) = member(0);
+        let (first, o, d) = member(0);
         let (count, times) = first.read()?;
-        put(o, b, g, count);
+        put(o, d, count);
+        // The others' counts alone: the leader's times are theirs (`UserPage::read_count`).
         for i in 1..n {
-            let (page, o, b, g) = member(i);
-            put(o, b, g, page.read()?.0);
+            let (page, o, d) = member(i);
+            put(o, d, page.read_count()?);
         }
         Some(times)
     }

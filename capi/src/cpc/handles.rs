@@ -71,13 +71,16 @@ pub(crate) struct Cpc {
 
 /// A `cpc_set_t`: the engine's set ([`perfcompat::api::cpc::set::Set`]: requests and binding) and
 /// the `cpc_t` it was made from.
+// The engine's set first: `cpc_set_sample` loads its binder's binding at offset 0, with no
+// address to compute for the acquiring load (issue 48).
+#[repr(C)]
 pub(crate) struct Set {
+    set: perfcompat::api::cpc::set::Set,
     /// The handle of the `cpc_t` it was made from.
     pub cpc: usize,
     /// `cpc_buf_tick`'s clock of that `cpc_t` ([`Cpc::tick_mult`]): `cpc_set_sample` needs
     /// nothing else of it, and does not look it up.
     pub tick_mult: u64,
-    set: perfcompat::api::cpc::set::Set,
 }
 
 impl std::ops::Deref for Set {
@@ -272,10 +275,12 @@ pub(crate) fn tick_mult(mhz: f64) -> u64 {
     }
 }
 
-/// `ns` nanoseconds as ticks of the clock `mult` describes ([`Cpc::tick_mult`]).
+/// `ns` nanoseconds as ticks of the clock `mult` describes ([`Cpc::tick_mult`]), modulo 2^64
+/// as a 64-bit cycle counter wraps (at 5 GHz after 117 years of counting: issue 48, the
+/// saturation was 3 instructions of every `cpc_set_sample`).
 #[inline]
 pub(crate) fn ticks(ns: u64, mult: u64) -> u64 {
-    ((u128::from(ns) * u128::from(mult)) >> 32).min(u128::from(u64::MAX)) as u64
+    ((u128::from(ns) * u128::from(mult)) >> 32) as u64
 }
 
 /// A new `cpc_t`, registered ([`perfcompat::Error::OutOfHandles`] when the registry is full).
@@ -314,9 +319,9 @@ pub(crate) fn close_cpc(p: *mut cpc_t) -> bool {
 /// A new empty set of `cpc` ([`perfcompat::Error::OutOfHandles`] when the registry is full).
 pub(crate) fn new_set(cpc: &Cpc) -> Result<*mut cpc_set_t> {
     let set = Set {
+        set: perfcompat::api::cpc::set::Set::new(),
         cpc: cpc.addr(),
         tick_mult: cpc.tick_mult,
-        set: perfcompat::api::cpc::set::Set::new(),
     };
     edge::new_handle(set, |p| cpc.adopt(p, Kind::Set))
 }

@@ -162,30 +162,44 @@ pub extern "C" fn cpc_set_sample(
     // cleared in a child of `fork` (`perfcompat::api::cpc::set`), so the sample does not test
     // the fork again. Anything else (an inherited copy, a set bound elsewhere, not bound)
     // out of line, through the thread's table.
-    let Some(bs) = s.mine_here() else {
-        return sample_by_table(cpc, s, set as usize, b);
-    };
-    // A one-request buffer here, with no loop over members: with the loop's live values in
-    // it, this function saved and restored six registers on every call (issue 48). Larger
-    // ones out of line, by the same steps.
-    let [one] = &b.vals[..] else {
-        return sample_many(cpc, s, set as usize, b, bs);
-    };
-    // SAFETY: used at once, on this thread (`Set::mine_here`'s rules).
-    match unsafe { bs.as_ref() }.sample_binders_to_untimed(std::slice::from_ref(one)) {
-        Some(r) => answered(s, b, r),
-        None => sample_general(cpc, s, set as usize, b, Some(bs)),
-    }
+    // The out-of-line paths are given the three arguments as they came, in the registers
+    // they came in, then what was found (issue 48: moving them aside for `checked` was
+    // instructions of every call).
+    s.with_mine_here(
+        |bs| {
+            // SAFETY: used at once, on this thread (`Set::mine_here`'s rules).
+            let binding = unsafe { bs.as_ref() };
+            // A one-request buffer here, with no loop over members: with the loop's live
+            // values in it, this function saved and restored six registers on every call
+            // (issue 48). Larger ones (and a buffer of another size than the binding's, which
+            // the sample tells) out of line, by the same steps.
+            if (b.vals.len() != 1) | (binding.len() != 1) {
+                return sample_many(cpc, set, buf, s, b, bs);
+            }
+            match binding.sample_binders_to_untimed(&b.vals[..1]) {
+                Some(r) => answered(s, b, r),
+                None => sample_general(cpc, set, buf, s, b, Some(bs)),
+            }
+        },
+        || sample_by_table(cpc, set, buf, s, b),
+    )
 }
 
 /// [`cpc_set_sample`]'s common case for a buffer of more than one request: `bs` is the set's
-/// binder's own binding (`Set::mine_here`).
+/// binder's own binding (`Set::mine_here`); `s` and `b` are `set` and `buf`.
 #[inline(never)]
-fn sample_many(cpc: *mut cpc_t, s: &Set, set: usize, b: &Buf, bs: NonNull<BoundSet>) -> c_int {
+fn sample_many(
+    cpc: *mut cpc_t,
+    set: *mut cpc_set_t,
+    buf: *mut cpc_buf_t,
+    s: &Set,
+    b: &Buf,
+    bs: NonNull<BoundSet>,
+) -> c_int {
     // SAFETY: used at once, on this thread (`Set::mine_here`'s rules).
     match unsafe { bs.as_ref() }.sample_binders_to_untimed(&b.vals) {
         Some(r) => answered(s, b, r),
-        None => sample_general(cpc, s, set, b, Some(bs)),
+        None => sample_general(cpc, set, buf, s, b, Some(bs)),
     }
 }
 
@@ -212,34 +226,46 @@ fn answered(s: &Set, b: &Buf, r: Sampled) -> c_int {
 
 /// [`cpc_set_sample`] when the calling thread is not the set's binder: its inherited copy of
 /// the set (found through its thread table), tested not to be the parent's after `fork`, is
-/// sampled as the binder's is; else the general sample.
+/// sampled as the binder's is; else the general sample. `s` and `b` are `set` and `buf`.
 #[inline(never)]
-fn sample_by_table(cpc: *mut cpc_t, s: &Set, set: usize, b: &Buf) -> c_int {
-    let any = lwp::mine_any(set);
+fn sample_by_table(
+    cpc: *mut cpc_t,
+    set: *mut cpc_set_t,
+    buf: *mut cpc_buf_t,
+    s: &Set,
+    b: &Buf,
+) -> c_int {
+    let any = lwp::mine_any(set as usize);
     if let Some(bs) = any {
         // SAFETY: used at once, on this thread (`lwp::mine`'s rules).
         if let Some(r) = unsafe { bs.as_ref() }.sample_to_untimed(&b.vals) {
             return answered(s, b, r);
         }
     }
-    sample_general(cpc, s, set, b, any)
+    sample_general(cpc, set, buf, s, b, any)
 }
 
 /// [`cpc_set_sample`] when its common case does not answer: the general sample, and the
 /// failure told. `any` is the calling thread's own counters for the set whatever their state
-/// ([`lwp::mine_any`], or the set's binder's pair). Out of line, inside the unwind boundary.
+/// ([`lwp::mine_any`], or the set's binder's pair); `s` and `b` are `set` and `buf`. Out of
+/// line, inside the unwind boundary.
 #[inline(never)]
 fn sample_general(
     cpc: *mut cpc_t,
+    set: *mut cpc_set_t,
+    buf: *mut cpc_buf_t,
     s: &Set,
-    set: usize,
     b: &Buf,
     any: Option<NonNull<BoundSet>>,
 ) -> c_int {
+    // (`buf` unused: the compiler drops it from the out-of-line paths' arguments, and the
+    // fast path puts `s` in its register. Used, it kept six values live there, one more
+    // than the registers it needs no frame for: issue 48.)
+    let _ = buf;
     edge::boundary(c"cpc_set_sample", || {
         // SAFETY: as in `cpc_set_sample`.
         let mine = any.filter(|bs| !unsafe { bs.as_ref() }.is_gone());
-        match sample_with(s, set, b, mine) {
+        match sample_with(s, set as usize, b, mine) {
             Ok(v) => v,
             Err(e) => failed(cpc, e),
         }

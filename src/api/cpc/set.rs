@@ -51,11 +51,14 @@ struct Bound {
 /// forking thread's pointer, and threads the child creates may get those of the parent's
 /// other threads, whose bindings are the parent's counters. So a binding found here is never
 /// the parent's, and `cpc_set_sample` does not test the fork again (issue 48).
+// `mine` first, and the slot first in `Set`: the C layer's set puts `Set` first too, so that
+// `cpc_set_sample`'s acquiring load of it needs no address computed (issue 48).
+#[repr(C)]
 struct BindSlot {
+    mine: AtomicPtr<BoundSet>,
+    mine_owner: AtomicUsize,
     ptr: AtomicPtr<Bound>,
     readers: AtomicUsize,
-    mine_owner: AtomicUsize,
-    mine: AtomicPtr<BoundSet>,
 }
 
 impl BindSlot {
@@ -74,22 +77,40 @@ impl BindSlot {
     /// thread's bind, between the two loads must not hand this thread that thread's binding).
     #[inline(always)]
     fn mine_here(&self) -> Option<NonNull<BoundSet>> {
+        self.with_mine_here(Some, || None)
+    }
+
+    /// `found` on [`BindSlot::mine_here`]'s binding, else `not`: the branches taken on the
+    /// loads' tests themselves (an `Option` of the binding was tested again for null, which
+    /// it never is: issue 48, an instruction of every sample).
+    #[inline(always)]
+    fn with_mine_here<R>(
+        &self,
+        found: impl FnOnce(NonNull<BoundSet>) -> R,
+        not: impl FnOnce() -> R,
+    ) -> R {
         let tp = sys::thread_pointer();
         if self.mine_owner.load(Ordering::Relaxed) != tp {
-            return None;
+            return not();
         }
         // Acquire: a binding stored after a clear (both stores release the owner's change
         // before them) makes the owner's clear visible to the load below.
         let p = self.mine.load(Ordering::Acquire);
         if self.mine_owner.load(Ordering::Relaxed) != tp {
-            return None;
+            return not();
         }
-        NonNull::new(p)
+        // SAFETY: not null. Only this thread stores its pointer as the owner, after a binding
+        // that is not null (`set_mine`), which it does not run while here (it blocks signals);
+        // a clear stores 0 as the owner before the null binding it releases, so the load above
+        // that acquired a null binding sees the owner 0.
+        found(unsafe { NonNull::new_unchecked(p) })
     }
 
-    /// Record `b`, just bound by the calling thread to itself, as its own (see the type).
-    fn set_mine(&self, b: *const BoundSet) {
-        self.mine.store(b.cast_mut(), Ordering::Release);
+    /// Record `b`, just bound by the calling thread to itself, as its own (see the type):
+    /// never null (`mine_here` relies on it).
+    fn set_mine(&self, b: NonNull<BoundSet>) {
+        let b = b.as_ptr();
+        self.mine.store(b, Ordering::Release);
         self.mine_owner
             .store(sys::thread_pointer(), Ordering::Release);
     }
@@ -149,10 +170,12 @@ impl Drop for BindSlot {
 }
 
 /// A libcpc set: its requests and, while bound, its binding.
+#[repr(C)]
 pub struct Set {
+    // First: see `BindSlot`.
+    bound: BindSlot,
     /// The requests as added.
     pub reqs: Requests,
-    bound: BindSlot,
 }
 
 impl Default for Set {
@@ -195,8 +218,8 @@ impl Set {
     /// An empty, unbound set.
     pub const fn new() -> Set {
         Set {
-            reqs: Requests::new(),
             bound: BindSlot::new(),
+            reqs: Requests::new(),
         }
     }
 
@@ -269,7 +292,10 @@ impl Set {
         // in a child of `fork` (without the child's handler, no pair: the thread's table
         // finds the binding, and its sample tests the fork).
         lwp::clear_at_exit(forget_mine_at_exit::<S>);
-        if engine::at_fork_child(forget_pairs_in_child::<S>) {
+        if let (Some(mine), true) = (
+            NonNull::new(mine.cast_mut()),
+            engine::at_fork_child(forget_pairs_in_child::<S>),
+        ) {
             self.bound.set_mine(mine);
         }
         drop(blocked);
@@ -331,6 +357,17 @@ impl Set {
     #[inline(always)]
     pub fn mine_here(&self) -> Option<NonNull<BoundSet>> {
         self.bound.mine_here()
+    }
+
+    /// `found` on [`Set::mine_here`]'s binding, else `not` (its rules), with no `Option`
+    /// between (issue 48: one test fewer in `cpc_set_sample`). Async-signal-safe.
+    #[inline(always)]
+    pub fn with_mine_here<R>(
+        &self,
+        found: impl FnOnce(NonNull<BoundSet>) -> R,
+        not: impl FnOnce() -> R,
+    ) -> R {
+        self.bound.with_mine_here(found, not)
     }
 
     /// Run `f` on the calling thread's counters for this set (key `key`): its binding or its
