@@ -74,6 +74,9 @@ impl perfcompat::api::cpc::set::Sets for NoSets {
     fn by_key(_: usize) -> Option<&'static Set> {
         None
     }
+
+    // No test here forks.
+    fn each(_: &mut dyn FnMut(&Set)) {}
 }
 
 /// `cpc_bind_curlwp` of `s`.

@@ -200,6 +200,19 @@ type Clock = unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> libc:
 /// 48: "not looked for yet" and "none" were three instructions of each timed sample).
 static CLOCK: AtomicPtr<()> = AtomicPtr::new(first_clock as *mut ());
 
+/// Read `CLOCK_MONOTONIC` into `ts`: the vDSO's (or libc's) `clock_gettime` itself, called
+/// with nothing around it, so that a caller may make it its last call (a jump: issue 48,
+/// `cpc_set_sample` keeps the time as the clock writes it). 0, else the clock's failure
+/// (`-errno` from the vDSO, -1 from libc), which `CLOCK_MONOTONIC` never has on Linux.
+///
+/// # Safety
+/// `ts` is valid for the writes of a `timespec`.
+#[inline(always)]
+pub unsafe fn monotonic_into(ts: *mut libc::timespec) -> libc::c_int {
+    // SAFETY: `CLOCK` holds a function with clock_gettime's signature; `ts` is the caller's.
+    unsafe { clock()(libc::CLOCK_MONOTONIC, ts) }
+}
+
 /// The function in [`CLOCK`].
 #[inline(always)]
 fn clock() -> Clock {

@@ -17,8 +17,38 @@ use crate::base::sys::gettid;
 /// handler, registered at the first bind).
 pub(super) static FORKS: AtomicU32 = AtomicU32::new(0);
 
+/// What the API layers run in a child of `fork`, after [`FORKS`] is counted
+/// ([`at_fork_child`]).
+static CHILD_HOOKS: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+
 extern "C" fn after_fork_in_child() {
     FORKS.fetch_add(1, Ordering::Relaxed);
+    for h in &CHILD_HOOKS {
+        let f = h.load(Ordering::Acquire);
+        if f != 0 {
+            // SAFETY: only `at_fork_child` stores, and only `fn()` pointers.
+            let f = unsafe { std::mem::transmute::<usize, fn()>(f) };
+            f();
+        }
+    }
+}
+
+/// Run `f` in every child of `fork` this process makes from now on, in the one thread the
+/// child has, after the bindings made before are marked the parent's
+/// ([`BoundSet::inherited_from_parent`]); async-signal-safe as a fork handler must be. Once per
+/// function however often it is given; `false` when the room for them (4) is full. libcpc's
+/// sets forget there the bindings their binders made (issue 48, `api::cpc::set`).
+pub fn at_fork_child(f: fn()) -> bool {
+    watch_forks();
+    let f = f as usize;
+    for h in &CHILD_HOOKS {
+        match h.compare_exchange(0, f, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return true,
+            Err(g) if g == f => return true,
+            Err(_) => {}
+        }
+    }
+    false
 }
 
 fn watch_forks() {
@@ -228,6 +258,7 @@ pub fn bind_tagged(
         preset: reqs.iter().map(|r| AtomicU64::new(r.preset)).collect(),
         base: zeroed(n),
         origin: zeroed(n),
+        shift: zeroed(n),
         frozen_vals: zeroed(n),
         frozen_raw: zeroed(n),
         frozen_enabled: AtomicU64::new(0),

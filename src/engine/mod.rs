@@ -61,7 +61,9 @@ mod state;
 mod thread;
 mod watched;
 
-pub use bind::{bind, bind_tagged, bind_with, check_bind, check_request, plan, Binding};
+pub use bind::{
+    at_fork_child, bind, bind_tagged, bind_with, check_bind, check_request, plan, Binding,
+};
 pub use overflow::{add_overflow_hook, dropped_at_freezes, set_overflow_hook};
 pub use pair::UserPair;
 pub use sample::Sampled;
@@ -215,21 +217,23 @@ pub struct SampleInfo {
     pub bound_running_ns: u64,
 }
 
-/// [`BoundSet`]'s state word: frozen.
+/// [`BoundSet`]'s state word: frozen. The three bits `cpc_set_sample`'s common case tests
+/// (frozen, unbound, not lean) are the word's lowest: one test of an immediate, as are frozen
+/// and unbound apart (issue 48: a mask of scattered bits was one instruction more to make).
 const FROZEN: u64 = 1;
-/// Frozen at an overflow record while the group counts on.
-const RUNS_ON: u64 = 2;
-/// Frozen at an overflow record where the kernel stopped the group, right at the wrap, with
-/// the restart made ready (see `ready_restart_at`).
-const READY: u64 = 4;
+/// Unbound ([`BoundSet::detach`]'s write sets it, beside the `detached` flag every other path
+/// reads): for the same one test.
+const DETACHED: u64 = 2;
 /// Set at the bind, never cleared: the lean sample cannot answer for this binding (it is not
 /// read from its counter pages, or a request notifies; see `BoundSet::lean`). In the state
 /// word so that `cpc_set_sample`'s common case tests frozen, not lean and unbound with one
 /// load (issue 48).
-const NOT_LEAN: u64 = 8;
-/// Unbound ([`BoundSet::detach`]'s write sets it, beside the `detached` flag every other path
-/// reads): for the same one test.
-const DETACHED: u64 = 16;
+const NOT_LEAN: u64 = 4;
+/// Frozen at an overflow record while the group counts on.
+const RUNS_ON: u64 = 8;
+/// Frozen at an overflow record where the kernel stopped the group, right at the wrap, with
+/// the restart made ready (see `ready_restart_at`).
+const READY: u64 = 16;
 /// One write more (the rest of the word counts writes).
 const EPOCH: u64 = 32;
 
@@ -248,7 +252,10 @@ unsafe impl Sync for LeanPages {}
 
 /// A bound set: the engine's state for one binding. Reached through a [`Binding`] (which owns
 /// it) or, for the calling thread's current binding, through [`with_current`].
+// `seq` first: the sample's acquiring load of it needs no address computed (issue 48).
+#[repr(C)]
 pub struct BoundSet {
+    seq: SeqCount,
     id: u64,
     n: usize,
     names: Vec<String>,
@@ -272,10 +279,13 @@ pub struct BoundSet {
     // `direct`'s pages when `lean` (exactly `n` of them), else null.
     lean_pages: LeanPages,
     notify: u64,
-    seq: SeqCount,
     preset: Box<[AtomicU64]>,
     base: Box<[AtomicU64]>,
     origin: Box<[AtomicU64]>,
+    // `base - origin` (wrapping), for each request: the lean read's virtual value is the
+    // count plus it, one load where there were two and a subtraction (issue 48). Written
+    // with them, only through `BoundSet::set_base_origin` and `BoundSet::set_origin`.
+    shift: Box<[AtomicU64]>,
     frozen_vals: Box<[AtomicU64]>,
     // The backend's raw counts and times at the freeze: the group is stopped while frozen
     // (unless `runs_on`), so restart and resume start from them without stopping and reading

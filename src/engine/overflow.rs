@@ -107,7 +107,7 @@ impl BoundSet {
             self.frozen_events[i].store(0, Ordering::Relaxed);
             let sum = self.sums[i].load(Ordering::Relaxed);
             self.sums[i].store(sum.wrapping_add(events), Ordering::Relaxed);
-            self.origin[i].store(at[i], Ordering::Relaxed);
+            self.set_origin(i, at[i]);
         }
     }
 
@@ -227,7 +227,7 @@ impl BoundSet {
             let sum = self.sums[0].load(Ordering::Relaxed);
             self.sums[0].store(sum.wrapping_add(events), Ordering::Relaxed);
             self.frozen_events[0].store(0, Ordering::Relaxed);
-            self.origin[0].store(at, Ordering::Relaxed);
+            self.set_origin(0, at);
             self.set_state(FROZEN | READY, 0);
         } else {
             self.frozen_events[0].store(events, Ordering::Relaxed);
@@ -523,7 +523,7 @@ mod tests {
             let general = bind_lone(preset, target);
             let origin = fast.origin[0].load(Ordering::Relaxed);
             for b in [&fast, &general] {
-                b.origin[0].store(origin, Ordering::Relaxed);
+                b.set_origin(0, origin);
                 b.sums[0].store(12345, Ordering::Relaxed);
             }
             let at = origin.wrapping_add(K + skid);

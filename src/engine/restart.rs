@@ -203,8 +203,7 @@ impl BoundSet {
         self.end_period(&raw);
         for i in 0..self.n {
             let p = self.preset[i].load(Ordering::Relaxed);
-            self.base[i].store(p, Ordering::Relaxed);
-            self.origin[i].store(raw[i], Ordering::Relaxed);
+            self.set_base_origin(i, p, raw[i]);
             if self.notify & (1 << i) != 0 && !running {
                 self.group.arm(i, virt::distance_to_wrap(p));
             }

@@ -65,8 +65,7 @@ impl BoundSet {
             let (_, running) = b.resume_raw(&mut raw, |i| virt::distance_to_wrap(from(i)))?;
             b.end_period(&raw);
             for i in 0..b.n {
-                b.base[i].store(from(i), Ordering::Relaxed);
-                b.origin[i].store(raw[i], Ordering::Relaxed);
+                b.set_base_origin(i, from(i), raw[i]);
                 if b.notify & (1 << i) != 0 && !running {
                     b.group.arm(i, virt::distance_to_wrap(from(i)));
                 }

@@ -200,40 +200,49 @@ impl BoundSet {
     /// test `BoundSet::lean` (or `NOT_LEAN` in the state word) and the size first.
     #[inline(always)]
     fn read_user_into<S: Slot>(&self, out: &[S]) -> Option<(u64, u64, Times)> {
-        debug_assert!(self.lean && !self.lean_pages.0.is_null() && out.len() == self.n);
-        let n = self.n;
-        let (pages, base, origin) = (self.lean_pages.0, self.base.as_ptr(), self.origin.as_ptr());
-        // SAFETY: for a lean binding `lean_pages` is its `n` pages (fixed at the bind, valid
-        // while `direct` is, which is never replaced), `base` and `origin` hold `n` values
-        // each, and the callers give `n` slots: `i < n` below. Indexed without a length test
-        // (issue 48: the three slices' lengths and their minimum were ~10 instructions of
-        // every sample).
-        let member = |i: usize| unsafe {
-            (
-                *pages.add(i),
-                out.get_unchecked(i),
-                &*base.add(i),
-                &*origin.add(i),
-            )
-        };
-        let put = |o: &S, base: &AtomicU64, origin: &AtomicU64, count: u64| {
-            let events = count.wrapping_sub(origin.load(Ordering::Relaxed));
-            o.put(virt::virtual_value(base.load(Ordering::Relaxed), events));
-        };
-        // The first member apart: its times are the group's (as `DirectRead::read`'s), and
-        // a one-request set has no loop.
-        let (first, o, b, g) = member(0);
-        let (count, times) = first.read()?;
-        put(o, b, g, count);
-        for i in 1..n {
-            let (page, o, b, g) = member(i);
-            put(o, b, g, page.read()?.0);
-        }
+        let times = self.read_user_members(out)?;
         let (enabled, running) = self.since_restart(&times);
         if running < enabled {
             return None;
         }
         Some((enabled, running, times))
+    }
+
+    /// [`BoundSet::read_user_into`] without the times since the last restart and their test:
+    /// the group's times. Its test is not needed to know the interval complete: the leader's
+    /// read answers only when its page's time running equals its time enabled (not
+    /// multiplexed since it was opened: [`crate::backend::perf::UserPage::read`]; the others'
+    /// are the same, [`crate::backend::perf::UserPage::read_count`]), and a
+    /// group's enabled minus running time never shrinks (the kernel adds to both while it
+    /// counts, to enabled alone while it waits for a counter, and brings the page up to date
+    /// when it comes back on one), so it was 0 at the last restart too, and running since
+    /// then equals enabled since then (issue 48: 6 instructions of every `cpc_set_sample`).
+    #[inline(always)]
+    fn read_user_members<S: Slot>(&self, out: &[S]) -> Option<Times> {
+        debug_assert!(self.lean && !self.lean_pages.0.is_null() && out.len() == self.n);
+        let n = self.n;
+        let (pages, shift) = (self.lean_pages.0, self.shift.as_ptr());
+        // SAFETY: for a lean binding `lean_pages` is its `n` pages (fixed at the bind, valid
+        // while `direct` is, which is never replaced), `shift` holds `n` values, and the
+        // callers give `n` slots: `i < n` below. Indexed without a length test (issue 48: the
+        // slices' lengths and their minimum were ~10 instructions of every sample).
+        let member = |i: usize| unsafe { (*pages.add(i), out.get_unchecked(i), &*shift.add(i)) };
+        // The virtual value: the base plus the events since the origin, `count + shift`
+        // ([`virt::virtual_value`] of `base` and `count - origin`, wrapping alike).
+        let put = |o: &S, shift: &AtomicU64, count: u64| {
+            o.put(count.wrapping_add(shift.load(Ordering::Relaxed)));
+        };
+        // The first member apart: its times are the group's (as `DirectRead::read`'s), and
+        // a one-request set has no loop.
+        let (first, o, d) = member(0);
+        let (count, times) = first.read()?;
+        put(o, d, count);
+        // The others' counts alone: the leader's times are theirs (`UserPage::read_count`).
+        for i in 1..n {
+            let (page, o, d) = member(i);
+            put(o, d, page.read_count()?);
+        }
+        Some(times)
     }
 
     /// libcpc's common sample (issue 48), written straight into `out` (one value per request,
@@ -260,7 +269,20 @@ impl BoundSet {
     /// only, as [`BoundSet::sample_running`]. Async-signal-safe.
     #[inline(always)]
     pub fn sample_to_untimed(&self, out: &[AtomicU64]) -> Option<Sampled> {
-        if out.len() != self.n || self.lost() || self.inherited_from_parent() {
+        if self.inherited_from_parent() {
+            return None;
+        }
+        self.sample_binders_to_untimed(out)
+    }
+
+    /// [`BoundSet::sample_to_untimed`] without its test of `fork`, for a binding the caller
+    /// found where a child of `fork` cannot find its parent's: libcpc's binder's own, kept in
+    /// its set, which every child of `fork` forgets (`api::cpc::set`; issue 48: the test was
+    /// 6 instructions of every `cpc_set_sample`). Given the parent's binding in a child, it
+    /// would read counters that are not the child's. Async-signal-safe.
+    #[inline(always)]
+    pub fn sample_binders_to_untimed(&self, out: &[AtomicU64]) -> Option<Sampled> {
+        if out.len() != self.n || self.lost() {
             return None;
         }
         // A write in progress: the general sample waits it out.
@@ -270,7 +292,7 @@ impl BoundSet {
         if st & (FROZEN | NOT_LEAN | DETACHED) != 0 {
             return self.sample_frozen_to(out, st, s1);
         }
-        let (_, _, times) = self.read_user_into(out)?;
+        let times = self.read_user_members(out)?;
         if !self.seq.valid(s1) {
             return None;
         }

@@ -190,6 +190,23 @@ impl BoundSet {
         Err(Error::DescriptorClosed { fd })
     }
 
+    /// Request `i` counts on from raw count `origin` with virtual value `base` there. Must run
+    /// inside `write` (or before the binding is shared).
+    #[inline]
+    pub(super) fn set_base_origin(&self, i: usize, base: u64, origin: u64) {
+        self.base[i].store(base, Ordering::Relaxed);
+        self.set_origin(i, origin);
+    }
+
+    /// Request `i`'s virtual value is its base at raw count `origin` from now on. Must run
+    /// inside `write` (or before the binding is shared).
+    #[inline]
+    pub(super) fn set_origin(&self, i: usize, origin: u64) {
+        self.origin[i].store(origin, Ordering::Relaxed);
+        let base = self.base[i].load(Ordering::Relaxed);
+        self.shift[i].store(base.wrapping_sub(origin), Ordering::Relaxed);
+    }
+
     /// Whether a counter descriptor of the set was found closed by the program.
     #[inline(always)]
     pub(super) fn lost(&self) -> bool {

@@ -149,4 +149,9 @@ impl perfcompat::api::cpc::set::Sets for LiveSets {
     fn by_key(key: usize) -> Option<&'static perfcompat::api::cpc::set::Set> {
         set_by_key(key).or_else(|| perfcompat::api::cpc::v1_bind::live(key))
     }
+
+    fn each(f: &mut dyn FnMut(&perfcompat::api::cpc::set::Set)) {
+        super::handles::each_set(|s| f(s));
+        perfcompat::api::cpc::v1_bind::each(f);
+    }
 }

@@ -125,9 +125,7 @@ fn buf_value<T: Default>(
 /// The time, or 0 with `errno` `EINVAL` for a bad handle.
 #[no_mangle]
 pub extern "C" fn cpc_buf_hrtime(cpc: *mut cpc_t, buf: *mut cpc_buf_t) -> hrtime_t {
-    buf_value(c"cpc_buf_hrtime", cpc, buf, |b| {
-        b.hrtime.load(Ordering::Relaxed)
-    })
+    buf_value(c"cpc_buf_hrtime", cpc, buf, |b| b.hrtime())
 }
 
 /// The buffer's cycle count: the time the counters ran since the bind (for a thread, its time
@@ -174,15 +172,12 @@ fn combine(bufs: [&Buf; 3], op: fn(u64, u64) -> u64) {
         );
         d.vals[i].store(v, Ordering::Relaxed);
     }
-    let h = a
-        .hrtime
-        .load(Ordering::Relaxed)
-        .max(b.hrtime.load(Ordering::Relaxed));
+    let h = a.hrtime().max(b.hrtime());
     let t = op(
         a.tick.load(Ordering::Relaxed),
         b.tick.load(Ordering::Relaxed),
     );
-    d.hrtime.store(h, Ordering::Relaxed);
+    d.set_hrtime(h);
     d.tick.store(t, Ordering::Relaxed);
 }
 
@@ -243,7 +238,7 @@ pub extern "C" fn cpc_buf_zero(cpc: *mut cpc_t, buf: *mut cpc_buf_t) {
         for v in b.vals.iter() {
             v.store(0, Ordering::Relaxed);
         }
-        b.hrtime.store(0, Ordering::Relaxed);
+        b.set_hrtime(0);
         b.tick.store(0, Ordering::Relaxed);
     })
 }

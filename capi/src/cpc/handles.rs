@@ -71,13 +71,16 @@ pub(crate) struct Cpc {
 
 /// A `cpc_set_t`: the engine's set ([`perfcompat::api::cpc::set::Set`]: requests and binding) and
 /// the `cpc_t` it was made from.
+// The engine's set first: `cpc_set_sample` loads its binder's binding at offset 0, with no
+// address to compute for the acquiring load (issue 48).
+#[repr(C)]
 pub(crate) struct Set {
+    set: perfcompat::api::cpc::set::Set,
     /// The handle of the `cpc_t` it was made from.
     pub cpc: usize,
     /// `cpc_buf_tick`'s clock of that `cpc_t` ([`Cpc::tick_mult`]): `cpc_set_sample` needs
     /// nothing else of it, and does not look it up.
     pub tick_mult: u64,
-    set: perfcompat::api::cpc::set::Set,
 }
 
 impl std::ops::Deref for Set {
@@ -93,14 +96,55 @@ pub(crate) fn set_by_key(key: usize) -> Option<&'static perfcompat::api::cpc::se
     edge::get(key as *mut cpc_set_t).map(|s: &Set| &s.set)
 }
 
+/// Run `f` on the engine's set of every live `cpc_set_t` (for a child of `fork`: see
+/// [`registry::each`]).
+pub(crate) fn each_set(mut f: impl FnMut(&perfcompat::api::cpc::set::Set)) {
+    registry::each(Kind::Set, |p| {
+        // SAFETY: registered under Kind::Set, a live box of Set (the Handle contract).
+        f(&unsafe { &*(p as *const Set) }.set)
+    });
+}
+
 /// A `cpc_buf_t`: one value per request of its set at creation, the sample time and ticks.
 /// Atomics, so that a signal handler may sample into a buffer the program reads.
 pub(crate) struct Buf {
     /// The handle of the `cpc_t` it was made from.
     pub cpc: usize,
     pub vals: Box<[AtomicU64]>,
-    pub hrtime: AtomicI64,
+    /// The sample time as a `timespec` (seconds, nanoseconds): `cpc_set_sample` has the clock
+    /// write it here itself, as its last call, a jump (issue 48: turning it into nanoseconds
+    /// there kept a frame around the call). Read through [`Buf::hrtime`]. The clock's stores
+    /// are aligned 64-bit stores, single-copy atomic on the architectures this builds for, as
+    /// the atomics' own.
+    time: [AtomicI64; 2],
     pub tick: AtomicU64,
+}
+
+impl Buf {
+    /// The sample time in nanoseconds (`cpc_buf_hrtime`).
+    #[inline]
+    pub fn hrtime(&self) -> i64 {
+        let [sec, nsec] = &self.time;
+        sec.load(Ordering::Relaxed)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(nsec.load(Ordering::Relaxed))
+    }
+
+    /// Set the sample time to `ns` nanoseconds.
+    #[inline(always)]
+    pub fn set_hrtime(&self, ns: i64) {
+        // Any seconds and nanoseconds that add up to it: no division.
+        self.time[0].store(0, Ordering::Relaxed);
+        self.time[1].store(ns, Ordering::Relaxed);
+    }
+
+    /// Read `CLOCK_MONOTONIC` into the sample time: 0, else the clock's failure (see
+    /// [`perfcompat::base::sys::monotonic_into`]). Async-signal-safe.
+    #[inline(always)]
+    pub fn clock_now(&self) -> std::ffi::c_int {
+        // SAFETY: two aligned i64s, as a 64-bit Linux `timespec` is.
+        unsafe { perfcompat::base::sys::monotonic_into(self.time.as_ptr() as *mut libc::timespec) }
+    }
 }
 
 /// `s` as a C string cut to fit a libcpc buffer of `max` bytes (names longer than the
@@ -231,10 +275,12 @@ pub(crate) fn tick_mult(mhz: f64) -> u64 {
     }
 }
 
-/// `ns` nanoseconds as ticks of the clock `mult` describes ([`Cpc::tick_mult`]).
+/// `ns` nanoseconds as ticks of the clock `mult` describes ([`Cpc::tick_mult`]), modulo 2^64
+/// as a 64-bit cycle counter wraps (at 5 GHz after 117 years of counting: issue 48, the
+/// saturation was 3 instructions of every `cpc_set_sample`).
 #[inline]
 pub(crate) fn ticks(ns: u64, mult: u64) -> u64 {
-    ((u128::from(ns) * u128::from(mult)) >> 32).min(u128::from(u64::MAX)) as u64
+    ((u128::from(ns) * u128::from(mult)) >> 32) as u64
 }
 
 /// A new `cpc_t`, registered ([`perfcompat::Error::OutOfHandles`] when the registry is full).
@@ -273,9 +319,9 @@ pub(crate) fn close_cpc(p: *mut cpc_t) -> bool {
 /// A new empty set of `cpc` ([`perfcompat::Error::OutOfHandles`] when the registry is full).
 pub(crate) fn new_set(cpc: &Cpc) -> Result<*mut cpc_set_t> {
     let set = Set {
+        set: perfcompat::api::cpc::set::Set::new(),
         cpc: cpc.addr(),
         tick_mult: cpc.tick_mult,
-        set: perfcompat::api::cpc::set::Set::new(),
     };
     edge::new_handle(set, |p| cpc.adopt(p, Kind::Set))
 }
@@ -286,7 +332,7 @@ pub(crate) fn new_buf(cpc: &Cpc, set: &Set) -> Result<*mut cpc_buf_t> {
     let buf = Buf {
         cpc: cpc.addr(),
         vals: (0..set.reqs.len()).map(|_| AtomicU64::new(0)).collect(),
-        hrtime: AtomicI64::new(0),
+        time: [AtomicI64::new(0), AtomicI64::new(0)],
         tick: AtomicU64::new(0),
     };
     edge::new_handle(buf, |p| cpc.adopt(p, Kind::Buf))

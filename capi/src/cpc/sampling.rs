@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering;
 
 use perfcompat::api::cpc::thread as lwp;
-use perfcompat::{BoundSet, Error, Result};
+use perfcompat::{BoundSet, Error, Result, Sampled};
 
 use super::handles::{self, Buf, Cpc, Set};
 use super::{buf_of, cpc_buf_t, cpc_set_t, cpc_t, set_of, BAD};
@@ -56,7 +56,7 @@ fn store(buf: &Buf, vals: &[u64], hrtime: i64, bound_running_ns: u64, tick_mult:
     let n = vals.len();
     let dest = &buf.vals[..n];
     perfcompat::base::virt::each_index(n, |i| dest[i].store(vals[i], Ordering::Relaxed));
-    buf.hrtime.store(hrtime, Ordering::Relaxed);
+    buf.set_hrtime(hrtime);
     buf.tick.store(
         handles::ticks(bound_running_ns, tick_mult),
         Ordering::Relaxed,
@@ -156,45 +156,116 @@ pub extern "C" fn cpc_set_sample(
     let Some(b) = edge::get(buf).filter(|b: &&Buf| b.cpc == cpc as usize) else {
         return checked(cpc, set, buf);
     };
-    // The thread's binding whatever its state: `sample_to_untimed` tests that it is not
-    // gone, and the general path is given it only if it is not. The binder's own first,
-    // kept in the set with its thread pointer (one register read and two loads); else (an
-    // inherited copy, a set bound elsewhere) through the thread's table, a thread-local
-    // (issue 48: the TLS resolver's call and the entry's tests were ~14 instructions).
-    let any = s.mine_here().or_else(|| lwp::mine_any(set as usize));
+    // The binder's own binding, kept in the set with its thread pointer (one register read
+    // and two loads, no thread-local: issue 48, the TLS resolver's call and the entry's tests
+    // were ~14 instructions). It is never the parent's after `fork`: every set's pair is
+    // cleared in a child of `fork` (`perfcompat::api::cpc::set`), so the sample does not test
+    // the fork again. Anything else (an inherited copy, a set bound elsewhere, not bound)
+    // out of line, through the thread's table.
+    // The out-of-line paths are given the three arguments as they came, in the registers
+    // they came in, then what was found (issue 48: moving them aside for `checked` was
+    // instructions of every call).
+    s.with_mine_here(
+        |bs| {
+            // SAFETY: used at once, on this thread (`Set::mine_here`'s rules).
+            let binding = unsafe { bs.as_ref() };
+            // A one-request buffer here, with no loop over members: with the loop's live
+            // values in it, this function saved and restored six registers on every call
+            // (issue 48). Larger ones (and a buffer of another size than the binding's, which
+            // the sample tells) out of line, by the same steps.
+            if (b.vals.len() != 1) | (binding.len() != 1) {
+                return sample_many(cpc, set, buf, s, b, bs);
+            }
+            match binding.sample_binders_to_untimed(&b.vals[..1]) {
+                Some(r) => answered(s, b, r),
+                None => sample_general(cpc, set, buf, s, b, Some(bs)),
+            }
+        },
+        || sample_by_table(cpc, set, buf, s, b),
+    )
+}
+
+/// [`cpc_set_sample`]'s common case for a buffer of more than one request: `bs` is the set's
+/// binder's own binding (`Set::mine_here`); `s` and `b` are `set` and `buf`.
+#[inline(never)]
+fn sample_many(
+    cpc: *mut cpc_t,
+    set: *mut cpc_set_t,
+    buf: *mut cpc_buf_t,
+    s: &Set,
+    b: &Buf,
+    bs: NonNull<BoundSet>,
+) -> c_int {
+    // SAFETY: used at once, on this thread (`Set::mine_here`'s rules).
+    match unsafe { bs.as_ref() }.sample_binders_to_untimed(&b.vals) {
+        Some(r) => answered(s, b, r),
+        None => sample_general(cpc, set, buf, s, b, Some(bs)),
+    }
+}
+
+/// The end of [`cpc_set_sample`]'s common case: `r`'s ticks and time into `b`, 0. Without a
+/// frame of its own where the set runs: the clock writes the time into the buffer itself, and
+/// is called last, a jump (issue 48: turning its answer into nanoseconds here made a call,
+/// and a frame around it, of every sample). Its answer is the sample's: 0 (the clock's
+/// failure else, which `CLOCK_MONOTONIC` never has on Linux).
+#[inline(always)]
+fn answered(s: &Set, b: &Buf, r: Sampled) -> c_int {
+    b.tick.store(
+        handles::ticks(r.bound_running_ns, s.tick_mult),
+        Ordering::Relaxed,
+    );
+    match r.frozen_at {
+        Some(t) => {
+            b.set_hrtime(t);
+            0
+        }
+        // The clock last (a running set), after everything else is stored.
+        None => b.clock_now(),
+    }
+}
+
+/// [`cpc_set_sample`] when the calling thread is not the set's binder: its inherited copy of
+/// the set (found through its thread table), tested not to be the parent's after `fork`, is
+/// sampled as the binder's is; else the general sample. `s` and `b` are `set` and `buf`.
+#[inline(never)]
+fn sample_by_table(
+    cpc: *mut cpc_t,
+    set: *mut cpc_set_t,
+    buf: *mut cpc_buf_t,
+    s: &Set,
+    b: &Buf,
+) -> c_int {
+    let any = lwp::mine_any(set as usize);
     if let Some(bs) = any {
         // SAFETY: used at once, on this thread (`lwp::mine`'s rules).
         if let Some(r) = unsafe { bs.as_ref() }.sample_to_untimed(&b.vals) {
-            b.tick.store(
-                handles::ticks(r.bound_running_ns, s.tick_mult),
-                Ordering::Relaxed,
-            );
-            // The clock last (a running set), after everything else is stored: only the
-            // buffer is kept across its call (issue 48: the values kept for the ticks were
-            // moved to the stack and back around it).
-            let hrtime = r.frozen_at.unwrap_or_else(perfcompat::base::sys::now_ns);
-            b.hrtime.store(hrtime, Ordering::Relaxed);
-            return 0;
+            return answered(s, b, r);
         }
     }
-    sample_general(cpc, s, set as usize, b, any)
+    sample_general(cpc, set, buf, s, b, any)
 }
 
 /// [`cpc_set_sample`] when its common case does not answer: the general sample, and the
 /// failure told. `any` is the calling thread's own counters for the set whatever their state
-/// ([`lwp::mine_any`]). Out of line, inside the unwind boundary.
+/// ([`lwp::mine_any`], or the set's binder's pair); `s` and `b` are `set` and `buf`. Out of
+/// line, inside the unwind boundary.
 #[inline(never)]
 fn sample_general(
     cpc: *mut cpc_t,
+    set: *mut cpc_set_t,
+    buf: *mut cpc_buf_t,
     s: &Set,
-    set: usize,
     b: &Buf,
     any: Option<NonNull<BoundSet>>,
 ) -> c_int {
+    // (`buf` unused: the compiler drops it from the out-of-line paths' arguments, and the
+    // fast path puts `s` in its register. Used, it kept six values live there, one more
+    // than the registers it needs no frame for: issue 48.)
+    let _ = buf;
     edge::boundary(c"cpc_set_sample", || {
         // SAFETY: as in `cpc_set_sample`.
         let mine = any.filter(|bs| !unsafe { bs.as_ref() }.is_gone());
-        match sample_with(s, set, b, mine) {
+        match sample_with(s, set as usize, b, mine) {
             Ok(v) => v,
             Err(e) => failed(cpc, e),
         }

@@ -96,7 +96,7 @@ pub(crate) unsafe trait Handle {
 pub(crate) fn get<'a, H: Handle>(p: *mut H) -> Option<&'a H::Target> {
     // SAFETY: registered addresses of H::KIND are live boxes of H::Target (the Handle
     // contract).
-    registry::get(p as usize, H::KIND).map(|a| unsafe { &*(a as *const H::Target) })
+    registry::get(p as usize, H::KIND).map(|a| unsafe { &*a.as_ptr().cast::<H::Target>() })
 }
 
 /// Take back the value of the live handle `p`, which is no longer one (`None` if it is not a

@@ -45,14 +45,20 @@ struct Bound {
 /// `mine_owner` is thread T's pointer, T's thread table holds `mine` (so T may use it without
 /// counting itself a reader): the pair is cleared before anything drops the binding from
 /// that table: every unbind and rebind ([`BindSlot::replace`]), T's exit ([`forget_mine_at_exit`]
-/// by way of `super::thread`; in a child of `fork` the one thread's exit too, or its forgetting
-/// its set when it held an inheritable one). A thread
-/// created after T exited may get T's thread pointer: it finds the pair cleared.
+/// by way of `super::thread`). A thread created after T exited may get T's thread pointer: it
+/// finds the pair cleared. In a child of `fork` every set's pair is cleared
+/// ([`forget_pairs_in_child`], run by the engine's fork handler): the child's thread has the
+/// forking thread's pointer, and threads the child creates may get those of the parent's
+/// other threads, whose bindings are the parent's counters. So a binding found here is never
+/// the parent's, and `cpc_set_sample` does not test the fork again (issue 48).
+// `mine` first, and the slot first in `Set`: the C layer's set puts `Set` first too, so that
+// `cpc_set_sample`'s acquiring load of it needs no address computed (issue 48).
+#[repr(C)]
 struct BindSlot {
+    mine: AtomicPtr<BoundSet>,
+    mine_owner: AtomicUsize,
     ptr: AtomicPtr<Bound>,
     readers: AtomicUsize,
-    mine_owner: AtomicUsize,
-    mine: AtomicPtr<BoundSet>,
 }
 
 impl BindSlot {
@@ -71,22 +77,40 @@ impl BindSlot {
     /// thread's bind, between the two loads must not hand this thread that thread's binding).
     #[inline(always)]
     fn mine_here(&self) -> Option<NonNull<BoundSet>> {
+        self.with_mine_here(Some, || None)
+    }
+
+    /// `found` on [`BindSlot::mine_here`]'s binding, else `not`: the branches taken on the
+    /// loads' tests themselves (an `Option` of the binding was tested again for null, which
+    /// it never is: issue 48, an instruction of every sample).
+    #[inline(always)]
+    fn with_mine_here<R>(
+        &self,
+        found: impl FnOnce(NonNull<BoundSet>) -> R,
+        not: impl FnOnce() -> R,
+    ) -> R {
         let tp = sys::thread_pointer();
         if self.mine_owner.load(Ordering::Relaxed) != tp {
-            return None;
+            return not();
         }
         // Acquire: a binding stored after a clear (both stores release the owner's change
         // before them) makes the owner's clear visible to the load below.
         let p = self.mine.load(Ordering::Acquire);
         if self.mine_owner.load(Ordering::Relaxed) != tp {
-            return None;
+            return not();
         }
-        NonNull::new(p)
+        // SAFETY: not null. Only this thread stores its pointer as the owner, after a binding
+        // that is not null (`set_mine`), which it does not run while here (it blocks signals);
+        // a clear stores 0 as the owner before the null binding it releases, so the load above
+        // that acquired a null binding sees the owner 0.
+        found(unsafe { NonNull::new_unchecked(p) })
     }
 
-    /// Record `b`, just bound by the calling thread to itself, as its own (see the type).
-    fn set_mine(&self, b: *const BoundSet) {
-        self.mine.store(b.cast_mut(), Ordering::Release);
+    /// Record `b`, just bound by the calling thread to itself, as its own (see the type):
+    /// never null (`mine_here` relies on it).
+    fn set_mine(&self, b: NonNull<BoundSet>) {
+        let b = b.as_ptr();
+        self.mine.store(b, Ordering::Release);
         self.mine_owner
             .store(sys::thread_pointer(), Ordering::Release);
     }
@@ -146,10 +170,12 @@ impl Drop for BindSlot {
 }
 
 /// A libcpc set: its requests and, while bound, its binding.
+#[repr(C)]
 pub struct Set {
+    // First: see `BindSlot`.
+    bound: BindSlot,
     /// The requests as added.
     pub reqs: Requests,
-    bound: BindSlot,
 }
 
 impl Default for Set {
@@ -175,6 +201,12 @@ impl std::fmt::Debug for Set {
 pub trait Sets {
     /// The live set at `key`, if any.
     fn by_key(key: usize) -> Option<&'static Set>;
+
+    /// Run `f` on every live set: in a child of `fork`, from its fork handler (one thread,
+    /// async-signal-safe: no allocation, no lock), to forget the bindings their binders made
+    /// ([`Set::mine_here`]). A set it leaves out keeps its binder's binding there, the
+    /// parent's counters: every set that can be bound with `cpc_bind_curlwp` must be given.
+    fn each(f: &mut dyn FnMut(&Set));
 }
 
 /// Whether `S` finds a live set at `key`.
@@ -186,8 +218,8 @@ impl Set {
     /// An empty, unbound set.
     pub const fn new() -> Set {
         Set {
-            reqs: Requests::new(),
             bound: BindSlot::new(),
+            reqs: Requests::new(),
         }
     }
 
@@ -256,9 +288,16 @@ impl Set {
             .with(|b| (b.binding.id(), &*b.binding as *const BoundSet))
             .unwrap_or((0, std::ptr::null()));
         lwp::set_current(key, id);
-        // Its own binding for `cpc_set_sample`, forgotten again when this thread exits.
+        // Its own binding for `cpc_set_sample`, forgotten again when this thread exits, and
+        // in a child of `fork` (without the child's handler, no pair: the thread's table
+        // finds the binding, and its sample tests the fork).
         lwp::clear_at_exit(forget_mine_at_exit::<S>);
-        self.bound.set_mine(mine);
+        if let (Some(mine), true) = (
+            NonNull::new(mine.cast_mut()),
+            engine::at_fork_child(forget_pairs_in_child::<S>),
+        ) {
+            self.bound.set_mine(mine);
+        }
         drop(blocked);
         if emt {
             if let Ok(reqs) = self.reqs.counter_set() {
@@ -310,13 +349,25 @@ impl Set {
     /// The binding the calling thread made of this set with `cpc_bind_curlwp`, if it did:
     /// `cpc_set_sample`'s common case, without a thread-local (issue 48); a thread holding an
     /// inherited copy finds it through [`lwp::mine`]. It may be gone (unbound on another
-    /// thread meanwhile, or the parent's after `fork`): the caller tests it
-    /// ([`BoundSet::is_gone`], or the sample's own test). Valid while the calling thread does
+    /// thread meanwhile): the caller tests it ([`BoundSet::is_gone`], or the sample's own
+    /// test). It is never the parent's in a child of `fork` (see [`Sets::each`]), so
+    /// [`BoundSet::sample_binders_to_untimed`] may sample it. Valid while the calling thread does
     /// not unbind, bind or exit, as [`lwp::mine`]'s: use it at once, on this thread.
     /// Async-signal-safe.
     #[inline(always)]
     pub fn mine_here(&self) -> Option<NonNull<BoundSet>> {
         self.bound.mine_here()
+    }
+
+    /// `found` on [`Set::mine_here`]'s binding, else `not` (its rules), with no `Option`
+    /// between (issue 48: one test fewer in `cpc_set_sample`). Async-signal-safe.
+    #[inline(always)]
+    pub fn with_mine_here<R>(
+        &self,
+        found: impl FnOnce(NonNull<BoundSet>) -> R,
+        not: impl FnOnce() -> R,
+    ) -> R {
+        self.bound.with_mine_here(found, not)
     }
 
     /// Run `f` on the calling thread's counters for this set (key `key`): its binding or its
@@ -346,6 +397,12 @@ fn unbind_previous<S: Sets>() {
             s.bound.replace(None);
         }
     }
+}
+
+/// In a child of `fork` (the engine's fork handler, [`engine::at_fork_child`]): every set
+/// forgets its binder's binding, whoever made it (see [`BindSlot`]).
+fn forget_pairs_in_child<S: Sets>() {
+    S::each(&mut |s| s.bound.clear_mine());
 }
 
 /// The calling thread exits (or is the child's thread after `fork`): its set found in `S`

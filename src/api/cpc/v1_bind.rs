@@ -128,6 +128,20 @@ pub fn live(key: usize) -> Option<&'static Set> {
     .flatten()
 }
 
+/// Run `f` on every version 1 set, retired or not (the C layer's [`Sets::each`]).
+/// Async-signal-safe: no lock, the readers counted as in `with_entry`.
+pub fn each(f: &mut dyn FnMut(&Set)) {
+    READERS.fetch_add(1, Ordering::SeqCst);
+    for p in &TABLE {
+        let e = p.load(Ordering::SeqCst);
+        if !e.is_null() {
+            // SAFETY: as in `with_entry`: in the table, and this reader is counted.
+            f(&unsafe { &*e }.set);
+        }
+    }
+    READERS.fetch_sub(1, Ordering::SeqCst);
+}
+
 /// Take entry `key` out of the table and free it (unbinding its set) once no reader can
 /// hold it.
 fn free(key: usize) {

@@ -168,6 +168,18 @@ impl UserPage {
             },
         ))
     }
+
+    /// [`UserPage::read`]'s count alone, for a member of a group after its leader, whose
+    /// read tells the group's times: `None` when the member is not on a counter now. Its own
+    /// times are not read nor compared (issue 48: four instructions of each member): perf
+    /// puts a group on counters and takes it off as one, so a member's time enabled and
+    /// running part when its leader's do (the leader's read's test), as long as the members
+    /// are enabled and disabled with their leader, as this library's groups are.
+    /// Async-signal-safe.
+    #[inline(always)]
+    pub fn read_count(self) -> Option<u64> {
+        read_page::<false>(&Inline, self.0).map(|(count, _, _)| count)
+    }
 }
 
 // SAFETY: as for `Pages`.
@@ -242,13 +254,28 @@ fn read_with(
 
 #[inline(always)]
 fn read_one(rdpmc: &impl CounterRead, p: *mut perf_event_mmap_page) -> Option<(u64, u64, u64)> {
+    read_page::<true>(rdpmc, p)
+}
+
+/// [`read_one`], the times read only with `TIMES` (else both 0).
+#[inline(always)]
+fn read_page<const TIMES: bool>(
+    rdpmc: &impl CounterRead,
+    p: *mut perf_event_mmap_page,
+) -> Option<(u64, u64, u64)> {
     loop {
         // SAFETY: `p` is a live mapping; fields are read volatile as the kernel updates them.
         unsafe {
             let seq = ptr::read_volatile(&(*p).lock);
             std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
-            let en = ptr::read_volatile(&(*p).time_enabled);
-            let run = ptr::read_volatile(&(*p).time_running);
+            let (en, run) = if TIMES {
+                (
+                    ptr::read_volatile(&(*p).time_enabled),
+                    ptr::read_volatile(&(*p).time_running),
+                )
+            } else {
+                (0, 0)
+            };
             let idx = ptr::read_volatile(&(*p).index);
             let offset = ptr::read_volatile(&(*p).offset);
             if idx == 0 {
