@@ -87,7 +87,7 @@ fn sample_with(s: &Set, set: usize, b: &Buf, mine: Option<NonNull<BoundSet>>) ->
             unsafe { bs.as_ref() },
             b,
             n,
-            s.tick_mult,
+            handles::clock_mult(),
             &mut err,
         )),
         None => sample_bound_elsewhere(s, set, b, n, &mut err),
@@ -114,7 +114,7 @@ fn sample_bound_elsewhere(
     n: usize,
     err: &mut Option<Error>,
 ) -> Option<bool> {
-    s.with_counters(set, |bs| sample_into(bs, b, n, s.tick_mult, err))
+    s.with_counters(set, |bs| sample_into(bs, b, n, handles::clock_mult(), err))
 }
 
 /// Why a sample failed: the error left aside, else (no counters found) not bound.
@@ -166,7 +166,7 @@ pub extern "C" fn cpc_set_sample(
         // SAFETY: used at once, on this thread (`lwp::mine`'s rules).
         if let Some(r) = unsafe { bs.as_ref() }.sample_to_untimed(&b.vals) {
             b.tick.store(
-                handles::ticks(r.bound_running_ns, s.tick_mult),
+                handles::ticks(r.bound_running_ns, handles::clock_mult()),
                 Ordering::Relaxed,
             );
             // The clock last (a running set), after everything else is stored: only the
