@@ -59,5 +59,13 @@ END {
     split(reads[i], p, SUBSEP)
     take(p[2], rank[p[1]], 0)
   }
-  for (s in low) print s "=.text.sorted." low[s] ".~" s
+  # With -v strings=<rank>: the merged strings (.rodata.str*: one section of ~30 KB on arm64,
+  # every member's strings, which a first use reads a few of) go after the functions of that
+  # rank, past the end of libcpc's first use, not before its code: its code then starts
+  # ~30 KB lower and lies in one 64 KB window less (issue 48, first use, helper i48u).
+  for (s in low) {
+    r = low[s]
+    if (strings != "" && s ~ /^\.rodata\.str/ && r + 0 < strings + 0) r = strings
+    print s "=.text.sorted." r ".~" s
+  }
 }

@@ -219,9 +219,13 @@ renames=$("$objdump" -h "$rel/libperfcompat_capi.a" 2>/dev/null | awk \
 # of its first reader. GNU ld's default script does not sort .rodata, which spread a first use's
 # reads over three 64 KB windows of the 160 KB .rodata (a page fault of ~14k instructions each in
 # the arm64 guest). The price: those constants are mapped executable, as the text's bytes are.
+# The merged strings go after libcpc's first use: at the rank before libperfex's first
+# function (start_counters), see the awk.
 printf '%s\n' "$renames" >"$work/renames"
+strings_rank=$(sed -n 's/^.*=\.text\.sorted\.\([0-9]*\)\.start_counters$/\1/p' "$work/renames" | head -1)
+[ -z "$strings_rank" ] || strings_rank=$(printf '%05d' $((10#$strings_rank - 1)))
 renames+=$'\n'$("$objdump" -t -r "$rel/libperfcompat_capi.a" 2>/dev/null |
-  awk -v renames="$work/renames" -f "$repo/tools/first-use-rodata.awk")
+  awk -v renames="$work/renames" -v strings="$strings_rank" -f "$repo/tools/first-use-rodata.awk")
 args=()
 while IFS= read -r r; do [ -z "$r" ] || args+=(--rename-section "$r"); done <<<"$renames"
 "$objcopy" "${args[@]}" "$rel/libperfcompat_capi.a" "$work/libperfcompat_capi.a"

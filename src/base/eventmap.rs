@@ -641,13 +641,16 @@ impl ConfigFile {
         use std::os::fd::AsRawFd;
         // SAFETY: statx writes the struct; zeroed is a valid value of it.
         let mut st: libc::statx = unsafe { std::mem::zeroed() };
+        // The empty path on the stack, not a `c""` among the merged strings: the kernel's read
+        // of it was a first use's only touch of their last 64 KB window (issue 48, i48u).
+        let empty = 0u8;
         // SAFETY: the empty path with AT_EMPTY_PATH names the descriptor; `st` is writable.
         let r = unsafe {
             syscall6(
                 libc::SYS_statx,
                 [
                     self.0.as_raw_fd() as usize,
-                    c"".as_ptr() as usize,
+                    &empty as *const u8 as usize,
                     libc::AT_EMPTY_PATH as usize,
                     (libc::STATX_TYPE | libc::STATX_SIZE) as usize,
                     &mut st as *mut libc::statx as usize,

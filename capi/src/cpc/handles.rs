@@ -58,10 +58,6 @@ pub(crate) struct Cpc {
     cpuref: OnceLock<CString>,
     /// The backend's attribute names and `picnum`.
     pub attrs: Vec<CString>,
-    /// The nominal clock, for `cpc_buf_tick`, as cycles per nanosecond in 32.32 fixed point:
-    /// `cpc_set_sample` turns nanoseconds into ticks with one integer multiply (the float
-    /// conversions showed in its profile).
-    pub tick_mult: u64,
     /// Set by `cpc_terminate`.
     pub terminate: AtomicBool,
     /// Its handle (the value `cpc_open` returned), set once it is registered.
@@ -78,9 +74,6 @@ pub(crate) struct Set {
     set: perfcompat::api::cpc::set::Set,
     /// The handle of the `cpc_t` it was made from.
     pub cpc: usize,
-    /// `cpc_buf_tick`'s clock of that `cpc_t` ([`Cpc::tick_mult`]): `cpc_set_sample` needs
-    /// nothing else of it, and does not look it up.
-    pub tick_mult: u64,
 }
 
 impl std::ops::Deref for Set {
@@ -187,7 +180,6 @@ impl Cpc {
             cciname: OnceLock::new(),
             cpuref: OnceLock::new(),
             attrs,
-            tick_mult: tick_mult(perfcompat::backend::nominal_mhz()),
             terminate: AtomicBool::new(false),
             handle: AtomicUsize::new(0),
             children: Mutex::new(Vec::new()),
@@ -265,7 +257,37 @@ impl Cpc {
     }
 }
 
-/// `mhz` as cycles per nanosecond in 32.32 fixed point (see [`Cpc::tick_mult`]).
+/// The nominal clock, for `cpc_buf_tick`, as cycles per nanosecond in 32.32 fixed point:
+/// `cpc_set_sample` turns nanoseconds into ticks with one integer multiply (the float
+/// conversions showed in its profile).
+///
+/// Looked up by the first call that needs it (a sample), not by `cpc_open` (issue 48, first
+/// use: a sysfs path lookup of cpufreq, about 11k instructions in the arm64 guest, that a
+/// program which never samples, or samples later, does not pay at its first bind). A sample
+/// may be in a signal handler: the lookup ([`perfcompat::backend::nominal_mhz`]) is
+/// async-signal-safe, and the answer is kept in an atomic (all ones: not looked up yet).
+#[inline(always)]
+pub(crate) fn clock_mult() -> u64 {
+    let m = CLOCK_MULT.load(Ordering::Relaxed);
+    if m != u64::MAX {
+        return m;
+    }
+    look_up_clock_mult()
+}
+
+/// [`clock_mult`]'s answer, all ones while not looked up (a clock of 4 x 10^12 MHz).
+static CLOCK_MULT: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// [`clock_mult`]'s first call.
+#[cold]
+#[inline(never)]
+fn look_up_clock_mult() -> u64 {
+    let m = tick_mult(perfcompat::backend::nominal_mhz()).min(u64::MAX - 1);
+    CLOCK_MULT.store(m, Ordering::Relaxed);
+    m
+}
+
+/// `mhz` as cycles per nanosecond in 32.32 fixed point (see [`clock_mult`]).
 pub(crate) fn tick_mult(mhz: f64) -> u64 {
     let m = mhz / 1000.0 * (1u64 << 32) as f64;
     if m.is_finite() && m > 0.0 {
@@ -275,7 +297,7 @@ pub(crate) fn tick_mult(mhz: f64) -> u64 {
     }
 }
 
-/// `ns` nanoseconds as ticks of the clock `mult` describes ([`Cpc::tick_mult`]), modulo 2^64
+/// `ns` nanoseconds as ticks of the clock `mult` describes ([`clock_mult`]), modulo 2^64
 /// as a 64-bit cycle counter wraps (at 5 GHz after 117 years of counting: issue 48, the
 /// saturation was 3 instructions of every `cpc_set_sample`).
 #[inline]
@@ -321,7 +343,6 @@ pub(crate) fn new_set(cpc: &Cpc) -> Result<*mut cpc_set_t> {
     let set = Set {
         set: perfcompat::api::cpc::set::Set::new(),
         cpc: cpc.addr(),
-        tick_mult: cpc.tick_mult,
     };
     edge::new_handle(set, |p| cpc.adopt(p, Kind::Set))
 }

@@ -87,7 +87,7 @@ fn sample_with(s: &Set, set: usize, b: &Buf, mine: Option<NonNull<BoundSet>>) ->
             unsafe { bs.as_ref() },
             b,
             n,
-            s.tick_mult,
+            handles::clock_mult(),
             &mut err,
         )),
         None => sample_bound_elsewhere(s, set, b, n, &mut err),
@@ -114,7 +114,7 @@ fn sample_bound_elsewhere(
     n: usize,
     err: &mut Option<Error>,
 ) -> Option<bool> {
-    s.with_counters(set, |bs| sample_into(bs, b, n, s.tick_mult, err))
+    s.with_counters(set, |bs| sample_into(bs, b, n, handles::clock_mult(), err))
 }
 
 /// Why a sample failed: the error left aside, else (no counters found) not bound.
@@ -177,7 +177,7 @@ pub extern "C" fn cpc_set_sample(
                 return sample_many(cpc, set, buf, s, b, bs);
             }
             match binding.sample_binders_to_untimed(&b.vals[..1]) {
-                Some(r) => answered(s, b, r),
+                Some(r) => answered(b, r),
                 None => sample_general(cpc, set, buf, s, b, Some(bs)),
             }
         },
@@ -198,7 +198,7 @@ fn sample_many(
 ) -> c_int {
     // SAFETY: used at once, on this thread (`Set::mine_here`'s rules).
     match unsafe { bs.as_ref() }.sample_binders_to_untimed(&b.vals) {
-        Some(r) => answered(s, b, r),
+        Some(r) => answered(b, r),
         None => sample_general(cpc, set, buf, s, b, Some(bs)),
     }
 }
@@ -209,9 +209,9 @@ fn sample_many(
 /// and a frame around it, of every sample). Its answer is the sample's: 0 (the clock's
 /// failure else, which `CLOCK_MONOTONIC` never has on Linux).
 #[inline(always)]
-fn answered(s: &Set, b: &Buf, r: Sampled) -> c_int {
+fn answered(b: &Buf, r: Sampled) -> c_int {
     b.tick.store(
-        handles::ticks(r.bound_running_ns, s.tick_mult),
+        handles::ticks(r.bound_running_ns, handles::clock_mult()),
         Ordering::Relaxed,
     );
     match r.frozen_at {
@@ -239,7 +239,7 @@ fn sample_by_table(
     if let Some(bs) = any {
         // SAFETY: used at once, on this thread (`lwp::mine`'s rules).
         if let Some(r) = unsafe { bs.as_ref() }.sample_to_untimed(&b.vals) {
-            return answered(s, b, r);
+            return answered(b, r);
         }
     }
     sample_general(cpc, set, buf, s, b, any)

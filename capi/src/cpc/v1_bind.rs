@@ -24,13 +24,12 @@ fn words(ev: &cpc_event_t) -> Words {
     }
 }
 
-/// The clock of `ce_tsc` (`cpc_buf_tick`'s): read once at bind, async-signal-safe after.
+/// The clock of `ce_tsc` (`cpc_buf_tick`'s): looked up once (at bind), async-signal-safe.
 fn tick_mult() -> u64 {
-    handles::tick_mult(perfcompat::backend::nominal_mhz())
+    handles::clock_mult()
 }
 
-/// Store sample `s` in `ev`. Async-signal-safe once [`tick_mult`] was called outside a
-/// handler.
+/// Store sample `s` in `ev`. Async-signal-safe ([`tick_mult`] too).
 fn fill(ev: &mut cpc_event_t, s: Sample) -> c_int {
     ev.ce_pic = s.words.pic;
     ev.ce_hrt = s.hrtime;

@@ -77,27 +77,37 @@ fn cpuinfo_field(key: &str) -> Option<&'static str> {
 }
 
 /// This machine's nominal core clock in MHz (cpufreq base or maximum frequency, else
-/// `/proc/cpuinfo`, else 1000).
+/// `/proc/cpuinfo`, else 1000), looked up on the first call and kept.
 ///
-/// `cpc_open` reads it (`cpc_buf_tick` needs it inside signal handlers), so it is part of a
-/// first use (issue 48): the cpufreq directory is opened once and its files relative to it
-/// (without a cpufreq driver, as in most virtual machines, one failed path lookup instead of
-/// two), and `/proc/cpuinfo`, which the kernel formats for the read, is read only where it can
-/// hold the `cpu MHz` line ([`CPUINFO_HAS_MHZ`]). The value is the same as before.
+/// Async-signal-safe (issue 48, first use): `cpc_open` no longer looks the clock up, the
+/// first `cpc_set_sample` or `cpc_bind_event` sample does, and that may be in a signal
+/// handler. So the lookup allocates nothing and takes no lock: raw system calls into stack
+/// buffers, the answer kept in an atomic (two threads that race both find the same value).
+/// The cpufreq directory is opened once and its files relative to it (without a cpufreq
+/// driver, as in most virtual machines, one failed path lookup instead of two), and
+/// `/proc/cpuinfo`, which the kernel formats for the read, is read only where it can hold the
+/// `cpu MHz` line ([`CPUINFO_HAS_MHZ`]). The value is the same as before.
 pub(crate) fn nominal_mhz() -> f64 {
-    static MHZ: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    *MHZ.get_or_init(|| {
-        if let Some(khz) = cpufreq_khz() {
-            return khz / 1000.0;
-        }
-        (if CPUINFO_HAS_MHZ {
-            cpuinfo_field("cpu MHz")
-        } else {
-            None
-        })
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000.0)
-    })
+    use std::sync::atomic::{AtomicU64, Ordering};
+    /// The clock's bits; all ones (a NaN no parse makes) while not looked up.
+    static MHZ: AtomicU64 = AtomicU64::new(UNKNOWN);
+    const UNKNOWN: u64 = u64::MAX;
+    let bits = MHZ.load(Ordering::Relaxed);
+    if bits != UNKNOWN {
+        return f64::from_bits(bits);
+    }
+    let mhz = look_up_mhz();
+    MHZ.store(mhz.to_bits(), Ordering::Relaxed);
+    mhz
+}
+
+/// [`nominal_mhz`]'s lookup, async-signal-safe.
+#[cold]
+fn look_up_mhz() -> f64 {
+    if let Some(khz) = cpufreq_khz() {
+        return khz / 1000.0;
+    }
+    (if CPUINFO_HAS_MHZ { cpuinfo_mhz() } else { None }).unwrap_or(1000.0)
 }
 
 /// Whether this architecture's `/proc/cpuinfo` can have a `cpu MHz` line: arm64's never has
@@ -111,47 +121,96 @@ const CPUFREQ_DIR: &std::ffi::CStr = c"/sys/devices/system/cpu/cpu0/cpufreq";
 /// The cpufreq files [`cpufreq_khz`] tries, in order, in [`CPUFREQ_DIR`].
 const CPUFREQ_FILES: [&std::ffi::CStr; 2] = [c"base_frequency", c"cpuinfo_max_freq"];
 
-/// CPU 0's cpufreq base frequency, else its maximum, in kHz: the directory opened once (a
-/// `O_PATH` descriptor), each file relative to it.
-fn cpufreq_khz() -> Option<f64> {
-    use std::io::Read;
+/// `openat(dir, path, flags)` made inline (base::sys::syscall6), a descriptor we own.
+fn open_raw(dir: i32, path: &std::ffi::CStr, flags: i32) -> Option<OwnedFd> {
     use std::os::fd::FromRawFd;
-    // SAFETY: a NUL-terminated path; the descriptor, if any, is ours. Made inline (a first
-    // use's call: base::sys::syscall6).
-    let dir = unsafe {
+    // SAFETY: a NUL-terminated path; the descriptor, if any, is ours.
+    let fd = unsafe {
         crate::base::sys::syscall6(
             libc::SYS_openat,
             [
-                libc::AT_FDCWD as usize,
-                CPUFREQ_DIR.as_ptr() as usize,
-                (libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) as usize,
+                dir as usize,
+                path.as_ptr() as usize,
+                (flags | libc::O_CLOEXEC) as usize,
                 0,
                 0,
                 0,
             ],
         )
     };
-    let dir = crate::base::sys::sys_result(dir).ok()?;
+    let fd = crate::base::sys::sys_result(fd).ok()?;
     // SAFETY: a fresh descriptor we own (closed when dropped).
-    let dir = unsafe { OwnedFd::from_raw_fd(dir as i32) };
-    CPUFREQ_FILES.iter().find_map(|name| {
-        // SAFETY: a NUL-terminated name relative to a directory descriptor we hold.
-        let fd = unsafe {
-            libc::openat(
-                dir.as_raw_fd(),
-                name.as_ptr(),
-                libc::O_RDONLY | libc::O_CLOEXEC,
+    Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Fill `buf` from `fd` with raw `read`s until it is full, the file ends, or `enough` says the
+/// text so far suffices: the bytes read.
+fn read_raw(fd: &OwnedFd, buf: &mut [u8], chunk: usize, enough: impl Fn(&[u8]) -> bool) -> usize {
+    let mut len = 0;
+    while len < buf.len() && !enough(&buf[..len]) {
+        let want = chunk.min(buf.len() - len);
+        // SAFETY: `want` writable bytes at `buf[len..]`, a descriptor we hold.
+        let n = unsafe {
+            crate::base::sys::syscall6(
+                libc::SYS_read,
+                [
+                    fd.as_raw_fd() as usize,
+                    buf[len..].as_mut_ptr() as usize,
+                    want,
+                    0,
+                    0,
+                    0,
+                ],
             )
         };
-        if fd < 0 {
-            return None;
+        match crate::base::sys::sys_result(n) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => len += n,
         }
-        // SAFETY: a fresh descriptor we own.
-        let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-        let mut text = String::new();
-        f.read_to_string(&mut text).ok()?;
-        text.trim().parse::<f64>().ok()
+    }
+    len
+}
+
+/// CPU 0's cpufreq base frequency, else its maximum, in kHz: the directory opened once (a
+/// `O_PATH` descriptor), each file relative to it. Async-signal-safe.
+fn cpufreq_khz() -> Option<f64> {
+    let dir = open_raw(
+        libc::AT_FDCWD,
+        CPUFREQ_DIR,
+        libc::O_PATH | libc::O_DIRECTORY,
+    )?;
+    CPUFREQ_FILES.iter().find_map(|name| {
+        let f = open_raw(dir.as_raw_fd(), name, libc::O_RDONLY)?;
+        let mut text = [0u8; 64];
+        let n = read_raw(&f, &mut text, 64, |_| false);
+        std::str::from_utf8(&text[..n])
+            .ok()?
+            .trim()
+            .parse::<f64>()
+            .ok()
     })
+}
+
+/// The first `cpu MHz` line of `/proc/cpuinfo`, read into a stack buffer the way [`cpuinfo`]
+/// reads the file (1 KiB reads, at most 4 KiB, until the line is complete or the first entry
+/// ended), so the value is [`cpuinfo_field`]'s. Async-signal-safe.
+fn cpuinfo_mhz() -> Option<f64> {
+    let f = open_raw(libc::AT_FDCWD, c"/proc/cpuinfo", libc::O_RDONLY)?;
+    let mut buf = [0u8; 4096];
+    let n = read_raw(&f, &mut buf, 1024, |t| {
+        mhz_line(t).is_some() || t.windows(2).any(|w| w == b"\n\n")
+    });
+    mhz_line(&buf[..n])?.trim().parse().ok()
+}
+
+/// The value of the first complete `cpu MHz` line of `text`.
+fn mhz_line(text: &[u8]) -> Option<&str> {
+    let end = text.iter().rposition(|&b| b == b'\n')?;
+    std::str::from_utf8(&text[..end])
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with("cpu MHz"))
+        .and_then(|l| l.split(':').nth(1))
 }
 
 pub(super) fn cpu_model() -> String {
@@ -431,6 +490,44 @@ pub(super) fn rest_of_caps(kernel: &dyn Kernel, pmu: bool) -> HostCaps {
 #[cfg(test)]
 mod tests {
     use super::{cpuinfo_field, cpuinfo_has_all, CPUINFO_KEYS};
+    use super::{look_up_mhz, mhz_line, nominal_mhz, CPUINFO_HAS_MHZ};
+
+    /// The clock looked up without allocating (issue 48: a first sample may be in a signal
+    /// handler) is the one the standard library's file reads find: cpufreq's base, else its
+    /// maximum frequency, else `/proc/cpuinfo`'s first `cpu MHz`, else 1000.
+    #[test]
+    fn the_signal_safe_clock_is_the_one_the_files_say() {
+        let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cpufreq");
+        let want = ["base_frequency", "cpuinfo_max_freq"]
+            .iter()
+            .find_map(|f| {
+                std::fs::read_to_string(dir.join(f))
+                    .ok()?
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+            .map(|khz| khz / 1000.0)
+            .or_else(|| {
+                CPUINFO_HAS_MHZ
+                    .then(|| cpuinfo_field("cpu MHz")?.parse::<f64>().ok())
+                    .flatten()
+            })
+            .unwrap_or(1000.0);
+        assert_eq!(look_up_mhz(), want);
+        assert_eq!(nominal_mhz(), want);
+        assert_eq!(nominal_mhz(), want, "kept");
+    }
+
+    #[test]
+    fn the_mhz_line_is_a_complete_one() {
+        assert_eq!(
+            mhz_line(b"model name\t: X\ncpu MHz\t\t: 2596.128\n"),
+            Some(" 2596.128")
+        );
+        assert_eq!(mhz_line(b"model name\t: X\ncpu MHz\t\t: 25"), None);
+        assert_eq!(mhz_line(b"processor\t: 0\n"), None);
+    }
 
     /// The lines read in 1 KiB steps are those of the whole file's first entry.
     #[test]
