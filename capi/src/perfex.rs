@@ -78,30 +78,11 @@ fn load_impl(name: &[u8]) -> c_int {
 /// permission denied (`EACCES`).
 #[no_mangle]
 pub extern "C" fn start_counters(e0: c_int, e1: c_int) -> c_int {
-    // The common case first, outside the unwind boundary (it cannot panic), where it can
-    // answer at all (one load: `lean_gate`); the rest a tail call (issue 48).
-    match perfex::lean_gate() {
-        Some(gate) => start_fast(e0, e1, gate),
-        None => start_other(e0, e1),
-    }
-}
-
-/// `start_counters`' common case ([`perfex::start_running`]), or the general one (a tail
-/// call) when it does not answer. Out of line, with the general path's call at its end only,
-/// so that its frame is the common case's alone (issue 48: the export's frame and its
-/// arguments kept across a call were ~16 instructions of each start on the arm64 guest).
-#[inline(never)]
-fn start_fast(e0: c_int, e1: c_int, gate: perfex::Gate) -> c_int {
-    let Some(pair) = perfex::Pair::new(e0, e1) else {
-        return start_other(e0, e1);
-    };
-    match perfex::start_running(pair, gate) {
+    // The common case first, outside the unwind boundary (it cannot panic): the thread's
+    // published pair, found by its thread pointer; the rest a tail call (issue 48).
+    match perfex::start_here(e0, e1) {
         Some(g) => g as c_int,
-        None => {
-            // The events from the one word kept (`Pair`).
-            let (e0, e1) = pair.events();
-            start_other(e0, e1)
-        }
+        None => start_other(e0, e1),
     }
 }
 
@@ -131,31 +112,10 @@ pub unsafe extern "C" fn read_counters(
     e1: c_int,
     c1: *mut c_longlong,
 ) -> c_int {
-    // As `start_counters`.
-    match perfex::lean_gate() {
-        // SAFETY: the caller's promise, passed on.
-        Some(gate) => unsafe { read_fast(e0, c0, e1, c1, gate) },
-        // SAFETY: as above.
-        None => unsafe { read_other(e0, c0, e1, c1) },
-    }
-}
-
-/// `read_counters`' common case ([`perfex::read_running`]): the counts written and the
-/// generation returned; or, when it does not answer (nothing written), the general case, a
-/// tail call. Out of line, as [`start_fast`].
-///
-/// # Safety
-/// As `read_counters`.
-#[inline(never)]
-unsafe fn read_fast(
-    e0: c_int,
-    c0: *mut c_longlong,
-    e1: c_int,
-    c1: *mut c_longlong,
-    gate: perfex::Gate,
-) -> c_int {
-    if let (false, false, Some(pair)) = (c0.is_null(), c1.is_null(), perfex::Pair::new(e0, e1)) {
-        if let Some(c) = perfex::read_running(pair, gate) {
+    // As `start_counters`. The counts are written only where the common case answers, and
+    // only through pointers that are not NULL (else the general case says so).
+    if !c0.is_null() && !c1.is_null() {
+        if let Some(c) = perfex::read_here(e0, e1) {
             // SAFETY: not NULL, so writable (the caller's promise).
             unsafe {
                 *c0 = c.c0;
@@ -163,12 +123,8 @@ unsafe fn read_fast(
             }
             return c.generation as c_int;
         }
-        // The events from the one word kept (`Pair`), as in `start_fast`.
-        let (e0, e1) = pair.events();
-        // SAFETY: the caller's promise, passed on.
-        return unsafe { read_other(e0, c0, e1, c1) };
     }
-    // SAFETY: as above.
+    // SAFETY: the caller's promise, passed on.
     unsafe { read_other(e0, c0, e1, c1) }
 }
 

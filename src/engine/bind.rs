@@ -19,12 +19,15 @@ pub(super) static FORKS: AtomicU32 = AtomicU32::new(0);
 
 extern "C" fn after_fork_in_child() {
     FORKS.fetch_add(1, Ordering::Relaxed);
+    // No pair published by a thread of the parent is the child's (issue 48).
+    super::pair::PAIR_SLOTS.clear_all();
 }
 
 fn watch_forks() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        // SAFETY: registers a handler that only increments an atomic.
+        // SAFETY: registers a handler that only increments an atomic and clears a table of
+        // atomics.
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
     });
 }

@@ -7,6 +7,16 @@ use std::sync::Arc;
 
 use super::{Binding, BoundSet, FROZEN};
 use crate::backend::perf::UserPage;
+use crate::base::tpslot::TpTable;
+
+/// Each thread's published pair holder, found by its thread pointer (one register read and
+/// a load, where a thread-local is a call of the TLS descriptor's resolver: issue 48,
+/// libperfex's interval). The engine clears it in the child of `fork()` (beside
+/// `bind::FORKS`): no thread of the child finds an entry a thread of the parent published,
+/// the forking thread's included (its pair's pages are not mapped in the child, and its
+/// counters count the parent). What an entry points to, and the rules of its publication
+/// (each thread frees its slot before it exits), are its user's: libperfex's.
+pub static PAIR_SLOTS: TpTable<64> = TpTable::new();
 
 /// A binding of one or two requests whose counters are read from user space
 /// ([`BoundSet::is_lean`]), with its members' pages found once ([`Binding::user_pair`]):
@@ -85,6 +95,17 @@ impl UserPair {
         self.set.seq.valid(self.seq)
     }
 
+    /// Whether [`UserPair::read_held`] may read the pair: [`UserPair::is_current`], and the
+    /// set is neither gone (unbound, the parent's after `fork()`) nor lost a descriptor, and
+    /// is not stopped. Asked where the pair is published ([`PAIR_SLOTS`]).
+    pub fn is_usable(&self) -> bool {
+        let set = &*self.set;
+        self.is_current()
+            && !set.gone()
+            && !set.lost()
+            && set.state.load(Ordering::Acquire) & FROZEN == 0
+    }
+
     /// The first member's virtual value into `out[0]` and the last member's into `out[1]`
     /// (the same for one request), as [`BoundSet::sample`] gives them, read from the members'
     /// pages; with `TIMES`, the time enabled and running since the last (re)start
@@ -129,6 +150,37 @@ impl UserPair {
         }
         Some(if TIMES {
             set.since_restart(&times)
+        } else {
+            (0, 0)
+        })
+    }
+
+    /// [`UserPair::read`] for a pair its holder published in [`PAIR_SLOTS`] and holds there
+    /// for the read (issue 48: ~13 instructions of each libperfex start and read fewer): no
+    /// test of fork, of a lost descriptor, nor of the set's sequence. `None` only where a
+    /// member is off its counter or was ever multiplexed (what the page says).
+    ///
+    /// The caller's promise, kept by libperfex's publication: the pair was
+    /// [`UserPair::is_usable`] when it was published and nothing wrote to its set since.
+    /// - The child of `fork()` finds no published pair (the engine clears the table there).
+    /// - A lost descriptor is found, and the set written to, only by calls on the set's
+    ///   binding, which its holder makes on its own thread, with the pair unpublished (held).
+    /// - The same holds for every write of the set: a lean set has no notifying request (no
+    ///   overflow, no watcher writes it); its stops, restarts and unbind are its holder's calls.
+    ///
+    /// For a binding of the calling thread only. Async-signal-safe: no allocation, no lock, no
+    /// system call, no panic.
+    #[inline(always)]
+    pub fn read_held<const TIMES: bool>(&self, out: &mut [u64; 2]) -> Option<(u64, u64)> {
+        let (c0, times) = self.pages[0].read()?;
+        out[0] = c0.wrapping_add(self.delta[0]);
+        out[1] = if self.last != 0 {
+            self.pages[1].read()?.0.wrapping_add(self.delta[1])
+        } else {
+            out[0]
+        };
+        Some(if TIMES {
+            self.set.since_restart(&times)
         } else {
             (0, 0)
         })
