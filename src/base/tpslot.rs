@@ -93,6 +93,7 @@ impl TpSlot {
     /// the entry points to): `true` when it was the thread's (published, now [`BUSY`]) or
     /// free and now claimed (so [`TpSlot::publish`] can publish); `false` when another
     /// thread has it.
+    #[inline]
     pub fn hold(&self, tp: usize) -> bool {
         let w = self.word.load(Ordering::Relaxed);
         if w == tp || w == tp | BUSY {
@@ -104,6 +105,7 @@ impl TpSlot {
 
     /// Claim a free slot for the thread of `tp`, held ([`BUSY`]): `false` if another thread
     /// has it.
+    #[inline]
     fn claim(&self, tp: usize) -> bool {
         let ok = self
             .word
@@ -116,6 +118,7 @@ impl TpSlot {
     /// Publish `p` as the entry of the thread of `tp`, which holds the slot
     /// ([`TpSlot::hold`]); `None` frees the slot instead. Nothing is done when the slot is not
     /// held by that thread (it was freed meanwhile and may be another thread's).
+    #[inline]
     pub fn publish(&self, tp: usize, p: Option<*mut ()>) {
         if self.word.load(Ordering::Relaxed) != tp | BUSY {
             return;
@@ -131,12 +134,14 @@ impl TpSlot {
 
     /// Free the slot if the thread of `tp` has it, held or not: that thread exits, or drops
     /// what its entry points to.
+    #[inline]
     pub fn free_if_mine(&self, tp: usize) {
         if self.word.load(Ordering::Relaxed) & !BUSY == tp {
             self.free();
         }
     }
 
+    #[inline]
     fn free(&self) {
         self.ptr.store(std::ptr::null_mut(), Ordering::Relaxed);
         // Release: a thread that claims the slot next sees the pointer cleared.
@@ -191,6 +196,7 @@ impl<const N: usize> TpTable<N> {
 
     /// Free every slot: in the child of `fork()`, whose threads are not the parent's (see the
     /// module). Async-signal-safe.
+    #[inline]
     pub fn clear_all(&self) {
         for s in &self.slots {
             s.free();

@@ -155,7 +155,10 @@ struct ThreadCounters {
     /// starts those events with one compare; [`NO_KEY`] otherwise.
     start_key: u64,
     /// The counts at the start: member 0's, and the last member's (member 0's again for one
-    /// event), so that the common read takes each argument's origin without an index.
+    /// event), so that the common read takes each argument's origin without an index. Where
+    /// `pair` is there, its page counts ([`UserPair::page_counts`]: what the common start
+    /// stores and the common read subtracts, with nothing added, issue 48); virtual values
+    /// otherwise ([`ThreadCounters::origin`] gives them).
     origin: [u64; 2],
     enabled0: u64,
     running0: u64,
@@ -200,11 +203,18 @@ impl ThreadCounters {
     }
 
     /// The [`UserPair`] made again where the set was written to since it was made (it then
-    /// no longer answers: [`UserPair::read`]); out of line, from the general start only.
+    /// is no longer current: [`UserPair::is_current`]), the origin kept as the same virtual
+    /// values (in the new pair's page counts, or virtual without one); out of line, from the
+    /// general start only.
     #[inline(never)]
     fn renew_pair(&mut self) {
         if self.pair.as_ref().is_some_and(|p| !p.is_current()) {
+            let origin = self.origin();
             self.pair = self.binding.user_pair();
+            self.origin = match &self.pair {
+                Some(p) => p.page_counts(origin),
+                None => origin,
+            };
         }
     }
 
@@ -213,6 +223,7 @@ impl ThreadCounters {
     /// ([`ThreadCounters::start_key`]), usable ([`UserPair::is_usable`]), and the environment
     /// overrides no event (so that the events the common start and read are given are the
     /// events counted); `None` otherwise.
+    #[inline(always)]
     fn publishable(&mut self) -> Option<*mut ()> {
         let usable = self.start_key != NO_KEY
             && self.pair.as_ref().is_some_and(UserPair::is_usable)
@@ -234,6 +245,15 @@ impl ThreadCounters {
         mode_of(self.mode)
     }
 
+    /// The origin as virtual values ([`ThreadCounters::origin`]'s field).
+    #[inline(always)]
+    fn origin(&self) -> [u64; 2] {
+        match &self.pair {
+            Some(p) => p.virtual_values(self.origin),
+            None => self.origin,
+        }
+    }
+
     /// Set the mode's word.
     #[inline(always)]
     fn set_mode(&mut self, m: Mode) {
@@ -249,7 +269,10 @@ impl ThreadCounters {
             // The last member's origin is the first's (`origin`).
             v[1] = v[0];
         }
-        self.origin = v;
+        self.origin = match &self.pair {
+            Some(p) => p.page_counts(v),
+            None => v,
+        };
         self.enabled0 = enabled;
         self.running0 = running;
         self.generation = self.generations.draw();
@@ -320,7 +343,8 @@ impl ThreadCounters {
         }
         // `& 1`: an index is 0 or 1 (`index`), said so that no bounds check is made. Member
         // `i`'s origin is `origin[i]` (for one event, member 0 is the last member too).
-        let count = |i: usize| v[i & 1].wrapping_sub(self.origin[i & 1]) as i64;
+        let origin = self.origin();
+        let count = |i: usize| v[i & 1].wrapping_sub(origin[i & 1]) as i64;
         Counts {
             c0: count(i0),
             c1: count(i1),
@@ -379,8 +403,9 @@ fn with_held<R>(f: impl FnOnce(&mut Option<ThreadCounters>) -> Result<R>) -> Res
 
 /// The end of [`with_held`]: `st` published in `slot` (the calling thread's, of pointer `tp`)
 /// or the slot freed, where the thread held it (`held`) or can claim it again (dropped
-/// counters freed it). Out of line: once per general call.
-#[inline(never)]
+/// counters freed it). Inlined into the general calls (a function of its own would lie
+/// outside the first use's text, `capi/link/first-use-order.txt`: a page fault more).
+#[inline(always)]
 fn publish(slot: &TpSlot, tp: usize, held: bool, st: &mut Option<ThreadCounters>) {
     if held && (slot.busy_here(tp) || slot.hold(tp)) {
         slot.publish(tp, st.as_mut().and_then(ThreadCounters::publishable));
@@ -542,10 +567,10 @@ pub fn start(e0: i32, e1: i32) -> Result<u32> {
         // count exactly these events in user mode.
         match st {
             Some(t) if t.bound == bound && !t.kernel && !t.binding.inherited_from_parent() => {
-                t.restart()?;
                 if t.pair.is_some() {
                     t.renew_pair();
                 }
+                t.restart()?;
                 t.set_mode(Mode::Started(e0, e1));
                 Ok(t.generation)
             }
@@ -559,6 +584,7 @@ pub fn start(e0: i32, e1: i32) -> Result<u32> {
 /// program passed (a program that sets `T5_EVENT0`/`T5_EVENT1` takes the general path: the
 /// overrides' selection was ~14 instructions of every start and read on the arm64 guest,
 /// issue 48).
+#[inline(always)]
 fn no_override() -> bool {
     let mut w = OVERRIDES.load(Ordering::Relaxed);
     if w & OVERRIDES_READ == 0 {
@@ -610,9 +636,10 @@ pub fn start_here(e0: i32, e1: i32) -> Option<u32> {
         // (`publishable`), and only its general calls, which unpublish them first, change it.
         let pair = unsafe { t.pair.as_ref().unwrap_unchecked() };
         let mut v = [0u64; 2];
-        pair.read_held::<false>(&mut v)?;
+        pair.read_held(&mut v)?;
         // No call here (a new block of generations is drawn by `start`, once in 256).
         t.generation = t.generations.draw_ready()?;
+        // Page counts: the origin's form where there is a pair.
         t.origin = v;
         // `enabled0` and `running0` are left as they are (issue 48: ~6 instructions): see
         // `counts_of`.
@@ -639,7 +666,7 @@ pub fn read_here(e0: i32, e1: i32) -> Option<Counts> {
         // SAFETY: as in `start_here`.
         let pair = unsafe { t.pair.as_ref().unwrap_unchecked() };
         let mut v = [0u64; 2];
-        pair.read_held::<false>(&mut v)?;
+        pair.read_held(&mut v)?;
         t.mode = STOPPED_WORD;
         Some(Counts {
             c0: v[0].wrapping_sub(t.origin[0]) as i64,
