@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use super::sys;
 
 /// In a slot's word with its thread's pointer: the thread is inside a call that uses or
-/// changes the entry ([`TpSlot::hold`], [`TpSlot::enter`]). A thread pointer is aligned (to 16
+/// changes the entry ([`TpSlot::hold_if_mine`], [`TpSlot::enter`]). A thread pointer is aligned (to 16
 /// bytes at least on arm64 and x86-64), so its low bit is free.
 pub const BUSY: usize = 1;
 
@@ -81,8 +81,8 @@ impl TpSlot {
         self.word.store(tp, Ordering::Relaxed);
     }
 
-    /// Whether a call of the thread of `tp` holds the slot ([`TpSlot::enter`] or
-    /// [`TpSlot::hold`]): asked by a call of that thread, a call it interrupted (as a signal
+    /// Whether a call of the thread of `tp` holds the slot ([`TpSlot::enter`],
+    /// [`TpSlot::hold_if_mine`] or [`TpSlot::claim`]): asked by a call of that thread, a call it interrupted (as a signal
     /// handler) uses or changes the entry.
     #[inline]
     pub fn busy_here(&self, tp: usize) -> bool {
@@ -90,23 +90,23 @@ impl TpSlot {
     }
 
     /// Hold the slot for a longer call of the thread of `tp` (which may change or free what
-    /// the entry points to): `true` when it was the thread's (published, now [`BUSY`]) or
-    /// free and now claimed (so [`TpSlot::publish`] can publish); `false` when another
-    /// thread has it.
+    /// the entry points to), where the thread published an entry: `true` when it did (the
+    /// slot is now [`BUSY`], for [`TpSlot::publish`]); `false`, with nothing done, otherwise.
+    /// No atomic read-modify-write: a call of a thread that has no entry (its counters are not
+    /// read from user space) pays a load.
     #[inline]
-    pub fn hold(&self, tp: usize) -> bool {
-        let w = self.word.load(Ordering::Relaxed);
-        if w == tp || w == tp | BUSY {
-            self.enter(tp);
-            return true;
+    pub fn hold_if_mine(&self, tp: usize) -> bool {
+        if self.word.load(Ordering::Relaxed) != tp {
+            return false;
         }
-        self.claim(tp)
+        self.enter(tp);
+        true
     }
 
-    /// Claim a free slot for the thread of `tp`, held ([`BUSY`]): `false` if another thread
-    /// has it.
+    /// Claim a free slot for the thread of `tp`, held ([`BUSY`], for [`TpSlot::publish`]):
+    /// `false` if another thread has it.
     #[inline]
-    fn claim(&self, tp: usize) -> bool {
+    pub fn claim(&self, tp: usize) -> bool {
         let ok = self
             .word
             .compare_exchange(0, tp | BUSY, Ordering::AcqRel, Ordering::Relaxed)
@@ -116,7 +116,7 @@ impl TpSlot {
     }
 
     /// Publish `p` as the entry of the thread of `tp`, which holds the slot
-    /// ([`TpSlot::hold`]); `None` frees the slot instead. Nothing is done when the slot is not
+    /// ([`TpSlot::hold_if_mine`], [`TpSlot::claim`]); `None` frees the slot instead. Nothing is done when the slot is not
     /// held by that thread (it was freed meanwhile and may be another thread's).
     #[inline]
     pub fn publish(&self, tp: usize, p: Option<*mut ()>) {
@@ -219,7 +219,9 @@ mod tests {
         let p = 0x1234usize as *mut ();
         let s = t.slot(a);
         assert_eq!(s.mine(a), None, "free");
-        assert!(s.hold(a));
+        assert!(!s.hold_if_mine(a), "nothing published");
+        assert!(!s.busy_here(a));
+        assert!(s.claim(a));
         assert!(s.busy_here(a));
         assert_eq!(s.mine(a), None, "held by a call");
         s.publish(a, Some(p));
@@ -228,7 +230,8 @@ mod tests {
         // Another thread on the same slot neither sees nor takes it.
         assert_eq!(TpTable::<8>::index(b), TpTable::<8>::index(a));
         assert_eq!(s.mine(b), None);
-        assert!(!s.hold(b));
+        assert!(!s.hold_if_mine(b));
+        assert!(!s.claim(b));
         assert!(!s.busy_here(b));
         assert_eq!(s.mine(a), Some(p));
         // A call of the thread holds it: no entry, busy for that thread only.
@@ -238,7 +241,7 @@ mod tests {
         s.leave(a);
         assert_eq!(s.mine(a), Some(p));
         // Publishing nothing frees it.
-        assert!(s.hold(a));
+        assert!(s.hold_if_mine(a));
         s.publish(a, None);
         assert_eq!(s.mine(a), None);
         assert!(!s.busy_here(a));
@@ -252,7 +255,7 @@ mod tests {
         let t: TpTable<8> = TpTable::new();
         let a = 0x7f00_0000_1000usize;
         let s = t.slot(a);
-        assert!(s.hold(a));
+        assert!(s.claim(a));
         s.publish(a, Some(8 as *mut ()));
         // The thread exits: its destructor frees the slot.
         s.free_if_mine(a);
@@ -262,14 +265,14 @@ mod tests {
             "a new thread with the dead thread's pointer"
         );
         // Freed by someone else's pointer: nothing happens.
-        assert!(s.hold(a));
+        assert!(s.claim(a));
         s.publish(a, Some(8 as *mut ()));
         s.free_if_mine(a + 0x10);
         assert_eq!(s.mine(a), Some(8 as *mut ()));
         t.clear_all();
         assert_eq!(s.mine(a), None, "cleared in the child of fork()");
         // A publish after the slot was freed under the holder does not take it back.
-        assert!(s.hold(a));
+        assert!(s.claim(a));
         s.free_if_mine(a);
         s.publish(a, Some(8 as *mut ()));
         assert_eq!(s.mine(a), None);

@@ -394,21 +394,25 @@ fn with_held<R>(f: impl FnOnce(&mut Option<ThreadCounters>) -> Result<R>) -> Res
         let Ok(mut st) = st.try_borrow_mut() else {
             return Err(nested());
         };
-        let held = slot.hold(tp);
+        slot.hold_if_mine(tp);
         let r = f(&mut st);
-        publish(slot, tp, held, &mut st);
+        publish(slot, tp, &mut st);
         r
     })
 }
 
 /// The end of [`with_held`]: `st` published in `slot` (the calling thread's, of pointer `tp`)
-/// or the slot freed, where the thread held it (`held`) or can claim it again (dropped
-/// counters freed it). Inlined into the general calls (a function of its own would lie
-/// outside the first use's text, `capi/link/first-use-order.txt`: a page fault more).
+/// where it is publishable ([`ThreadCounters::publishable`]), in the slot the call held or
+/// one it can claim (a first publication, or dropped counters freed it); the slot the call
+/// held freed otherwise. A thread whose counters are not read from user space (the host's
+/// software events) pays a test and a load: no atomic read-modify-write. Inlined into the
+/// general calls (a function of its own would lie outside the first use's text,
+/// `capi/link/first-use-order.txt`: a page fault more).
 #[inline(always)]
-fn publish(slot: &TpSlot, tp: usize, held: bool, st: &mut Option<ThreadCounters>) {
-    if held && (slot.busy_here(tp) || slot.hold(tp)) {
-        slot.publish(tp, st.as_mut().and_then(ThreadCounters::publishable));
+fn publish(slot: &TpSlot, tp: usize, st: &mut Option<ThreadCounters>) {
+    let p = st.as_mut().and_then(ThreadCounters::publishable);
+    if slot.busy_here(tp) || (p.is_some() && slot.claim(tp)) {
+        slot.publish(tp, p);
     }
 }
 
@@ -977,7 +981,7 @@ mod tests {
                 |r: Result<u32>| matches!(r, Err(Error::Os { errno, .. }) if errno == libc::EAGAIN);
             // Inside the common start or read: the slot held.
             let (slot, tp) = PAIR_SLOTS.here();
-            assert!(slot.hold(tp));
+            assert!(slot.claim(tp));
             assert!(eagain(start(0, 16)), "start inside the common case");
             assert!(
                 matches!(read(0, 16), Err(Error::Os { errno, .. }) if errno == libc::EAGAIN),
