@@ -621,7 +621,7 @@ fn with_published<R>(f: impl FnOnce(&mut ThreadCounters) -> Option<R>) -> Option
 }
 
 /// [`start`]'s common case alone (issue 48): this thread published its pair
-/// ([`with_published`]), which counts these events in user mode and is read from user space
+/// (`with_published`), which counts these events in user mode and is read from user space
 /// ([`UserPair::read_held`]): the two counts become the new origin, with a fresh generation.
 /// `None` for anything else (the first start, other events, a read with `read()`, an
 /// override, a child of `fork()`, which finds nothing published, a bad event): then [`start`]
@@ -877,7 +877,7 @@ fn pre_start(h: &Handoff) -> Result<()> {
 
 /// The calling thread's generation number: that of its last start or read, or a fresh one if
 /// it never started counters (or if this is a signal handler that interrupted another
-/// libperfex call of the thread, which holds its counters: [`with_held`]).
+/// libperfex call of the thread, which holds its counters: `with_held`).
 pub fn generation() -> u32 {
     with_held(|st| Ok(st.as_ref().map(|t| t.generation)))
         .map_or_else(|_| next_generation(), |g| g.unwrap_or_else(next_generation))
