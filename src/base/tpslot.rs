@@ -37,6 +37,7 @@ use super::sys;
 pub const BUSY: usize = 1;
 
 /// One thread's entry: its word (0, `tp` or `tp | BUSY`) and its pointer.
+#[derive(Debug)]
 #[repr(C, align(16))]
 pub struct TpSlot {
     word: AtomicUsize,

@@ -600,23 +600,44 @@ fn no_override() -> bool {
 /// [`OVERRIDES`] read, without an override.
 const NO_OVERRIDES: u32 = OVERRIDES_READ | (NO_OVERRIDE as u32) | ((NO_OVERRIDE as u32) << 8);
 
+/// The calling thread's published counters ([`published`]): for [`start_published`] and
+/// [`read_published`], at once, on this thread (it is neither `Send` nor `Sync`).
+#[derive(Debug, Clone, Copy)]
+pub struct Published {
+    slot: &'static TpSlot,
+    tp: usize,
+    counters: *mut ThreadCounters,
+}
+
 /// The calling thread's counters where it published them ([`ThreadCounters::publishable`]),
-/// held for `f` (its slot of [`PAIR_SLOTS`] marked busy, so that a signal handler that
-/// interrupts `f` neither uses nor changes them: [`with_held`]); `None`, with nothing done,
-/// where it did not. One register read and two loads find them: no thread-local (a call of
-/// the TLS descriptor's resolver), no `RefCell` (issue 48).
+/// for [`start_published`] or [`read_published`]; `None` where it did not. One register read
+/// and two loads find them: no thread-local (a call of the TLS descriptor's resolver), no
+/// `RefCell` (issue 48). Apart from the common start and read themselves so that an export
+/// can try them out of line where inlining them costs the general path (x86-64: the export
+/// saved six registers before this look-up).
 #[inline(always)]
-fn with_published<R>(f: impl FnOnce(&mut ThreadCounters) -> Option<R>) -> Option<R> {
+pub fn published() -> Option<Published> {
     let (slot, tp) = PAIR_SLOTS.here();
     let p = slot.mine(tp)?;
-    slot.enter(tp);
-    // SAFETY: the thread published `p`, its counters, from its general call's hold
-    // (`with_held`), and nothing moved or dropped them since: every call that could is a
-    // general call, which holds the slot first (dropped counters free it: their `Drop`). They
-    // are the thread's own, used by no other thread, and by no call of this thread while the
-    // slot is held (a general call refuses: `nested`).
-    let r = f(unsafe { &mut *(p as *mut ThreadCounters) });
-    slot.leave(tp);
+    Some(Published {
+        slot,
+        tp,
+        counters: p as *mut ThreadCounters,
+    })
+}
+
+/// `f` on the counters of `h`, held (their slot of [`PAIR_SLOTS`] marked busy, so that a
+/// signal handler that interrupts `f` neither uses nor changes them: `with_held`).
+#[inline(always)]
+fn with_published<R>(h: Published, f: impl FnOnce(&mut ThreadCounters) -> Option<R>) -> Option<R> {
+    h.slot.enter(h.tp);
+    // SAFETY: the thread published them, from its general call's hold (`with_held`), and
+    // nothing moved or dropped them since: every call that could is a general call, which
+    // holds the slot first (dropped counters free it: their `Drop`). They are the thread's
+    // own (`Published` is made on this thread, not sent), used by no other thread, and by no
+    // call of this thread while the slot is held (a general call refuses: `nested`).
+    let r = f(unsafe { &mut *h.counters });
+    h.slot.leave(h.tp);
     r
 }
 
@@ -631,8 +652,14 @@ fn with_published<R>(f: impl FnOnce(&mut ThreadCounters) -> Option<R>) -> Option
 /// only when it answers `None`.
 #[inline(always)]
 pub fn start_here(e0: i32, e1: i32) -> Option<u32> {
+    start_published(published()?, e0, e1)
+}
+
+/// [`start_here`] on counters [`published`] found.
+#[inline(always)]
+pub fn start_published(h: Published, e0: i32, e1: i32) -> Option<u32> {
     let key = any_key(e0, e1);
-    with_published(|t| {
+    with_published(h, |t| {
         if t.start_key != key {
             return None;
         }
@@ -662,8 +689,14 @@ pub fn start_here(e0: i32, e1: i32) -> Option<u32> {
 /// [`start_here`]'s.
 #[inline(always)]
 pub fn read_here(e0: i32, e1: i32) -> Option<Counts> {
+    read_published(published()?, e0, e1)
+}
+
+/// [`read_here`] on counters [`published`] found.
+#[inline(always)]
+pub fn read_published(h: Published, e0: i32, e1: i32) -> Option<Counts> {
     let key = any_key(e0, e1);
-    with_published(|t| {
+    with_published(h, |t| {
         if t.mode != key {
             return None;
         }
