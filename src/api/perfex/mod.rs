@@ -386,22 +386,38 @@ fn with_state<R>(f: impl FnOnce(&RefCell<Option<ThreadCounters>>) -> R) -> R {
 /// change them under that call.
 #[inline(always)]
 fn with_held<R>(f: impl FnOnce(&mut Option<ThreadCounters>) -> Result<R>) -> Result<R> {
-    let (slot, tp) = PAIR_SLOTS.here();
-    if slot.busy_here(tp) {
-        return Err(nested());
-    }
+    // No thread of the process published (the host's software events, read with `read()`):
+    // neither has this one, so it has no slot to hold and no common start or read can be in
+    // progress on it (a thread publishes only after it set the mark). One load instead of
+    // the slot's look-up and tests (issue 48: the host's interval, `benches/ab`).
+    let (slot, tp) = if ANY_PUBLISHED.load(Ordering::Relaxed) {
+        let (slot, tp) = PAIR_SLOTS.here();
+        if slot.busy_here(tp) {
+            return Err(nested());
+        }
+        (Some(slot), tp)
+    } else {
+        (None, 0)
+    };
     with_state(|st| {
         let Ok(mut st) = st.try_borrow_mut() else {
             return Err(nested());
         };
-        slot.hold_if_mine(tp);
+        if let Some(slot) = slot {
+            slot.hold_if_mine(tp);
+        }
         let r = f(&mut st);
         publish(slot, tp, &mut st);
         r
     })
 }
 
-/// The end of [`with_held`]: `st` published in `slot` (the calling thread's, of pointer `tp`)
+/// Whether a thread of this process ever published its counters in [`PAIR_SLOTS`] (set
+/// before its first publication): until then the general calls skip the slot ([`with_held`]).
+static ANY_PUBLISHED: AtomicBool = AtomicBool::new(false);
+
+/// The end of [`with_held`]: `st` published in `slot` (the calling thread's, of pointer `tp`;
+/// `None` where no thread had published when the call began)
 /// where it is publishable ([`ThreadCounters::publishable`]), in the slot the call held or
 /// one it can claim (a first publication, or dropped counters freed it); the slot the call
 /// held freed otherwise. A thread whose counters are not read from user space (the host's
@@ -409,8 +425,17 @@ fn with_held<R>(f: impl FnOnce(&mut Option<ThreadCounters>) -> Result<R>) -> Res
 /// general calls (a function of its own would lie outside the first use's text,
 /// `capi/link/first-use-order.txt`: a page fault more).
 #[inline(always)]
-fn publish(slot: &TpSlot, tp: usize, st: &mut Option<ThreadCounters>) {
+fn publish(slot: Option<&'static TpSlot>, tp: usize, st: &mut Option<ThreadCounters>) {
     let p = st.as_mut().and_then(ThreadCounters::publishable);
+    let (slot, tp) = match (slot, p) {
+        (Some(slot), _) => (slot, tp),
+        (None, None) => return,
+        // The first publication of the process: the mark first (see `ANY_PUBLISHED`).
+        (None, Some(_)) => {
+            ANY_PUBLISHED.store(true, Ordering::Relaxed);
+            PAIR_SLOTS.here()
+        }
+    };
     if slot.busy_here(tp) || (p.is_some() && slot.claim(tp)) {
         slot.publish(tp, p);
     }
@@ -1012,7 +1037,9 @@ mod tests {
         std::thread::spawn(|| {
             let eagain =
                 |r: Result<u32>| matches!(r, Err(Error::Os { errno, .. }) if errno == libc::EAGAIN);
-            // Inside the common start or read: the slot held.
+            // Inside the common start or read: the slot held (a thread published, so that
+            // the general calls look at their slots).
+            ANY_PUBLISHED.store(true, Ordering::Relaxed);
             let (slot, tp) = PAIR_SLOTS.here();
             assert!(slot.claim(tp));
             assert!(eagain(start(0, 16)), "start inside the common case");
