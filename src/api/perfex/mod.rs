@@ -634,7 +634,7 @@ pub struct Published {
     counters: *mut ThreadCounters,
 }
 
-/// The calling thread's counters where it published them ([`ThreadCounters::publishable`]),
+/// The calling thread's counters where it published them (`ThreadCounters::publishable`),
 /// for [`start_published`] or [`read_published`]; `None` where it did not. One register read
 /// and two loads find them: no thread-local (a call of the TLS descriptor's resolver), no
 /// `RefCell` (issue 48). Apart from the common start and read themselves so that an export
