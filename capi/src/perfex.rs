@@ -78,30 +78,25 @@ fn load_impl(name: &[u8]) -> c_int {
 /// permission denied (`EACCES`).
 #[no_mangle]
 pub extern "C" fn start_counters(e0: c_int, e1: c_int) -> c_int {
-    // The common case first, outside the unwind boundary (it cannot panic), where it can
-    // answer at all (one load: `lean_gate`); the rest a tail call (issue 48).
-    match perfex::lean_gate() {
-        Some(gate) => start_fast(e0, e1, gate),
+    // The common case first, outside the unwind boundary (it cannot panic): the thread's
+    // published pair, found by its thread pointer; the rest a tail call (issue 48).
+    match perfex::published() {
+        Some(h) => start_fast(e0, e1, h),
         None => start_other(e0, e1),
     }
 }
 
-/// `start_counters`' common case ([`perfex::start_running`]), or the general one (a tail
-/// call) when it does not answer. Out of line, with the general path's call at its end only,
-/// so that its frame is the common case's alone (issue 48: the export's frame and its
-/// arguments kept across a call were ~16 instructions of each start on the arm64 guest).
-#[inline(never)]
-fn start_fast(e0: c_int, e1: c_int, gate: perfex::Gate) -> c_int {
-    let Some(pair) = perfex::Pair::new(e0, e1) else {
-        return start_other(e0, e1);
-    };
-    match perfex::start_running(pair, gate) {
+/// `start_counters`' common case ([`perfex::start_published`]), or the general one (a tail
+/// call) when it does not answer. Inlined on arm64 (the export is then a leaf with no frame,
+/// issue 48); out of line on x86-64, where inlined it made the export save six registers
+/// before its look-up, which every call of a thread without a published pair paid (the
+/// host's software events: `benches/ab`'s interval 3.6% slower).
+#[cfg_attr(target_arch = "x86_64", inline(never))]
+#[cfg_attr(not(target_arch = "x86_64"), inline(always))]
+fn start_fast(e0: c_int, e1: c_int, h: perfex::Published) -> c_int {
+    match perfex::start_published(h, e0, e1) {
         Some(g) => g as c_int,
-        None => {
-            // The events from the one word kept (`Pair`).
-            let (e0, e1) = pair.events();
-            start_other(e0, e1)
-        }
+        None => start_other(e0, e1),
     }
 }
 
@@ -131,44 +126,40 @@ pub unsafe extern "C" fn read_counters(
     e1: c_int,
     c1: *mut c_longlong,
 ) -> c_int {
-    // As `start_counters`.
-    match perfex::lean_gate() {
+    // As `start_counters`. The counts are written only where the common case answers, and
+    // only through pointers that are not NULL (else the general case says so).
+    if let (false, false, Some(h)) = (c0.is_null(), c1.is_null(), perfex::published()) {
         // SAFETY: the caller's promise, passed on.
-        Some(gate) => unsafe { read_fast(e0, c0, e1, c1, gate) },
-        // SAFETY: as above.
-        None => unsafe { read_other(e0, c0, e1, c1) },
+        return unsafe { read_fast(e0, c0, e1, c1, h) };
     }
+    // SAFETY: as above.
+    unsafe { read_other(e0, c0, e1, c1) }
 }
 
-/// `read_counters`' common case ([`perfex::read_running`]): the counts written and the
-/// generation returned; or, when it does not answer (nothing written), the general case, a
-/// tail call. Out of line, as [`start_fast`].
+/// `read_counters`' common case ([`perfex::read_published`]), with pointers that are not
+/// NULL, or the general one (a tail call) when it does not answer (nothing written). Inlined
+/// or not as [`start_fast`].
 ///
 /// # Safety
 /// As `read_counters`.
-#[inline(never)]
+#[cfg_attr(target_arch = "x86_64", inline(never))]
+#[cfg_attr(not(target_arch = "x86_64"), inline(always))]
 unsafe fn read_fast(
     e0: c_int,
     c0: *mut c_longlong,
     e1: c_int,
     c1: *mut c_longlong,
-    gate: perfex::Gate,
+    h: perfex::Published,
 ) -> c_int {
-    if let (false, false, Some(pair)) = (c0.is_null(), c1.is_null(), perfex::Pair::new(e0, e1)) {
-        if let Some(c) = perfex::read_running(pair, gate) {
-            // SAFETY: not NULL, so writable (the caller's promise).
-            unsafe {
-                *c0 = c.c0;
-                *c1 = c.c1;
-            }
-            return c.generation as c_int;
+    if let Some(c) = perfex::read_published(h, e0, e1) {
+        // SAFETY: not NULL, so writable (the caller's promise).
+        unsafe {
+            *c0 = c.c0;
+            *c1 = c.c1;
         }
-        // The events from the one word kept (`Pair`), as in `start_fast`.
-        let (e0, e1) = pair.events();
-        // SAFETY: the caller's promise, passed on.
-        return unsafe { read_other(e0, c0, e1, c1) };
+        return c.generation as c_int;
     }
-    // SAFETY: as above.
+    // SAFETY: the caller's promise, passed on.
     unsafe { read_other(e0, c0, e1, c1) }
 }
 

@@ -245,6 +245,11 @@ pub trait Group: Send + Sync {
     fn lost_descriptor(&self) -> Option<i32> {
         None
     }
+    /// The group is dropped in a child of `fork()` of the process that opened it: its
+    /// mappings (the perf backend's counter pages and overflow rings) were not copied into
+    /// this process, and what lies at their addresses now is another mapping of its (a group
+    /// opened in the child since): leave them, unmapped by nobody. Default: nothing.
+    fn forget_mappings(&mut self) {}
     /// Whether the overflow signal that carried `fd` belongs to this group.
     fn owns_fd(&self, fd: i32) -> bool {
         let _ = fd;

@@ -6,7 +6,8 @@
 //!   counter lock-free readers retry on), [`virt`] (the 64-bit virtualisation arithmetic),
 //!   [`held`] (threads of traced processes whose program stopped their counting), [`notice`]
 //!   (lines on standard error, one `write(2)` each, or kept for a report), [`text`] (strings and
-//!   short lists held in place, for static tables without relocations).
+//!   short lists held in place, for static tables without relocations), [`tpslot`] (a table of
+//!   per-thread pointers found by the thread pointer, without a thread-local's call).
 //! - Sets and placement: [`set`] (requests, flags, attributes, targets), [`sched`] (placing
 //!   requests on counters and explaining conflicts), [`eventmap`] (R10000 event numbers to
 //!   Linux events), [`signal`] (the perf overflow signal's handler, which reaches the engine
@@ -25,5 +26,6 @@ pub mod signal;
 pub mod sigsafe;
 pub mod sys;
 pub mod text;
+pub mod tpslot;
 pub mod virt;
 pub mod watch;

@@ -23,6 +23,8 @@ static CHILD_HOOKS: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
 
 extern "C" fn after_fork_in_child() {
     FORKS.fetch_add(1, Ordering::Relaxed);
+    // No pair published by a thread of the parent is the child's (issue 48).
+    super::pair::PAIR_SLOTS.clear_all();
     for h in &CHILD_HOOKS {
         let f = h.load(Ordering::Acquire);
         if f != 0 {
@@ -54,7 +56,7 @@ pub fn at_fork_child(f: fn()) -> bool {
 fn watch_forks() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        // The handler only increments an atomic.
+        // The handler increments an atomic, clears a table of atomics and runs the hooks.
         crate::base::sys::on_fork_in_child(after_fork_in_child);
     });
 }

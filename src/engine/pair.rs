@@ -7,18 +7,29 @@ use std::sync::Arc;
 
 use super::{Binding, BoundSet, FROZEN};
 use crate::backend::perf::UserPage;
+use crate::base::tpslot::TpTable;
+
+/// Each thread's published pair holder, found by its thread pointer (one register read and
+/// a load, where a thread-local is a call of the TLS descriptor's resolver: issue 48,
+/// libperfex's interval). The engine clears it in the child of `fork()` (beside
+/// `bind::FORKS`): no thread of the child finds an entry a thread of the parent published,
+/// the forking thread's included (its pair's pages are not mapped in the child, and its
+/// counters count the parent). What an entry points to, and the rules of its publication
+/// (each thread frees its slot before it exits), are its user's: libperfex's.
+pub static PAIR_SLOTS: TpTable<64> = TpTable::new();
 
 /// A binding of one or two requests whose counters are read from user space
 /// ([`BoundSet::is_lean`]), with its members' pages found once ([`Binding::user_pair`]):
-/// [`UserPair::read`] then goes from the set to the counter reads with no test of the set's
-/// kind, its size or its pages (on the arm64 guest those were ~25 instructions of each
+/// [`UserPair::read_held`] then goes from the pair to the counter reads with no test of the
+/// set's kind, its size or its pages (on the arm64 guest those were ~25 instructions of each
 /// libperfex start and read). It holds the set, so its pages stay mapped while it lives.
 ///
-/// It also holds what makes a member's count virtual (its base less its origin) as it was
-/// when the pair was made, with the set's sequence count then: a read answers only while the
-/// sequence is still that one (every change of base and origin is a write of the sequence),
-/// so it adds one number per member where it loaded four (issue 48). After a write (a restart
-/// of the set: libperfex makes none) the pair no longer answers until it is made again.
+/// It also holds what makes a member's page count virtual (its base less its origin) as it
+/// was when the pair was made, with the set's sequence count then ([`UserPair::is_current`]):
+/// its holder keeps its own origins in page counts ([`UserPair::page_counts`]), so that a
+/// read and a start read the pages and add nothing (issue 48), and turns them into virtual
+/// values where it needs them ([`UserPair::virtual_values`]). After a write (a restart of the
+/// set: libperfex makes none) the pair is not current: it is made again.
 #[derive(Clone)]
 pub struct UserPair {
     set: Arc<BoundSet>,
@@ -80,29 +91,62 @@ impl Binding {
 
 impl UserPair {
     /// Whether the set was not written to since the pair was made (its base and origin are
-    /// still the pair's): [`UserPair::read`] can answer.
+    /// still the pair's).
+    #[inline]
     pub fn is_current(&self) -> bool {
         self.set.seq.valid(self.seq)
     }
 
-    /// The first member's virtual value into `out[0]` and the last member's into `out[1]`
-    /// (the same for one request), as [`BoundSet::sample`] gives them, read from the members'
-    /// pages; with `TIMES`, the time enabled and running since the last (re)start
-    /// ([`crate::SampleInfo::enabled_ns`], [`crate::SampleInfo::running_ns`]), else `(0, 0)`.
-    /// `None`, with nothing decided and `out` perhaps written, when the set is gone (unbound,
-    /// a child of fork()), lost a descriptor, is stopped, a member is off its counter or was
-    /// ever multiplexed (its page's time enabled is not its time running), or the set was
-    /// written to since the pair was made or during the read: the caller then takes the
-    /// general sample, which says what is wrong or reads with `read()`. No wait for a write
-    /// in progress: the general sample waits.
+    /// Whether [`UserPair::read_held`] may read the pair: [`UserPair::is_current`], and the
+    /// set is neither gone (unbound, the parent's after `fork()`) nor lost a descriptor, and
+    /// is not stopped. Asked where the pair is published ([`PAIR_SLOTS`]).
+    #[inline]
+    pub fn is_usable(&self) -> bool {
+        let set = &*self.set;
+        self.is_current()
+            && !set.gone()
+            && !set.lost()
+            && set.state.load(Ordering::Acquire) & FROZEN == 0
+    }
+
+    /// Virtual values (as [`BoundSet::sample`] gives them) of the first and last member's
+    /// page counts `c` ([`UserPair::read_held`]).
+    #[inline]
+    pub fn virtual_values(&self, c: [u64; 2]) -> [u64; 2] {
+        // `virt::virtual_value(base, count - origin)`, with base less origin found when the
+        // pair was made.
+        [
+            c[0].wrapping_add(self.delta[0]),
+            c[1].wrapping_add(self.delta[1]),
+        ]
+    }
+
+    /// The page counts of the first and last member's virtual values `v`: the inverse of
+    /// [`UserPair::virtual_values`].
+    #[inline]
+    pub fn page_counts(&self, v: [u64; 2]) -> [u64; 2] {
+        [
+            v[0].wrapping_sub(self.delta[0]),
+            v[1].wrapping_sub(self.delta[1]),
+        ]
+    }
+
+    /// The first member's page count (the count the kernel's page gives, not made virtual:
+    /// [`UserPair::virtual_values`]) into `out[0]` and the last member's into `out[1]` (the
+    /// same for one request), read from the members' pages, for a pair its holder published
+    /// in [`PAIR_SLOTS`] and holds there for the read (issue 48: no test of fork, of a lost
+    /// descriptor, nor of the set's sequence, no base or origin added: ~21 instructions of
+    /// each libperfex start and read fewer). `None`, with `out` perhaps written, only where a
+    /// member is off its counter or was ever multiplexed (its page's time enabled is not its
+    /// time running): the caller then takes its general path.
     ///
-    /// One test of the sequence, after the counter reads, stands for the tests of a stopped
-    /// or unbound set and of a write during the read: the pair was made of a set neither
-    /// stopped nor unbound, every change of the set's state (a stop, an unbind, a restart) is
-    /// a write of the sequence, and the sequence only grows, so a sequence still the pair's
-    /// after the reads was the pair's throughout (the pages stay mapped whatever happens: the
-    /// pair holds the set). A child of fork() and a closed descriptor change no sequence: they
-    /// are tested (issue 48: ~12 instructions of each libperfex start and read fewer).
+    /// The caller's promise, kept by libperfex's publication: the pair was
+    /// [`UserPair::is_usable`] when it was published and nothing wrote to its set since.
+    /// - The child of `fork()` finds no published pair (the engine clears the table there).
+    /// - A lost descriptor is found, and the set written to, only by calls on the set's
+    ///   binding, which its holder makes on its own thread, with the pair unpublished (held).
+    /// - The same holds for every write of the set: a lean set has no notifying request (no
+    ///   overflow, no watcher writes it); its stops, restarts and unbind are its holder's calls.
     ///
     /// A member whose page says it ran for all its time enabled was never multiplexed since
     /// the bind (the gap between the two only grows): an interval that ends at a read that
@@ -110,27 +154,13 @@ impl UserPair {
     /// thread only (its counters are read from user space, which only the thread they count
     /// may do). Async-signal-safe: no allocation, no lock, no system call, no panic.
     #[inline(always)]
-    pub fn read<const TIMES: bool>(&self, out: &mut [u64; 2]) -> Option<(u64, u64)> {
-        let set = &*self.set;
-        if set.inherited_from_parent() || set.lost() {
-            return None;
-        }
-        let (c0, times) = self.pages[0].read()?;
-        // Virtual: `virt::virtual_value(base, count - origin)`, with base less origin found
-        // when the pair was made.
-        out[0] = c0.wrapping_add(self.delta[0]);
+    pub fn read_held(&self, out: &mut [u64; 2]) -> Option<()> {
+        out[0] = self.pages[0].read()?.0;
         out[1] = if self.last != 0 {
-            self.pages[1].read()?.0.wrapping_add(self.delta[1])
+            self.pages[1].read()?.0
         } else {
             out[0]
         };
-        if !set.seq.valid(self.seq) {
-            return None;
-        }
-        Some(if TIMES {
-            set.since_restart(&times)
-        } else {
-            (0, 0)
-        })
+        Some(())
     }
 }

@@ -10,6 +10,18 @@ use crate::backend::{BackendKind, Group};
 use crate::base::error::{Error, Result};
 use crate::base::set::Target;
 
+/// A binding dropped in a child of `fork()` of the process that made it (its thread table
+/// keeps it until a sweep) leaves the group's mappings: they are not this process's, and a
+/// binding made in the child since may have its pages at their addresses (the guest's
+/// `count.libperfex_fork`: the child's new pair read an unmapped page; issue 48).
+impl Drop for BoundSet {
+    fn drop(&mut self) {
+        if self.inherited_from_parent() {
+            self.group.forget_mappings();
+        }
+    }
+}
+
 impl BoundSet {
     /// Whether this binding was made by the process before a fork() that made this one: its
     /// counters belong to the parent. Async-signal-safe (one atomic load).

@@ -28,7 +28,8 @@ use std::sync::{Once, OnceLock};
 
 use crate::api::costs;
 use crate::base::error::{Error, Result};
-use crate::engine::{self, next_generation, Generations, OwnedState, Owner, UserPair};
+use crate::base::tpslot::TpSlot;
+use crate::engine::{self, next_generation, Generations, OwnedState, Owner, UserPair, PAIR_SLOTS};
 use crate::{backend, bind, Binding, CounterSet, Request, RequestFlags, Target};
 
 /// How a thread's counters came to be running.
@@ -88,25 +89,13 @@ fn pair_key(e0: i32, e1: i32) -> Option<u64> {
     Some((e0 as u64) | ((e1 as u64) << 32))
 }
 
-/// Two R10000 event numbers as one word ([`start_running`], [`read_running`]): a caller
-/// that keeps only it across the common case gives the events back to the general path
-/// from it ([`Pair::events`]), one register instead of two kept over the thread-local
-/// look-up's call (issue 48).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Pair(u64);
-
-impl Pair {
-    /// `e0` and `e1`, when both are R10000 event numbers (0..31).
-    #[inline(always)]
-    pub fn new(e0: i32, e1: i32) -> Option<Pair> {
-        pair_key(e0, e1).map(Pair)
-    }
-
-    /// The two events.
-    #[inline(always)]
-    pub fn events(self) -> (i32, i32) {
-        ((self.0 & 0xff) as i32, ((self.0 >> 32) & 0xff) as i32)
-    }
+/// Any two `int`s as one word, `e0 | e1 << 32` (each as its 32 bits): the common start's and
+/// read's key, with no range test. Two pairs have the same word only if they are the same
+/// pair, so a word equal to a [`pair_key`] (two R10000 event numbers) is that pair's: the one
+/// compare against the bound pair's key tests the range too (issue 48).
+#[inline(always)]
+fn any_key(e0: i32, e1: i32) -> u64 {
+    u64::from(e0 as u32) | (u64::from(e1 as u32) << 32)
 }
 
 /// [`ThreadCounters::start_key`] of a pair the common start cannot start.
@@ -166,7 +155,10 @@ struct ThreadCounters {
     /// starts those events with one compare; [`NO_KEY`] otherwise.
     start_key: u64,
     /// The counts at the start: member 0's, and the last member's (member 0's again for one
-    /// event), so that the common read takes each argument's origin without an index.
+    /// event), so that the common read takes each argument's origin without an index. Where
+    /// `pair` is there, its page counts ([`UserPair::page_counts`]: what the common start
+    /// stores and the common read subtracts, with nothing added, issue 48); virtual values
+    /// otherwise ([`ThreadCounters::origin`] gives them).
     origin: [u64; 2],
     enabled0: u64,
     running0: u64,
@@ -192,12 +184,6 @@ impl ThreadCounters {
             (Some(_), [e0, e1]) => pair_key(e0 as i32, e1 as i32).unwrap_or(NO_KEY),
             (None, _) => NO_KEY,
         };
-        if pair.is_some() {
-            // The environment read first: the mark means it was (a pair perfex hands over
-            // is bound before any start reads it).
-            let _ = gate();
-            OVERRIDES.fetch_or(LEAN_PAIRS, Ordering::Relaxed);
-        }
         let mut t = ThreadCounters {
             bound,
             kernel,
@@ -217,12 +203,32 @@ impl ThreadCounters {
     }
 
     /// The [`UserPair`] made again where the set was written to since it was made (it then
-    /// no longer answers: [`UserPair::read`]); out of line, from the general start only.
+    /// is no longer current: [`UserPair::is_current`]), the origin kept as the same virtual
+    /// values (in the new pair's page counts, or virtual without one); out of line, from the
+    /// general start only.
     #[inline(never)]
     fn renew_pair(&mut self) {
         if self.pair.as_ref().is_some_and(|p| !p.is_current()) {
+            let origin = self.origin();
             self.pair = self.binding.user_pair();
+            self.origin = match &self.pair {
+                Some(p) => p.page_counts(origin),
+                None => origin,
+            };
         }
+    }
+
+    /// What the calling thread publishes in its slot of [`PAIR_SLOTS`] for [`start_here`]
+    /// and [`read_here`]: itself, where its pair is read from user space in user mode
+    /// ([`ThreadCounters::start_key`]), usable ([`UserPair::is_usable`]), and the environment
+    /// overrides no event (so that the events the common start and read are given are the
+    /// events counted); `None` otherwise.
+    #[inline(always)]
+    fn publishable(&mut self) -> Option<*mut ()> {
+        let usable = self.start_key != NO_KEY
+            && self.pair.as_ref().is_some_and(UserPair::is_usable)
+            && no_override();
+        usable.then_some(self as *mut ThreadCounters as *mut ())
     }
 
     /// Whether the mode is [`Mode::Started`] with `e0` and `e1`: its key, with or without
@@ -237,6 +243,15 @@ impl ThreadCounters {
     #[inline(always)]
     fn mode(&self) -> Mode {
         mode_of(self.mode)
+    }
+
+    /// The origin as virtual values ([`ThreadCounters::origin`]'s field).
+    #[inline(always)]
+    fn origin(&self) -> [u64; 2] {
+        match &self.pair {
+            Some(p) => p.virtual_values(self.origin),
+            None => self.origin,
+        }
     }
 
     /// Set the mode's word.
@@ -254,7 +269,10 @@ impl ThreadCounters {
             // The last member's origin is the first's (`origin`).
             v[1] = v[0];
         }
-        self.origin = v;
+        self.origin = match &self.pair {
+            Some(p) => p.page_counts(v),
+            None => v,
+        };
         self.enabled0 = enabled;
         self.running0 = running;
         self.generation = self.generations.draw();
@@ -311,6 +329,12 @@ impl ThreadCounters {
         enabled: u64,
         running: u64,
     ) -> Counts {
+        // `enabled0` and `running0` are the times at the last general start (or the bind):
+        // a common start ([`start_here`]) leaves them, and the rule still tells this
+        // interval. The gap between time enabled and time running only grows, and a common
+        // start answers only where every member's page showed none (`UserPair::read_held`):
+        // there was none up to that start, so "more gap now than at the general start" is
+        // "more gap now than at the common start".
         let enabled = enabled.wrapping_sub(self.enabled0);
         let running = running.wrapping_sub(self.running0);
         if running < enabled {
@@ -319,12 +343,24 @@ impl ThreadCounters {
         }
         // `& 1`: an index is 0 or 1 (`index`), said so that no bounds check is made. Member
         // `i`'s origin is `origin[i]` (for one event, member 0 is the last member too).
-        let count = |i: usize| v[i & 1].wrapping_sub(self.origin[i & 1]) as i64;
+        let origin = self.origin();
+        let count = |i: usize| v[i & 1].wrapping_sub(origin[i & 1]) as i64;
         Counts {
             c0: count(i0),
             c1: count(i1),
             generation: self.generation,
         }
+    }
+}
+
+/// Counters dropped (a new pair bound in their place, the thread's exit) are no longer the
+/// thread's published entry: its slot is freed (a general call that drops them claims it
+/// again: [`with_held`]). At the thread's exit this is what keeps a thread created later with
+/// the same thread pointer from finding them.
+impl Drop for ThreadCounters {
+    fn drop(&mut self) {
+        let (slot, tp) = PAIR_SLOTS.here();
+        slot.free_if_mine(tp);
     }
 }
 
@@ -339,6 +375,82 @@ unsafe impl OwnedState for ThreadCounters {
 #[inline(always)]
 fn with_state<R>(f: impl FnOnce(&RefCell<Option<ThreadCounters>>) -> R) -> R {
     engine::with_owned_state(f)
+}
+
+/// `f` on this thread's counters, held: the thread's slot of [`PAIR_SLOTS`] is held (so that
+/// neither [`start_here`] nor [`read_here`] in a signal handler that interrupts `f` uses
+/// them) and, after `f`, the counters are published there again or the slot freed
+/// ([`ThreadCounters::publishable`]). A call that finds this thread's counters in use by the
+/// call it interrupted (a signal handler's: the common start or read holds the slot, any
+/// other call the counters' `RefCell`) is refused ([`nested`]) rather than aborted or let to
+/// change them under that call.
+#[inline(always)]
+fn with_held<R>(f: impl FnOnce(&mut Option<ThreadCounters>) -> Result<R>) -> Result<R> {
+    // No thread of the process published (the host's software events, read with `read()`):
+    // neither has this one, so it has no slot to hold and no common start or read can be in
+    // progress on it (a thread publishes only after it set the mark). One load instead of
+    // the slot's look-up and tests (issue 48: the host's interval, `benches/ab`).
+    let (slot, tp) = if ANY_PUBLISHED.load(Ordering::Relaxed) {
+        let (slot, tp) = PAIR_SLOTS.here();
+        if slot.busy_here(tp) {
+            return Err(nested());
+        }
+        (Some(slot), tp)
+    } else {
+        (None, 0)
+    };
+    with_state(|st| {
+        let Ok(mut st) = st.try_borrow_mut() else {
+            return Err(nested());
+        };
+        if let Some(slot) = slot {
+            slot.hold_if_mine(tp);
+        }
+        let r = f(&mut st);
+        publish(slot, tp, &mut st);
+        r
+    })
+}
+
+/// Whether a thread of this process ever published its counters in [`PAIR_SLOTS`] (set
+/// before its first publication): until then the general calls skip the slot ([`with_held`]).
+static ANY_PUBLISHED: AtomicBool = AtomicBool::new(false);
+
+/// The end of [`with_held`]: `st` published in `slot` (the calling thread's, of pointer `tp`;
+/// `None` where no thread had published when the call began)
+/// where it is publishable ([`ThreadCounters::publishable`]), in the slot the call held or
+/// one it can claim (a first publication, or dropped counters freed it); the slot the call
+/// held freed otherwise. A thread whose counters are not read from user space (the host's
+/// software events) pays a test and a load: no atomic read-modify-write. Inlined into the
+/// general calls (a function of its own would lie outside the first use's text,
+/// `capi/link/first-use-order.txt`: a page fault more).
+#[inline(always)]
+fn publish(slot: Option<&'static TpSlot>, tp: usize, st: &mut Option<ThreadCounters>) {
+    let p = st.as_mut().and_then(ThreadCounters::publishable);
+    let (slot, tp) = match (slot, p) {
+        (Some(slot), _) => (slot, tp),
+        (None, None) => return,
+        // The first publication of the process: the mark first (see `ANY_PUBLISHED`).
+        (None, Some(_)) => {
+            ANY_PUBLISHED.store(true, Ordering::Relaxed);
+            PAIR_SLOTS.here()
+        }
+    };
+    if slot.busy_here(tp) || (p.is_some() && slot.claim(tp)) {
+        slot.publish(tp, p);
+    }
+}
+
+/// The refusal of a call made by a signal handler while the calling thread was inside
+/// another libperfex call ([`with_held`]): `EAGAIN`, with a static text (no allocation).
+#[cold]
+#[inline(never)]
+fn nested() -> Error {
+    Error::Os {
+        op:
+            "libperfex called from a signal handler during another of this thread's libperfex calls",
+        errno: libc::EAGAIN,
+    }
 }
 
 /// The counts [`read`] returns.
@@ -422,8 +534,8 @@ fn read_overrides() -> u32 {
     let byte = |o: Option<i32>| o.and_then(|n| u8::try_from(n).ok()).unwrap_or(NO_OVERRIDE);
     let w =
         OVERRIDES_READ | u32::from(byte(env_override(0))) | (u32::from(byte(env_override(1))) << 8);
-    // An or: the mark of a lean pair ([`LEAN_PAIRS`]) another thread set stays.
-    OVERRIDES.fetch_or(w, Ordering::Relaxed) | w
+    OVERRIDES.store(w, Ordering::Relaxed);
+    w
 }
 
 /// An R10000 event number written as text (`"26"`, surrounding blanks allowed), or an error
@@ -478,17 +590,16 @@ pub fn pinned_set(events: &[u32], flags: RequestFlags) -> Result<CounterSet> {
 pub fn start(e0: i32, e1: i32) -> Result<u32> {
     let (e0, e1) = events(e0, e1);
     let bound = Bound::pair(check_range(e0)?, check_range(e1)?);
-    with_state(|st| {
-        let mut st = st.borrow_mut();
+    with_held(|st| {
         // The group stays open between pairs. After fork() the pair open in the parent still
         // counts the parent: open a new one. Counters perfex handed over are reused when they
         // count exactly these events in user mode.
-        match &mut *st {
+        match st {
             Some(t) if t.bound == bound && !t.kernel && !t.binding.inherited_from_parent() => {
-                t.restart()?;
                 if t.pair.is_some() {
                     t.renew_pair();
                 }
+                t.restart()?;
                 t.set_mode(Mode::Started(e0, e1));
                 Ok(t.generation)
             }
@@ -497,69 +608,105 @@ pub fn start(e0: i32, e1: i32) -> Result<u32> {
     })
 }
 
-/// [`OVERRIDES`]'s mark that a pair of this process was read from user space (a
-/// [`UserPair`] was found at its bind): until then [`start_running`] and [`read_running`]
-/// cannot answer, and the C exports do not try them. Where counters are read with `read()`
-/// (software events, a host without user-space reads) the try cost every start and read
-/// about 2% (`benches/ab` on the host's software events, issue 48). In the overrides' word,
-/// so that the exports' gate and the overrides are one load.
-const LEAN_PAIRS: u32 = 1 << 17;
-
-/// The proof that [`start_running`] and [`read_running`] may answer ([`lean_gate`]): no
-/// environment override is in force, so the events they are given are the events counted.
-#[derive(Debug, Clone, Copy)]
-pub struct Gate(());
-
-/// [`Gate`] when [`start_running`] and [`read_running`] may answer: a pair of this process
-/// was read from user space (a process-wide mark set at such a bind) and the environment
-/// overrides no event (a program that sets `T5_EVENT0`/`T5_EVENT1` takes the general path:
-/// the overrides' selection was ~14 instructions of every start and read on the arm64
-/// guest, issue 48). `None` otherwise. One relaxed load and one compare.
+/// Whether the environment overrides no event (read if it was not): the condition of a
+/// thread's publication for [`start_here`] and [`read_here`], which are given the events the
+/// program passed (a program that sets `T5_EVENT0`/`T5_EVENT1` takes the general path: the
+/// overrides' selection was ~14 instructions of every start and read on the arm64 guest,
+/// issue 48).
 #[inline(always)]
-pub fn lean_gate() -> Option<Gate> {
-    (OVERRIDES.load(Ordering::Relaxed) == NO_OVERRIDES).then_some(Gate(()))
-}
-
-/// [`Gate`] whether or not a pair was read from user space (the environment read if it was
-/// not), when the environment overrides no event: for a caller that tries the common start
-/// and read anyway (the tests).
-pub fn gate() -> Option<Gate> {
+fn no_override() -> bool {
     let mut w = OVERRIDES.load(Ordering::Relaxed);
     if w & OVERRIDES_READ == 0 {
         w = read_overrides();
     }
-    (w | LEAN_PAIRS == NO_OVERRIDES).then_some(Gate(()))
+    w == NO_OVERRIDES
 }
 
-/// [`OVERRIDES`] read, without an override, with a pair read from user space: the word of
-/// [`lean_gate`].
-const NO_OVERRIDES: u32 =
-    OVERRIDES_READ | LEAN_PAIRS | (NO_OVERRIDE as u32) | ((NO_OVERRIDE as u32) << 8);
+/// [`OVERRIDES`] read, without an override.
+const NO_OVERRIDES: u32 = OVERRIDES_READ | (NO_OVERRIDE as u32) | ((NO_OVERRIDE as u32) << 8);
 
-/// [`start`]'s common case alone (issue 48): this thread's pair already counts these events
-/// in user mode and is read from user space ([`UserPair::read`]): the two counts become the
-/// new origin, with a fresh generation. `None` for anything else (the first start, other
-/// events, a read with `read()`, a child of `fork()`, whose pair the read finds gone, a bad
-/// event): then [`start`] decides, and tells what is wrong. One compare decides whether the
-/// pair is this thread's (its events' key against the one its bind found readable from user space). Nothing in it can
-/// panic, allocate or make a system call: the C export calls it outside its unwind boundary,
-/// and [`start`] out of line only when it answers `None`.
+/// The calling thread's published counters ([`published`]): for [`start_published`] and
+/// [`read_published`], at once, on this thread (it is neither `Send` nor `Sync`).
+#[derive(Debug, Clone, Copy)]
+pub struct Published {
+    slot: &'static TpSlot,
+    tp: usize,
+    counters: *mut ThreadCounters,
+}
+
+/// The calling thread's counters where it published them (`ThreadCounters::publishable`),
+/// for [`start_published`] or [`read_published`]; `None` where it did not. One register read
+/// and two loads find them: no thread-local (a call of the TLS descriptor's resolver), no
+/// `RefCell` (issue 48). Apart from the common start and read themselves so that an export
+/// can try them out of line where inlining them costs the general path (x86-64: the export
+/// saved six registers before this look-up).
 #[inline(always)]
-pub fn start_running(pair: Pair, _: Gate) -> Option<u32> {
-    let key = pair.0;
-    engine::with_made_state(|st: &RefCell<Option<ThreadCounters>>| {
-        let mut st = st.try_borrow_mut().ok()?;
-        let t = st.as_mut()?;
+pub fn published() -> Option<Published> {
+    // x86-64 first asks whether any thread published: where none did (a host without
+    // user-space reads: the software events of `benches/ab`) the export's try is then a load
+    // and a test, as the gate it replaced, rather than the thread pointer's slot (its
+    // interval 1.04-1.05 against the gate). Not on arm64, where the guest's interval counts
+    // every instruction of the common path and the host rows are not measured.
+    if cfg!(target_arch = "x86_64") && !ANY_PUBLISHED.load(Ordering::Relaxed) {
+        return None;
+    }
+    let (slot, tp) = PAIR_SLOTS.here();
+    let p = slot.mine(tp)?;
+    Some(Published {
+        slot,
+        tp,
+        counters: p as *mut ThreadCounters,
+    })
+}
+
+/// `f` on the counters of `h`, held (their slot of [`PAIR_SLOTS`] marked busy, so that a
+/// signal handler that interrupts `f` neither uses nor changes them: `with_held`).
+#[inline(always)]
+fn with_published<R>(h: Published, f: impl FnOnce(&mut ThreadCounters) -> Option<R>) -> Option<R> {
+    h.slot.enter(h.tp);
+    // SAFETY: the thread published them, from its general call's hold (`with_held`), and
+    // nothing moved or dropped them since: every call that could is a general call, which
+    // holds the slot first (dropped counters free it: their `Drop`). They are the thread's
+    // own (`Published` is made on this thread, not sent), used by no other thread, and by no
+    // call of this thread while the slot is held (a general call refuses: `nested`).
+    let r = f(unsafe { &mut *h.counters });
+    h.slot.leave(h.tp);
+    r
+}
+
+/// [`start`]'s common case alone (issue 48): this thread published its pair
+/// (`with_published`), which counts these events in user mode and is read from user space
+/// ([`UserPair::read_held`]): the two counts become the new origin, with a fresh generation.
+/// `None` for anything else (the first start, other events, a read with `read()`, an
+/// override, a child of `fork()`, which finds nothing published, a bad event): then [`start`]
+/// decides, and tells what is wrong. One compare decides whether the pair is this thread's
+/// (the events' word against the bound pair's key). Nothing in it can panic, allocate or make
+/// a system call: the C export calls it outside its unwind boundary, and [`start`] out of line
+/// only when it answers `None`.
+#[inline(always)]
+pub fn start_here(e0: i32, e1: i32) -> Option<u32> {
+    start_published(published()?, e0, e1)
+}
+
+/// [`start_here`] on counters [`published`] found.
+#[inline(always)]
+pub fn start_published(h: Published, e0: i32, e1: i32) -> Option<u32> {
+    let key = any_key(e0, e1);
+    with_published(h, |t| {
         if t.start_key != key {
             return None;
         }
+        // SAFETY: a thread publishes its counters only with their pair there
+        // (`publishable`), and only its general calls, which unpublish them first, change it.
+        let pair = unsafe { t.pair.as_ref().unwrap_unchecked() };
         let mut v = [0u64; 2];
-        let (enabled, running) = t.pair.as_ref()?.read::<true>(&mut v)?;
-        // No call here (a new block of generations is drawn by `start`, once in 64).
+        pair.read_held(&mut v)?;
+        // No call here (a new block of generations is drawn by `start`, once in 256).
         t.generation = t.generations.draw_ready()?;
+        // Page counts: the origin's form where there is a pair.
         t.origin = v;
-        t.enabled0 = enabled;
-        t.running0 = running;
+        // `enabled0` and `running0` are left as they are (issue 48: ~6 instructions): see
+        // `counts_of`.
         // `Mode::Started(e0, e1)`, read from user space (`start_key` says so).
         t.mode = key;
         Some(t.generation)
@@ -571,19 +718,25 @@ pub fn start_running(pair: Pair, _: Gate) -> Option<u32> {
 /// whether they are the events started (the mode's word); they are then the bound
 /// pair, in order: the first argument is member 0, the second the last member. The
 /// generation stays: a read that answers found no member ever multiplexed
-/// ([`UserPair::read`]), so the interval was counted whole. The same rules as
-/// [`start_running`]'s.
+/// ([`UserPair::read_held`]), so the interval was counted whole. The same rules as
+/// [`start_here`]'s.
 #[inline(always)]
-pub fn read_running(pair: Pair, _: Gate) -> Option<Counts> {
-    let key = pair.0;
-    engine::with_made_state(|st: &RefCell<Option<ThreadCounters>>| {
-        let mut st = st.try_borrow_mut().ok()?;
-        let t = st.as_mut()?;
+pub fn read_here(e0: i32, e1: i32) -> Option<Counts> {
+    read_published(published()?, e0, e1)
+}
+
+/// [`read_here`] on counters [`published`] found.
+#[inline(always)]
+pub fn read_published(h: Published, e0: i32, e1: i32) -> Option<Counts> {
+    let key = any_key(e0, e1);
+    with_published(h, |t| {
         if t.mode != key {
             return None;
         }
+        // SAFETY: as in `start_here`.
+        let pair = unsafe { t.pair.as_ref().unwrap_unchecked() };
         let mut v = [0u64; 2];
-        t.pair.as_ref()?.read::<false>(&mut v)?;
+        pair.read_held(&mut v)?;
         t.mode = STOPPED_WORD;
         Some(Counts {
             c0: v[0].wrapping_sub(t.origin[0]) as i64,
@@ -613,16 +766,13 @@ fn start_slow(st: &mut Option<ThreadCounters>, bound: Bound, e0: i32, e1: i32) -
 #[inline(always)]
 pub fn read(e0: i32, e1: i32) -> Result<Counts> {
     let (e0, e1) = events(e0, e1);
-    with_state(|st| {
-        let mut st = st.borrow_mut();
-        match &mut *st {
-            Some(t) if t.is_started(e0, e1) && !t.binding.inherited_from_parent() => {
-                let c = t.counts(e0, e1)?;
-                t.set_mode(Mode::Stopped);
-                Ok(c)
-            }
-            other => read_slow(other, e0, e1),
+    with_held(|st| match st {
+        Some(t) if t.is_started(e0, e1) && !t.binding.inherited_from_parent() => {
+            let c = t.counts(e0, e1)?;
+            t.set_mode(Mode::Stopped);
+            Ok(c)
         }
+        other => read_slow(other, e0, e1),
     })
 }
 
@@ -779,8 +929,7 @@ pub fn thread_started() {
 
 /// Bind `h` to the calling thread, unless it already has counters.
 fn pre_start(h: &Handoff) -> Result<()> {
-    with_state(|st| {
-        let mut st = st.borrow_mut();
+    with_held(|st| {
         if st.is_none() {
             *st = Some(ThreadCounters::bind(
                 Bound::of(&h.events),
@@ -793,13 +942,11 @@ fn pre_start(h: &Handoff) -> Result<()> {
 }
 
 /// The calling thread's generation number: that of its last start or read, or a fresh one if
-/// it never started counters.
+/// it never started counters (or if this is a signal handler that interrupted another
+/// libperfex call of the thread, which holds its counters: `with_held`).
 pub fn generation() -> u32 {
-    with_state(|st| {
-        st.borrow()
-            .as_ref()
-            .map_or_else(next_generation, |t| t.generation)
-    })
+    with_held(|st| Ok(st.as_ref().map(|t| t.generation)))
+        .map_or_else(|_| next_generation(), |g| g.unwrap_or_else(next_generation))
 }
 
 /// The pairs a report lists: both, or one when the same event comes twice with the same count
@@ -887,6 +1034,40 @@ mod tests {
         for (e0, e1) in [(32, 0), (0, 32), (-1, 0), (0, -1), (-1, -1), (i32::MIN, 5)] {
             assert_eq!(pair_key(e0, e1), None, "({e0}, {e1})");
         }
+    }
+
+    // Issue 48: a call made by a signal handler while the thread was inside another
+    // libperfex call is refused with EAGAIN, whichever call it interrupted: the common start
+    // or read (which holds the thread's slot) or a general call (which holds the counters'
+    // `RefCell`; the base panicked there, an abort). Nothing is changed by the refusal.
+    #[test]
+    fn a_call_inside_another_of_the_threads_calls_is_refused_and_changes_nothing() {
+        std::thread::spawn(|| {
+            let eagain =
+                |r: Result<u32>| matches!(r, Err(Error::Os { errno, .. }) if errno == libc::EAGAIN);
+            // Inside the common start or read: the slot held (a thread published, so that
+            // the general calls look at their slots).
+            ANY_PUBLISHED.store(true, Ordering::Relaxed);
+            let (slot, tp) = PAIR_SLOTS.here();
+            assert!(slot.claim(tp));
+            assert!(eagain(start(0, 16)), "start inside the common case");
+            assert!(
+                matches!(read(0, 16), Err(Error::Os { errno, .. }) if errno == libc::EAGAIN),
+                "read inside the common case"
+            );
+            slot.publish(tp, None);
+            // Inside a general call: the counters borrowed.
+            with_state(|st| {
+                let _held = st.borrow_mut();
+                assert!(eagain(start(0, 16)), "start inside a general call");
+                let g = generation();
+                assert!(g > 0, "a fresh generation, no state read");
+            });
+            assert!(with_state(|st| st.borrow().is_none()), "nothing was made");
+            assert!(!slot.busy_here(tp));
+        })
+        .join()
+        .unwrap();
     }
 
     // The mode's word: what the general path reads back is the mode it set, and only a

@@ -510,6 +510,15 @@ unsafe fn sys_read(fd: i32, buf: *mut u8, len: usize) -> isize {
 }
 
 impl Group for PerfGroup {
+    fn forget_mappings(&mut self) {
+        // The kernel maps a perf event's pages not to be copied by fork(): in the child the
+        // addresses are free, and a group the child opened may have its pages there.
+        for u in &mut self.units {
+            std::mem::forget(u.mmaps.take());
+            std::mem::forget(std::mem::take(&mut u.rings));
+        }
+    }
+
     fn read(&self, out: &mut [u64]) -> std::result::Result<Times, i32> {
         let out = &mut out[..self.n];
         let mut t = Times::default();
