@@ -389,7 +389,8 @@ fn with_held<R>(f: impl FnOnce(&mut Option<ThreadCounters>) -> Result<R>) -> Res
     // No thread of the process published (the host's software events, read with `read()`):
     // neither has this one, so it has no slot to hold and no common start or read can be in
     // progress on it (a thread publishes only after it set the mark). One load instead of
-    // the slot's look-up and tests (issue 48: the host's interval, `benches/ab`).
+    // the slot's look-up and tests, and after `f` one test of whether the counters have a
+    // pair at all (issue 48: the host's interval, `benches/ab`).
     let (slot, tp) = if ANY_PUBLISHED.load(Ordering::Relaxed) {
         let (slot, tp) = PAIR_SLOTS.here();
         if slot.busy_here(tp) {
@@ -407,7 +408,9 @@ fn with_held<R>(f: impl FnOnce(&mut Option<ThreadCounters>) -> Result<R>) -> Res
             slot.hold_if_mine(tp);
         }
         let r = f(&mut st);
-        publish(slot, tp, &mut st);
+        if slot.is_some() || st.as_ref().is_some_and(|t| t.pair.is_some()) {
+            publish(slot, tp, &mut st);
+        }
         r
     })
 }
