@@ -275,6 +275,14 @@ pub(crate) fn clock_mult() -> u64 {
     look_up_clock_mult()
 }
 
+/// [`clock_mult`]'s answer where it was looked up, all ones where not (no lookup here):
+/// for `cpc_set_sample`'s common case, which sends the first sample to the general one rather
+/// than call the lookup (a call there gave it a frame).
+#[inline(always)]
+pub(crate) fn known_clock_mult() -> u64 {
+    CLOCK_MULT.load(Ordering::Relaxed)
+}
+
 /// [`clock_mult`]'s answer, all ones while not looked up (a clock of 4 x 10^12 MHz).
 static CLOCK_MULT: AtomicU64 = AtomicU64::new(u64::MAX);
 

@@ -176,8 +176,15 @@ pub extern "C" fn cpc_set_sample(
             if (b.vals.len() != 1) | (binding.len() != 1) {
                 return sample_many(cpc, set, buf, s, b, bs);
             }
+            // The nominal clock not looked up yet (the process's first sample): the general
+            // sample looks it up. A call from here would give this function a frame, saved
+            // registers on every sample (issue 48: +10 instructions).
+            let mult = handles::known_clock_mult();
+            if mult == u64::MAX {
+                return sample_general(cpc, set, buf, s, b, Some(bs));
+            }
             match binding.sample_binders_to_untimed(&b.vals[..1]) {
-                Some(r) => answered(b, r),
+                Some(r) => answered(b, r, mult),
                 None => sample_general(cpc, set, buf, s, b, Some(bs)),
             }
         },
@@ -196,9 +203,14 @@ fn sample_many(
     b: &Buf,
     bs: NonNull<BoundSet>,
 ) -> c_int {
+    // The clock not looked up yet: the general sample looks it up (as in `cpc_set_sample`).
+    let mult = handles::known_clock_mult();
+    if mult == u64::MAX {
+        return sample_general(cpc, set, buf, s, b, Some(bs));
+    }
     // SAFETY: used at once, on this thread (`Set::mine_here`'s rules).
     match unsafe { bs.as_ref() }.sample_binders_to_untimed(&b.vals) {
-        Some(r) => answered(b, r),
+        Some(r) => answered(b, r, mult),
         None => sample_general(cpc, set, buf, s, b, Some(bs)),
     }
 }
@@ -209,11 +221,9 @@ fn sample_many(
 /// and a frame around it, of every sample). Its answer is the sample's: 0 (the clock's
 /// failure else, which `CLOCK_MONOTONIC` never has on Linux).
 #[inline(always)]
-fn answered(b: &Buf, r: Sampled) -> c_int {
-    b.tick.store(
-        handles::ticks(r.bound_running_ns, handles::clock_mult()),
-        Ordering::Relaxed,
-    );
+fn answered(b: &Buf, r: Sampled, mult: u64) -> c_int {
+    b.tick
+        .store(handles::ticks(r.bound_running_ns, mult), Ordering::Relaxed);
     match r.frozen_at {
         Some(t) => {
             b.set_hrtime(t);
@@ -239,7 +249,7 @@ fn sample_by_table(
     if let Some(bs) = any {
         // SAFETY: used at once, on this thread (`lwp::mine`'s rules).
         if let Some(r) = unsafe { bs.as_ref() }.sample_to_untimed(&b.vals) {
-            return answered(b, r);
+            return answered(b, r, handles::clock_mult());
         }
     }
     sample_general(cpc, set, buf, s, b, any)
