@@ -13,6 +13,7 @@ use crate::base::error::{Error, Result};
 use crate::base::set::{Attr, CounterSet, Request, RequestFlags, MAX_REQUESTS};
 use crate::engine;
 
+pub mod clock;
 pub mod cpu;
 pub mod emt;
 pub mod set;
