@@ -22,13 +22,7 @@ use crate::edge::{self, call};
 /// call showed in the profile, as it did in the engine (see `BoundSet::sample`). The common
 /// case does not come here ([`cpc_set_sample`] tries [`BoundSet::sample_to`] first).
 #[inline(always)]
-fn sample_into(
-    binding: &BoundSet,
-    buf: &Buf,
-    n: usize,
-    tick_mult: u64,
-    err: &mut Option<Error>,
-) -> bool {
+fn sample_into(binding: &BoundSet, buf: &Buf, n: usize, err: &mut Option<Error>) -> bool {
     let mut small = [0u64; 8];
     let mut big;
     let vals: &mut [u64] = if n <= small.len() {
@@ -39,7 +33,14 @@ fn sample_into(
     };
     match binding.sample(vals) {
         Ok(info) => {
-            store(buf, vals, info.hrtime, info.bound_running_ns, tick_mult);
+            // The clock's multiplier after the read (its first lookup is not counted).
+            store(
+                buf,
+                vals,
+                info.hrtime,
+                info.bound_running_ns,
+                handles::clock_mult(),
+            );
             true
         }
         Err(e) => {
@@ -83,13 +84,7 @@ fn sample_with(s: &Set, set: usize, b: &Buf, mine: Option<NonNull<BoundSet>>) ->
     // sample was called rather than inlined (issue 48).
     let r = match mine {
         // SAFETY: used at once, on this thread (`lwp::mine`'s rules).
-        Some(bs) => Some(sample_into(
-            unsafe { bs.as_ref() },
-            b,
-            n,
-            handles::clock_mult(),
-            &mut err,
-        )),
+        Some(bs) => Some(sample_into(unsafe { bs.as_ref() }, b, n, &mut err)),
         None => sample_bound_elsewhere(s, set, b, n, &mut err),
     };
     match r {
@@ -114,7 +109,7 @@ fn sample_bound_elsewhere(
     n: usize,
     err: &mut Option<Error>,
 ) -> Option<bool> {
-    s.with_counters(set, |bs| sample_into(bs, b, n, handles::clock_mult(), err))
+    s.with_counters(set, |bs| sample_into(bs, b, n, err))
 }
 
 /// Why a sample failed: the error left aside, else (no counters found) not bound.
@@ -176,12 +171,11 @@ pub extern "C" fn cpc_set_sample(
             if (b.vals.len() != 1) | (binding.len() != 1) {
                 return sample_many(cpc, set, buf, s, b, bs);
             }
-            // The nominal clock not looked up yet (the process's first sample): the general
-            // sample looks it up. A call from here would give this function a frame, saved
-            // registers on every sample (issue 48: +10 instructions).
+            // The nominal clock, for the ticks (issue 48: looked up by the first sample, not
+            // by `cpc_open`): where it was not yet, `first_sample` looks it up and comes back.
             let mult = handles::known_clock_mult();
             if mult == u64::MAX {
-                return sample_general(cpc, set, buf, s, b, Some(bs));
+                return first_sample(cpc, set, buf);
             }
             match binding.sample_binders_to_untimed(&b.vals[..1]) {
                 Some(r) => answered(b, r, mult),
@@ -203,10 +197,10 @@ fn sample_many(
     b: &Buf,
     bs: NonNull<BoundSet>,
 ) -> c_int {
-    // The clock not looked up yet: the general sample looks it up (as in `cpc_set_sample`).
+    // As in `cpc_set_sample`: the clock looked up before anything is read.
     let mult = handles::known_clock_mult();
     if mult == u64::MAX {
-        return sample_general(cpc, set, buf, s, b, Some(bs));
+        return first_sample(cpc, set, buf);
     }
     // SAFETY: used at once, on this thread (`Set::mine_here`'s rules).
     match unsafe { bs.as_ref() }.sample_binders_to_untimed(&b.vals) {
@@ -232,6 +226,17 @@ fn answered(b: &Buf, r: Sampled, mult: u64) -> c_int {
         // The clock last (a running set), after everything else is stored.
         None => b.clock_now(),
     }
+}
+
+/// [`cpc_set_sample`] of the process's first sample: the nominal clock looked up
+/// ([`handles::clock_mult`]), then the sample made again from the start, before it reads
+/// anything. Not on the way of the read: the instructions between a sample's read and the
+/// next one's are the same for the first sample as for every other (guest test
+/// `count.libcpc_exact`), and `cpc_set_sample` has no frame (a call in it would give it one).
+#[inline(never)]
+fn first_sample(cpc: *mut cpc_t, set: *mut cpc_set_t, buf: *mut cpc_buf_t) -> c_int {
+    handles::clock_mult();
+    cpc_set_sample(cpc, set, buf)
 }
 
 /// [`cpc_set_sample`] when the calling thread is not the set's binder: its inherited copy of
