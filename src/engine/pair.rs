@@ -121,6 +121,13 @@ impl UserPair {
         ]
     }
 
+    /// What [`UserPair::virtual_values`] adds to each page count (base less origin): a caller
+    /// that keeps it converts with no test of whether it has a pair (0 without one).
+    #[inline]
+    pub fn delta(&self) -> [u64; 2] {
+        self.delta
+    }
+
     /// The page counts of the first and last member's virtual values `v`: the inverse of
     /// [`UserPair::virtual_values`].
     #[inline]

@@ -160,6 +160,9 @@ struct ThreadCounters {
     /// stores and the common read subtracts, with nothing added, issue 48); virtual values
     /// otherwise ([`ThreadCounters::origin`] gives them).
     origin: [u64; 2],
+    /// `pair`'s [`UserPair::delta`], 0 without a pair: the origin's conversions with no test
+    /// of the pair (issue 48: the tests were instructions of the host's general calls).
+    delta: [u64; 2],
     enabled0: u64,
     running0: u64,
     generation: u32,
@@ -184,6 +187,7 @@ impl ThreadCounters {
             (Some(_), [e0, e1]) => pair_key(e0 as i32, e1 as i32).unwrap_or(NO_KEY),
             (None, _) => NO_KEY,
         };
+        let delta = delta_of(&pair);
         let mut t = ThreadCounters {
             bound,
             kernel,
@@ -191,6 +195,7 @@ impl ThreadCounters {
             pair,
             start_key,
             origin: [0; 2],
+            delta,
             enabled0: 0,
             running0: 0,
             generation: 0,
@@ -211,10 +216,8 @@ impl ThreadCounters {
         if self.pair.as_ref().is_some_and(|p| !p.is_current()) {
             let origin = self.origin();
             self.pair = self.binding.user_pair();
-            self.origin = match &self.pair {
-                Some(p) => p.page_counts(origin),
-                None => origin,
-            };
+            self.delta = delta_of(&self.pair);
+            self.origin = self.page_counts(origin);
         }
     }
 
@@ -248,10 +251,20 @@ impl ThreadCounters {
     /// The origin as virtual values ([`ThreadCounters::origin`]'s field).
     #[inline(always)]
     fn origin(&self) -> [u64; 2] {
-        match &self.pair {
-            Some(p) => p.virtual_values(self.origin),
-            None => self.origin,
-        }
+        [
+            self.origin[0].wrapping_add(self.delta[0]),
+            self.origin[1].wrapping_add(self.delta[1]),
+        ]
+    }
+
+    /// Virtual values `v` as the origin's field keeps them ([`ThreadCounters::origin`]'s
+    /// inverse: the pair's page counts, or `v` without a pair).
+    #[inline(always)]
+    fn page_counts(&self, v: [u64; 2]) -> [u64; 2] {
+        [
+            v[0].wrapping_sub(self.delta[0]),
+            v[1].wrapping_sub(self.delta[1]),
+        ]
     }
 
     /// Set the mode's word.
@@ -269,10 +282,7 @@ impl ThreadCounters {
             // The last member's origin is the first's (`origin`).
             v[1] = v[0];
         }
-        self.origin = match &self.pair {
-            Some(p) => p.page_counts(v),
-            None => v,
-        };
+        self.origin = self.page_counts(v);
         self.enabled0 = enabled;
         self.running0 = running;
         self.generation = self.generations.draw();
@@ -351,6 +361,11 @@ impl ThreadCounters {
             generation: self.generation,
         }
     }
+}
+
+/// [`UserPair::delta`] of `pair`, 0 without one ([`ThreadCounters::delta`]).
+fn delta_of(pair: &Option<UserPair>) -> [u64; 2] {
+    pair.as_ref().map_or([0; 2], UserPair::delta)
 }
 
 /// Counters dropped (a new pair bound in their place, the thread's exit) are no longer the
