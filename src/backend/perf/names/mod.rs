@@ -575,6 +575,21 @@ mod tests {
             assert_eq!(generic(name), Some(perf.as_str()));
         }
     }
+
+    /// `generic_entry` keeps its three strings in place, and refuses a name without the
+    /// prefix `generic` looks for first (at build time in `GENERICS`; here at run time).
+    #[test]
+    fn a_generic_entry_holds_its_strings_and_needs_the_prefix() {
+        let (name, perf, description) = generic_entry("PAPI_X", "cycles", "what it counts");
+        assert_eq!(
+            (name.as_str(), perf.as_str(), description.as_str()),
+            ("PAPI_X", "cycles", "what it counts")
+        );
+        for bad in ["PAPX_TOT_CYC", "PAP", "cycles", ""] {
+            let r = std::panic::catch_unwind(|| generic_entry(bad, "cycles", ""));
+            assert!(r.is_err(), "{bad:?} was taken");
+        }
+    }
     use super::*;
     use std::path::PathBuf;
 
