@@ -501,36 +501,9 @@ fn set_mask(mask: u64) {
 ))]
 #[inline(always)]
 unsafe fn syscall4(nr: usize, a0: usize, a1: usize, a2: usize, a3: usize) -> isize {
-    let ret: isize;
-    // SAFETY (both): the caller's contract; the instruction clobbers rcx and r11 on x86-64,
-    // nothing but x0 on arm64; memory the kernel reads or writes is the arguments'.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            inlateout("rax") nr as isize => ret,
-            in("rdi") a0,
-            in("rsi") a1,
-            in("rdx") a2,
-            in("r10") a3,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
-        );
-    }
-    #[cfg(target_arch = "aarch64")]
-    unsafe {
-        std::arch::asm!(
-            "svc 0",
-            in("x8") nr,
-            inlateout("x0") a0 as isize => ret,
-            in("x1") a1,
-            in("x2") a2,
-            in("x3") a3,
-            options(nostack),
-        );
-    }
-    ret
+    // SAFETY: the caller's contract; the one inline system call of the crate
+    // ([`crate::base::sys::syscall6`]).
+    unsafe { crate::base::sys::syscall6(nr as libc::c_long, [a0, a1, a2, a3, 0, 0]) }
 }
 
 /// A system call of three arguments that leaves `errno` alone: the kernel's result (a negated

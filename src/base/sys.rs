@@ -19,7 +19,7 @@ pub fn gettid() -> i32 {
 /// # Safety
 /// As the system call itself: pointer arguments valid for what the kernel reads or writes, a
 /// descriptor it closes or replaces not owned elsewhere.
-#[inline]
+#[inline(always)]
 pub unsafe fn syscall6(nr: libc::c_long, a: [usize; 6]) -> isize {
     let ret: isize;
     // SAFETY (both): the caller's contract; the instruction clobbers rcx and r11 on x86-64,

@@ -465,54 +465,9 @@ impl DirectRead {
 /// As `read(2)`: `buf` holds `len` writable bytes.
 #[inline(always)]
 unsafe fn sys_read(fd: i32, buf: *mut u8, len: usize) -> isize {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let ret: isize;
-        // SAFETY: the x86-64 Linux system call convention (number and result in rax, arguments
-        // in rdi, rsi, rdx; rcx and r11 clobbered); the kernel writes only into `buf`.
-        unsafe {
-            std::arch::asm!(
-                "syscall",
-                inlateout("rax") libc::SYS_read as isize => ret,
-                in("rdi") fd as isize,
-                in("rsi") buf,
-                in("rdx") len,
-                lateout("rcx") _,
-                lateout("r11") _,
-                options(nostack),
-            );
-        }
-        ret
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        let ret: isize;
-        // SAFETY: the arm64 Linux system call convention (number in x8, arguments in x0, x1,
-        // x2, result in x0; every other register preserved); the kernel writes only into `buf`.
-        unsafe {
-            std::arch::asm!(
-                "svc #0",
-                in("x8") libc::SYS_read as isize,
-                inlateout("x0") fd as isize => ret,
-                in("x1") buf,
-                in("x2") len,
-                options(nostack),
-            );
-        }
-        ret
-    }
-    // Elsewhere through libc's syscall(): no errno-free inline form written (nor tested) yet.
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        // SAFETY: as the caller promises.
-        let r = unsafe { libc::syscall(libc::SYS_read, fd, buf, len) } as isize;
-        if r < 0 {
-            // SAFETY: errno is thread-local; read right after the failed call.
-            -(unsafe { *libc::__errno_location() } as isize)
-        } else {
-            r
-        }
-    }
+    // SAFETY: as `read(2)`, the caller's contract; the one inline system call of the crate
+    // ([`crate::base::sys::syscall6`]), which leaves `errno` alone.
+    unsafe { crate::base::sys::syscall6(libc::SYS_read, [fd as usize, buf as usize, len, 0, 0, 0]) }
 }
 
 impl Group for PerfGroup {
