@@ -433,6 +433,10 @@ static uint64_t cputime(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The profiler's event while a first use is profiled: stopped at the row's end, before the
+ * split and the row are printed. */
+static int first_use_profiled = -1;
+
 static int first_use(const char *who) {
     /* The split of ours is printed after the row is measured: a program's first printf starts
      * its stdio (about 74,000 instructions in the guest), which the row once counted. */
@@ -458,6 +462,7 @@ static int first_use(const char *who) {
         /* The row is the first start_counters alone; what a libcpc handle costs after it, and
          * its cpc_npic (the perf backend measures the PMU's counters for it), is only split. */
         uint64_t t1 = now(), c1 = cputime();
+        if (first_use_profiled >= 0) ioctl(first_use_profiled, PERF_EVENT_IOC_DISABLE, 0);
         cpc = cpc_open(CPC_VER_CURRENT);
         uint64_t t2 = now();
         cpc_npic(cpc);
@@ -477,6 +482,7 @@ static int first_use(const char *who) {
         fail(who, 0);
     }
     uint64_t t = now() - t0, c = cputime() - c0;
+    if (first_use_profiled >= 0) ioctl(first_use_profiled, PERF_EVENT_IOC_DISABLE, 0);
     if (split[0])
         printf("IBENCH split open %llu add %llu bind %llu\n", (unsigned long long)split[0],
                (unsigned long long)split[1], (unsigned long long)split[2]);
@@ -558,7 +564,7 @@ static int profile(int argc, char **argv) {
      * from landing on the same few places of the call. */
     else if (argc < 4) prof_period = 9973;
     a.sample_period = prof_period;
-    a.sample_type = PERF_SAMPLE_IP;
+    a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_CALLCHAIN;
     a.disabled = 1;
     int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, 0);
     if (fd < 0) fail("perf_event_open task-clock", 0);
@@ -578,7 +584,13 @@ static int profile(int argc, char **argv) {
         ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
         for (int i = 0; i < PROF_CALLS; i++) ours_interval();
     } else if (argc > 3 && strcmp(argv[2], "first") == 0) {
+        /* `first WHO SPIN`: SPIN turns of an empty loop first shift where the samples fall
+         * (a first use gives about 25; profiles at several shifts, added, give more). */
+        long spin = argc > 4 ? atol(argv[4]) : 0;
         ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+        for (volatile long i = 0; i < spin; i++) {
+        }
+        first_use_profiled = fd;
         first_use(argv[3]);
     } else if (argc > 3 && strcmp(argv[2], "overflow") == 0) {
         ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
@@ -595,15 +607,34 @@ static int profile(int argc, char **argv) {
         for (size_t i = 0; i < sizeof h; i++) ((unsigned char *)&h)[i] = data[(at + i) % size];
         if (h.size == 0) break;
         if (h.type == PERF_RECORD_SAMPLE) {
-            uint64_t pc = 0;
-            for (size_t i = 0; i < sizeof pc; i++) ((unsigned char *)&pc)[i] = data[(at + sizeof h + i) % size];
-            Dl_info d;
-            if (pc >= 0xffff000000000000ull)
-                printf("IPROF k:%s 0\n", ksym_name(pc));
-            else if (dladdr((void *)pc, &d) && d.dli_fname)
-                printf("IPROF %s %lx\n", d.dli_fname, (unsigned long)(pc - (uintptr_t)d.dli_fbase));
-            else
-                printf("IPROF ? %lx\n", (unsigned long)pc);
+            /* ip, then the call chain: the kernel's frames, then PERF_CONTEXT_USER and the
+             * user-space ones; the first user-space address is the code whose system call or
+             * fault the kernel was serving ("IUSER", after the sample's "IPROF"). */
+            static unsigned char rec[4096];
+            for (size_t i = 0; i < h.size && i < sizeof rec; i++) rec[i] = data[(at + i) % size];
+            uint64_t pc, nr, user = 0;
+            memcpy(&pc, rec + sizeof h, 8);
+            memcpy(&nr, rec + sizeof h + 8, 8);
+            for (uint64_t i = 0, seen_user = 0; i < nr && sizeof h + 16 + 8 * (i + 1) <= sizeof rec; i++) {
+                uint64_t ip;
+                memcpy(&ip, rec + sizeof h + 16 + 8 * i, 8);
+                if (ip == (uint64_t)PERF_CONTEXT_USER) seen_user = 1;
+                else if (seen_user && ip < (uint64_t)PERF_CONTEXT_MAX) { user = ip; break; }
+            }
+            if (pc < 0xffff000000000000ull) user = pc;
+            for (int pass = 0; pass < 2; pass++) {
+                uint64_t at_pc = pass ? user : pc;
+                const char *tag = pass ? "IUSER" : "IPROF";
+                Dl_info d;
+                if (pass && !user)
+                    printf("IUSER ? 0\n");
+                else if (at_pc >= 0xffff000000000000ull)
+                    printf("%s k:%s 0\n", tag, ksym_name(at_pc));
+                else if (dladdr((void *)at_pc, &d) && d.dli_fname)
+                    printf("%s %s %lx\n", tag, d.dli_fname, (unsigned long)(at_pc - (uintptr_t)d.dli_fbase));
+                else
+                    printf("%s ? %lx\n", tag, (unsigned long)at_pc);
+            }
         } else if (h.type == PERF_RECORD_LOST) {
             lost++;
         }

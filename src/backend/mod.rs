@@ -364,6 +364,10 @@ pub trait Backend: Send + Sync + 'static {
         let _ = requests;
         false
     }
+    /// Close what the backend keeps open between calls for a bind to come (the perf
+    /// backend's counters opened by its checks of events, see `perf::kept`); a bind takes or
+    /// closes them too. libcpc's `cpc_close` calls it. Default: nothing is kept.
+    fn release_kept(&self) {}
     /// Every event it can count (platform names, generic names, user aliases).
     fn events(&self) -> Vec<EventInfo>;
     /// Check one request (event, attributes, pinned counter) and say where it may be placed.

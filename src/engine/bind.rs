@@ -214,7 +214,11 @@ pub fn bind_tagged(
     target: Target,
     user_data: usize,
 ) -> Result<Binding> {
-    let slots = plan(backend, set)?;
+    let slots = plan(backend, set).inspect_err(|_| {
+        // A set refused before it is opened leaves no counter open that its checks kept for
+        // it (the perf backend's, issue 48): a bind takes or closes them.
+        backend.release_kept();
+    })?;
     watch_forks();
     // The clock's one-time look-up made here, not in the first sample: a sample costs the
     // same every time (the guest's count.libcpc_exact counts it to the instruction).

@@ -324,6 +324,9 @@ pub(crate) fn close_cpc(p: *mut cpc_t) -> bool {
             }
         }
     }
+    // The counters the checks of its requests kept for a bind (see perfcompat's
+    // `backend::perf::kept`) are not left open after the handle.
+    cpc.backend.release_kept();
     true
 }
 

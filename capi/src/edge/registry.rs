@@ -81,8 +81,16 @@ static TABLE: [Slot; SLOTS] = [const {
     }
 }; SLOTS];
 /// Where the next insertion starts looking for a free slot (an index, whatever the kind).
+///
+/// In the initialised data, not `.bss` (issue 48, first use): the linker put it after
+/// [`TABLE`], alone on the last page of its 256 KiB, so that the first handle cost that page
+/// two faults (the read of the atomic update mapped the zero page, its write a copy of it);
+/// the data's pages are written by the time a program makes its first handle.
+#[link_section = ".data.perfcompat_registry"]
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 /// For each kind, one past the highest index an insertion used ([`each`] looks no further).
+/// In the initialised data, as [`NEXT`] is.
+#[link_section = ".data.perfcompat_registry"]
 static HIGH: [AtomicUsize; 1 << KIND_BITS] = [const { AtomicUsize::new(0) }; 1 << KIND_BITS];
 
 /// The slot of index bits `h & INDEX_MASK` among `kind`'s: whatever `h`'s own kind bits are.

@@ -420,7 +420,7 @@ pub fn probe() -> std::result::Result<HostCaps, Error> {
 
 /// [`probe`] through a given kernel interface.
 pub fn probe_with(kernel: &dyn Kernel) -> std::result::Result<HostCaps, Error> {
-    let pmu = probe_counting(kernel)?;
+    let pmu = probe_counting(kernel, open_errno(kernel, pmu_probe_code()))?;
     Ok(rest_of_caps(kernel, pmu))
 }
 
@@ -430,16 +430,17 @@ pub(super) fn pmu_probe_code() -> PerfCode {
 }
 
 /// What a backend must know before it is used: whether the calling thread can count at all
-/// (an error naming the cause when not) and whether a hardware PMU answers. One
-/// `perf_event_open` where `cycles` opens (as [`open_errno`] opens it: the backend keeps the
-/// answer for its check of `cycles`), a second of a software event otherwise (issue 48: the
-/// software one first cost a first use one open more); `perf_event_paranoid` is read only to
-/// explain a refusal.
-pub(super) fn probe_counting(kernel: &dyn Kernel) -> std::result::Result<bool, Error> {
-    // Probe the PMU with the event itself, user mode only (a kernel-mode probe would fail with
-    // EACCES for unprivileged users and look like a permission problem). Where it opens,
+/// (an error naming the cause when not) and whether a hardware PMU answers, given `cycles`,
+/// the answer of opening [`pmu_probe_code`] as the check of an event opens it (the backend
+/// keeps the answer for its check of `cycles`, and the counter for a bind, see `kept`). Where
+/// `cycles` does not open, one `perf_event_open` of a software event (issue 48: the software
+/// one first cost a first use one open more); `perf_event_paranoid` is read only to explain a
+/// refusal.
+pub(super) fn probe_counting(kernel: &dyn Kernel, cycles: i32) -> std::result::Result<bool, Error> {
+    // The PMU is probed with the event itself, user mode only (a kernel-mode probe would fail
+    // with EACCES for unprivileged users and look like a permission problem). Where it opens,
     // perf_event_open works for the calling thread.
-    if open_errno(kernel, pmu_probe_code()) == 0 {
+    if cycles == 0 {
         return Ok(true);
     }
     // Software events always exist where perf_event_open works at all.

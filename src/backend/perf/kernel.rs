@@ -56,6 +56,14 @@ pub trait Kernel: Send + Sync + 'static {
         self.perf_event_open(attr, pid, cpu, group_fd, flags)
     }
 
+    /// A counter [`Kernel::perf_event_probe`] opened, now bound to count in the group led by
+    /// `group_fd` (-1: it leads): for [`LINUX`] moved up out of the program's way as
+    /// [`Kernel::perf_event_open`] moves a new one (`relocate`). By default, left as it is.
+    fn bound(&self, fd: OwnedFd, group_fd: i32) -> OwnedFd {
+        let _ = group_fd;
+        fd
+    }
+
     /// `read(2)` of a counter into `buf`: the number of bytes written, which are the first
     /// bytes of `buf`. Async-signal-safe.
     fn read(&self, fd: i32, buf: &mut [MaybeUninit<u64>]) -> Result<usize, i32>;
@@ -125,6 +133,10 @@ impl Kernel for Linux {
         flags: u64,
     ) -> Result<OwnedFd, i32> {
         open_event(attr, pid, cpu, group_fd, flags, |fd, _| fd)
+    }
+
+    fn bound(&self, fd: OwnedFd, group_fd: i32) -> OwnedFd {
+        relocate(fd, group_fd)
     }
 
     #[inline]

@@ -75,6 +75,7 @@ use crate::base::set::{Request, Target, MAX_REQUESTS};
 
 mod group;
 mod host;
+mod kept;
 pub mod kernel;
 #[cfg(any(test, feature = "kernel-model"))]
 pub mod model;
@@ -89,6 +90,7 @@ use host::{cpu_model, thread_countable};
 pub use host::{probe, probe_with, HostCaps, PmuCounters};
 pub use rdpmc::UserPage;
 
+use kept::Kept;
 use kernel::Kernel;
 
 use names::{Class, PerfCode, PerfEvent};
@@ -153,6 +155,9 @@ pub struct PerfBackend {
     /// checks a handful of events, and a `HashMap`'s random keys cost a first use a
     /// `getrandom` system call and the hash table's code pages (issue 48).
     opens: Mutex<Vec<(PerfCode, i32)>>,
+    /// The counters the probe and the checks opened, kept for the bind that follows (see
+    /// `kept`).
+    kept: Mutex<Kept>,
     // The kernel is the host's (`new`), not a model: groups make their reads inline
     // ([`DirectRead`]).
     host: bool,
@@ -202,8 +207,11 @@ impl PerfBackend {
     /// The backend over a given kernel interface (the kernel model, `model::Model`, in the
     /// tests), probed through it as [`PerfBackend::new`] probes the host.
     pub fn with_kernel(kernel: &'static dyn Kernel) -> Result<PerfBackend> {
-        let pmu = host::probe_counting(kernel)?;
-        // The probe opened `cycles` as the check of an event opens it: its answer is kept.
+        // The probe opens `cycles` as the check of an event opens it: its answer is kept, and
+        // the counter for a bind (see `kept`).
+        let mut kept = Kept::default();
+        let cycles = kept.check(kernel, crate::base::sys::gettid(), host::pmu_probe_code());
+        let pmu = host::probe_counting(kernel, cycles)?;
         let opens = if pmu {
             vec![(host::pmu_probe_code(), 0)]
         } else {
@@ -218,6 +226,7 @@ impl PerfBackend {
             standin: OnceLock::new(),
             counters: OnceLock::new(),
             opens: Mutex::new(opens),
+            kept: Mutex::new(kept),
             host: false,
         })
     }
@@ -234,6 +243,7 @@ impl PerfBackend {
             standin: OnceLock::new(),
             counters: OnceLock::new(),
             opens: Mutex::new(Vec::new()),
+            kept: Mutex::new(Kept::default()),
             host: false,
         })
     }
@@ -323,7 +333,7 @@ impl PerfBackend {
                 backend: BackendKind::Perf.to_string(),
             });
         }
-        if let Some(reason) = self.lacks(ev.class, ev.code, &ev.name) {
+        if let Some(reason) = self.lacks(ev.class, ev.code, &ev.name, true) {
             return Err(Error::EventUnavailable {
                 event: req.event.clone(),
                 reason,
@@ -361,8 +371,10 @@ impl PerfBackend {
     /// Why the PMU does not have an event of `class` and `code`: on a host with a PMU a
     /// hardware, cache, raw or sysfs event is opened once (user mode, disabled, the calling
     /// thread; the answer kept per code), and `ENOENT` or `EOPNOTSUPP` say the PMU lacks it.
-    /// Other refusals (permissions, say) are left to the bind, which explains them.
-    fn lacks(&self, class: Class, code: PerfCode, name: &str) -> Option<String> {
+    /// Other refusals (permissions, say) are left to the bind, which explains them. The check
+    /// of a request (`keep`) keeps the counter it opened for the bind that follows (see
+    /// `kept`); other questions (the lists of events) close it at once.
+    fn lacks(&self, class: Class, code: PerfCode, name: &str, keep: bool) -> Option<String> {
         if !self.pmu || class == Class::Software {
             return None;
         }
@@ -371,7 +383,13 @@ impl PerfBackend {
             match opens.iter().find(|(c, _)| *c == code) {
                 Some(&(_, e)) => e,
                 None => {
-                    let e = host::open_errno(self.kernel, code);
+                    let e = if keep {
+                        let tid = crate::base::sys::gettid();
+                        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+                        kept.check(self.kernel, tid, code)
+                    } else {
+                        host::open_errno(self.kernel, code)
+                    };
                     opens.push((code, e));
                     e
                 }
@@ -549,7 +567,7 @@ impl PerfBackend {
                     && ev.code.config == b::PERF_COUNT_HW_CPU_CYCLES as u64)
                     || (self.standin() && standin_for(&ev).is_some())
             }
-            _ => self.lacks(ev.class, ev.code, &ev.name).is_none(),
+            _ => self.lacks(ev.class, ev.code, &ev.name, false).is_none(),
         };
         ok.then(|| self.mask_for(ev.class, ev.code))
     }
@@ -781,6 +799,13 @@ impl Backend for PerfBackend {
         }
     }
 
+    fn release_kept(&self) {
+        self.kept
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .release(self.kernel);
+    }
+
     fn fits_unmeasured(&self, requests: &[Request]) -> bool {
         self.counters_known().is_none()
             && requests.len() <= FIT_UNMEASURED
@@ -798,7 +823,7 @@ impl Backend for PerfBackend {
             }
             let hw = matches!(bi.class, Class::Hardware);
             let usable = if self.pmu {
-                self.lacks(bi.class, bi.code, &bi.name).is_none()
+                self.lacks(bi.class, bi.code, &bi.name, false).is_none()
             } else {
                 !hw || self.standin()
                     || (self.cycles_fallback()
@@ -815,7 +840,7 @@ impl Backend for PerfBackend {
         }
         if self.pmu {
             for (name, code) in names::cache_events() {
-                if self.lacks(Class::Cache, code, &name).is_some() {
+                if self.lacks(Class::Cache, code, &name, false).is_some() {
                     continue;
                 }
                 v.push(EventInfo {
@@ -852,7 +877,7 @@ impl Backend for PerfBackend {
             let Ok((ev, _)) = self.resolve(spec) else {
                 continue;
             };
-            if self.lacks(ev.class, ev.code, &ev.name).is_none() {
+            if self.lacks(ev.class, ev.code, &ev.name, false).is_none() {
                 v.push(EventInfo {
                     name: name.to_string(),
                     counters: self.mask_for(ev.class, ev.code),
@@ -929,71 +954,106 @@ impl PerfBackend {
         // A lone request is read without the group format (cheaper), unless it notifies: its
         // overflow record must hold the group.
         let single = reqs.len() == 1 && notify == 0;
-        let group_format = (b::PERF_FORMAT_GROUP
-            | b::PERF_FORMAT_TOTAL_TIME_ENABLED
-            | b::PERF_FORMAT_TOTAL_TIME_RUNNING
-            | b::PERF_FORMAT_ID) as u64;
+        let group_format = kept::GROUP_FORMAT;
         let mut units = Vec::with_capacity(places.len());
         // Overflow records (ring.rs) where the kernel allows mapping: not for inherited
         // events. A kernel that refuses them (before 4.1, no use_clockid) opens the group
         // without: its freezes are then read after the signal.
         let want_records = notify != 0 && !inherit;
-        for (pid, cpu) in places {
-            let open_members = |records: bool| -> std::result::Result<Vec<OwnedFd>, (i32, usize)> {
-                let mut fds: Vec<OwnedFd> = Vec::with_capacity(reqs.len());
-                for (i, (r, ev)) in reqs.iter().zip(&resolved).enumerate() {
-                    let mut a = attr_for(ev.code);
-                    a.read_format = if single {
-                        (b::PERF_FORMAT_TOTAL_TIME_ENABLED | b::PERF_FORMAT_TOTAL_TIME_RUNNING)
-                            as u64
-                    } else {
-                        group_format
-                    };
-                    a.set_disabled(u64::from(i == 0));
-                    a.set_inherit(u64::from(inherit));
-                    a.set_exclude_user(u64::from(!r.flags.user));
-                    a.set_exclude_kernel(u64::from(!r.flags.system));
-                    a.set_exclude_hv(u64::from(!r.flags.hypervisor));
-                    if r.flags.notify_overflow {
-                        a.__bindgen_anon_1.sample_period =
-                            period(crate::base::virt::distance_to_wrap(r.preset), scale[i])
-                                .max(floor[i]);
-                        a.__bindgen_anon_2.wakeup_events = 1;
-                        if records {
-                            // The kernel records the group at the overflow instant.
-                            a.sample_type = ring::SAMPLE_TYPE;
-                        }
+        // A bind of the calling thread takes the counters the checks kept, where they are its
+        // members (see `kept`); the rest are closed before its group is used.
+        // A bind of another target takes none, and closes them (they would be kept for
+        // nothing).
+        let mut kept = match how {
+            Opening::Count => {
+                let mut k = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+                let mut k = (!k.is_empty()).then(|| std::mem::take(&mut *k));
+                if target != Target::CurrentThread {
+                    if let Some(k) = k.as_mut() {
+                        k.release(self.kernel);
                     }
-                    if records {
-                        // The record's time is CLOCK_MONOTONIC, like the engine's; the kernel
-                        // wants one clock for every member of a group.
-                        a.set_use_clockid(1);
-                        a.clockid = libc::CLOCK_MONOTONIC;
-                    }
-                    let group = fds.first().map_or(-1, |f| f.as_raw_fd());
-                    let fd = match how {
-                        Opening::Count => open_attr(self.kernel, &mut a, pid, cpu, group),
-                        Opening::Check => self.kernel.perf_event_probe(
-                            &mut a,
-                            pid,
-                            cpu,
-                            group,
-                            b::PERF_FLAG_FD_CLOEXEC as u64,
-                        ),
-                    };
-                    fds.push(fd.map_err(|e| (e, i))?);
                 }
-                Ok(fds)
-            };
+                k
+            }
+            Opening::Check => None,
+        };
+        for (pid, cpu) in places {
+            // The event ids of the members taken from the kept counters (0: opened here).
+            let mut kept_ids = [0u64; kept::KEPT];
+            let mut open_members =
+                |records: bool| -> std::result::Result<Vec<OwnedFd>, (i32, usize)> {
+                    let mut fds: Vec<OwnedFd> = Vec::with_capacity(reqs.len());
+                    for (i, (r, ev)) in reqs.iter().zip(&resolved).enumerate() {
+                        let mut a = attr_for(ev.code);
+                        a.read_format = if single {
+                            (b::PERF_FORMAT_TOTAL_TIME_ENABLED | b::PERF_FORMAT_TOTAL_TIME_RUNNING)
+                                as u64
+                        } else {
+                            group_format
+                        };
+                        a.set_disabled(u64::from(i == 0));
+                        a.set_inherit(u64::from(inherit));
+                        a.set_exclude_user(u64::from(!r.flags.user));
+                        a.set_exclude_kernel(u64::from(!r.flags.system));
+                        a.set_exclude_hv(u64::from(!r.flags.hypervisor));
+                        if r.flags.notify_overflow {
+                            a.__bindgen_anon_1.sample_period =
+                                period(crate::base::virt::distance_to_wrap(r.preset), scale[i])
+                                    .max(floor[i]);
+                            a.__bindgen_anon_2.wakeup_events = 1;
+                            if records {
+                                // The kernel records the group at the overflow instant.
+                                a.sample_type = ring::SAMPLE_TYPE;
+                            }
+                        }
+                        if records {
+                            // The record's time is CLOCK_MONOTONIC, like the engine's; the kernel
+                            // wants one clock for every member of a group.
+                            a.set_use_clockid(1);
+                            a.clockid = libc::CLOCK_MONOTONIC;
+                        }
+                        let group = fds.first().map_or(-1, |f| f.as_raw_fd());
+                        if let Some(k) = kept.as_mut() {
+                            match k.take(self.kernel, owner, i, &a) {
+                                Some((fd, id)) => {
+                                    if let Some(k) = kept_ids.get_mut(i) {
+                                        *k = id;
+                                    }
+                                    fds.push(self.kernel.bound(fd, group));
+                                    continue;
+                                }
+                                // The first member not kept: the counters kept after it leave the
+                                // group before this one joins it.
+                                None => k.release(self.kernel),
+                            }
+                        }
+                        let fd = match how {
+                            Opening::Count => open_attr(self.kernel, &mut a, pid, cpu, group),
+                            Opening::Check => self.kernel.perf_event_probe(
+                                &mut a,
+                                pid,
+                                cpu,
+                                group,
+                                b::PERF_FLAG_FD_CLOEXEC as u64,
+                            ),
+                        };
+                        fds.push(fd.map_err(|e| (e, i))?);
+                    }
+                    Ok(fds)
+                };
             let mut records = want_records;
-            let fds = match open_members(records) {
+            let opened = match open_members(records) {
                 Err((libc::EINVAL, _)) if records => {
                     records = false;
                     open_members(false)
                 }
                 other => other,
+            };
+            if let Some(k) = kept.as_mut() {
+                k.release(self.kernel);
             }
-            .map_err(|(e, i)| self.explain_open(e, &reqs[i].event, &reqs[i], target))?;
+            let fds =
+                opened.map_err(|(e, i)| self.explain_open(e, &reqs[i].event, &reqs[i], target))?;
             if how == Opening::Check {
                 // The opens said yes: closed again (dropped) at once.
                 continue;
@@ -1028,7 +1088,11 @@ impl PerfBackend {
             };
             let ids = fds
                 .iter()
-                .map(|f| group::event_id(self.kernel, f.as_raw_fd()).unwrap_or(0))
+                .enumerate()
+                .map(|(i, f)| match kept_ids.get(i) {
+                    Some(&id) if id != 0 => id,
+                    _ => group::event_id(self.kernel, f.as_raw_fd()).unwrap_or(0),
+                })
                 .collect();
             units.push(Unit {
                 fds,

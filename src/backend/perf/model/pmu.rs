@@ -136,7 +136,11 @@ impl Model {
     }
 
     pub(super) fn index(&self, st: &State, fd: i32) -> Option<usize> {
-        st.events.iter().position(|e| e.fd == fd)
+        // A number whose event was closed and which now holds another file (a program's pipe)
+        // is not the event, as in the kernel (issue 48: kept counters are checked by id).
+        st.events
+            .iter()
+            .position(|e| e.fd == fd && inode(fd) == Some(e.ino))
     }
 
     /// Forget the events whose descriptors were closed.
