@@ -1031,10 +1031,16 @@ fn the_sets_are_checked_before_the_command_runs_not_bound() {
                 .any(|c| l.contains(c))
         })
         .collect();
-    // The sets' opens (the backend's probes ask for no read format).
+    // The sets' opens (the backend's probes ask for no read format, but for its probe of the
+    // PMU, opened as a set's leader to be kept for a bind, issue 48: here, without a PMU, it
+    // fails).
     let opens = before
         .iter()
-        .filter(|l| l.contains("perf_event_open(") && l.contains("read_format=PERF_FORMAT"))
+        .filter(|l| {
+            l.contains("perf_event_open(")
+                && l.contains("read_format=PERF_FORMAT")
+                && !l.contains(") = -1 ")
+        })
         .count();
     assert_eq!(opens, 3, "each event of each set opened once: {before:#?}");
     for word in [
