@@ -487,6 +487,7 @@ static int first_use(const char *who) {
         printf("IBENCH split open %llu add %llu bind %llu\n", (unsigned long long)split[0],
                (unsigned long long)split[1], (unsigned long long)split[2]);
     printf("IBENCH first %s %llu\n", who, (unsigned long long)c);
+    if (getenv("MAPS")) { char l[512]; FILE *m = fopen("/proc/self/maps", "r"); while (fgets(l, sizeof l, m)) printf("EXP %s", l); }
     printf("IBENCH first-wall %s %llu\n", who, (unsigned long long)t);
     return 0;
 }
