@@ -432,6 +432,8 @@ fn with_held<R>(f: impl FnOnce(&mut Option<ThreadCounters>) -> Result<R>) -> Res
 
 /// Whether a thread of this process ever published its counters in [`PAIR_SLOTS`] (set
 /// before its first publication): until then the general calls skip the slot ([`with_held`]).
+/// In the data a first use writes, as [`OVERRIDES`] is.
+#[link_section = ".data.perfcompat_first_use"]
 static ANY_PUBLISHED: AtomicBool = AtomicBool::new(false);
 
 /// The end of [`with_held`]: `st` published in `slot` (the calling thread's, of pointer `tp`;
@@ -539,6 +541,12 @@ fn picked(w: u32, e0: i32, e1: i32) -> (i32, i32) {
 /// `OnceLock` of two `Option<i32>`s copied 16 bytes through the stack: ~8 instructions of each
 /// start and read in the arm64 guest, issue 48). Two threads reading it first both store the
 /// same word.
+///
+/// In the data, not `.bss` (issue 48, first use): written by the first `start_counters`, it
+/// lay on a page of `.bss` of its own, which cost two faults (the read mapped the zero page,
+/// the write a copy); `capi/link/relocated-data.ld` puts its section on a page the loader
+/// writes.
+#[link_section = ".data.perfcompat_first_use"]
 static OVERRIDES: AtomicU32 = AtomicU32::new(0);
 /// [`OVERRIDES`]'s mark of a word read from the environment.
 const OVERRIDES_READ: u32 = 1 << 16;
