@@ -597,15 +597,22 @@ pub(crate) fn read_config(path: &Path) -> Result<String> {
 /// A configuration file open for reading, through system calls made inline
 /// ([`crate::base::sys::syscall6`]): an event map is read on a first use, where the C library's
 /// `open`, `statx` and `read` would each be looked up (the library is bound lazily; issue 48).
-/// Opened non-blocking (a FIFO cannot block the caller), closed on drop.
-struct ConfigFile(std::os::fd::OwnedFd);
+/// Opened non-blocking (a FIFO cannot block the caller), closed on drop (inline too).
+struct ConfigFile(i32);
+
+impl Drop for ConfigFile {
+    fn drop(&mut self) {
+        use std::os::fd::FromRawFd;
+        // SAFETY: the descriptor `open` gave this value, closed once, here.
+        crate::base::sys::close(unsafe { std::os::fd::OwnedFd::from_raw_fd(self.0) });
+    }
+}
 
 impl ConfigFile {
     /// Open `path` read-only; the errno on failure (`EIO` for a path holding a NUL byte, as
     /// the standard library's error without an errno was reported).
     fn open(path: &Path) -> std::result::Result<ConfigFile, i32> {
         use crate::base::sys::{sys_result, syscall6};
-        use std::os::fd::FromRawFd;
         use std::os::unix::ffi::OsStrExt;
         let name = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| libc::EIO)?;
         let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC;
@@ -629,16 +636,12 @@ impl ConfigFile {
                 r => break r?,
             }
         };
-        // SAFETY: a fresh descriptor we own.
-        Ok(ConfigFile(unsafe {
-            std::os::fd::OwnedFd::from_raw_fd(fd as i32)
-        }))
+        Ok(ConfigFile(fd as i32))
     }
 
     /// The file's type (`S_IFMT` bits of its mode) and size.
     fn kind_and_size(&self) -> std::result::Result<(u32, u64), i32> {
         use crate::base::sys::{sys_result, syscall6};
-        use std::os::fd::AsRawFd;
         // SAFETY: statx writes the struct; zeroed is a valid value of it.
         let mut st: libc::statx = unsafe { std::mem::zeroed() };
         // The empty path on the stack, not a `c""` among the merged strings: the kernel's read
@@ -649,7 +652,7 @@ impl ConfigFile {
             syscall6(
                 libc::SYS_statx,
                 [
-                    self.0.as_raw_fd() as usize,
+                    self.0 as usize,
                     &empty as *const u8 as usize,
                     libc::AT_EMPTY_PATH as usize,
                     (libc::STATX_TYPE | libc::STATX_SIZE) as usize,
@@ -665,7 +668,6 @@ impl ConfigFile {
     /// Up to `limit` bytes of the regular file (`size`, its size, sizes the first read).
     fn read_at_most(&self, limit: usize, size: u64) -> std::result::Result<Vec<u8>, i32> {
         use crate::base::sys::{sys_result, syscall6};
-        use std::os::fd::AsRawFd;
         let mut bytes: Vec<u8> = Vec::with_capacity((size as usize).min(limit) + 1);
         while bytes.len() < limit {
             if bytes.len() == bytes.capacity() {
@@ -677,7 +679,7 @@ impl ConfigFile {
                 syscall6(
                     libc::SYS_read,
                     [
-                        self.0.as_raw_fd() as usize,
+                        self.0 as usize,
                         bytes.as_mut_ptr().add(bytes.len()) as usize,
                         room,
                         0,

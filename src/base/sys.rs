@@ -10,6 +10,33 @@ pub fn gettid() -> i32 {
     unsafe { syscall6(libc::SYS_gettid, [0; 6]) as i32 }
 }
 
+/// Close `fd` with a system call made inline (see [`syscall6`]): a first use closes the event
+/// map's file and the low numbers of the counters it moves up, and `OwnedFd`'s drop would look
+/// up the C library's `close` for it (issue 48, first use). `EINTR` leaves the descriptor
+/// closed on Linux, as `close` does; nothing else can fail for a descriptor owned.
+pub fn close(fd: std::os::fd::OwnedFd) {
+    use std::os::fd::IntoRawFd;
+    let raw = fd.into_raw_fd();
+    // SAFETY: closes a descriptor this function owns now, once.
+    unsafe { syscall6(libc::SYS_close, [raw as usize, 0, 0, 0, 0, 0]) };
+}
+
+/// The bytes of the NUL-terminated string at `p`, without the NUL: `CStr::from_ptr`'s, found
+/// without the C library's `strlen`, which a first use would look up for it (issue 48).
+///
+/// # Safety
+/// `p` points to a NUL-terminated string that outlives `'a` and is not changed meanwhile.
+pub unsafe fn c_bytes<'a>(p: *const libc::c_char) -> &'a [u8] {
+    let p = p.cast::<u8>();
+    let mut n = 0;
+    // SAFETY: the caller's: every byte up to the NUL is readable.
+    while unsafe { *p.add(n) } != 0 {
+        n += 1;
+    }
+    // SAFETY: the `n` bytes before the NUL, read above.
+    unsafe { std::slice::from_raw_parts(p, n) }
+}
+
 /// System call `nr` with up to six arguments (unused ones 0): the kernel's result, a negated
 /// errno on failure; `errno` is left alone. Made inline on Linux x86-64 and arm64, without the C
 /// library's wrapper: a first use of the counters makes its system calls so, and the library,
@@ -415,8 +442,8 @@ fn environ_value(name: &[u8]) -> Option<std::ffi::OsString> {
             let matches =
                 (0..name.len()).all(|i| *entry.add(i) == name[i]) && *entry.add(name.len()) == b'=';
             if matches {
-                let value = std::ffi::CStr::from_ptr(entry.add(name.len() + 1).cast());
-                return Some(std::ffi::OsString::from_vec(value.to_bytes().to_vec()));
+                let value = c_bytes(entry.add(name.len() + 1).cast());
+                return Some(std::ffi::OsString::from_vec(value.to_vec()));
             }
             p = p.add(1);
         }

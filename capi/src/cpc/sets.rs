@@ -56,8 +56,12 @@ unsafe fn c_event<'a>(event: *const c_char) -> Result<&'a CStr> {
     if event.is_null() {
         return Err(Error::MissingEvent("NULL event name"));
     }
-    // SAFETY: a string, per the caller.
-    let event = unsafe { CStr::from_ptr(event) };
+    // SAFETY: a string, per the caller: its bytes and the NUL after them (measured without
+    // the C library's strlen, which a first use would look up, issue 48).
+    let event = unsafe {
+        let n = perfcompat::base::sys::c_bytes(event).len();
+        CStr::from_bytes_with_nul_unchecked(std::slice::from_raw_parts(event.cast(), n + 1))
+    };
     if event.is_empty() {
         return Err(Error::MissingEvent("empty event name"));
     }

@@ -339,7 +339,7 @@ fn move_to(fd: OwnedFd, base: i32) -> OwnedFd {
     let Ok(high) = sys_result(r) else {
         return fd;
     };
-    // The low one is closed when `fd` drops.
+    crate::base::sys::close(fd);
     // SAFETY: a fresh descriptor we own.
     unsafe { OwnedFd::from_raw_fd(high as i32) }
 }

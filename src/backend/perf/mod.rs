@@ -344,16 +344,19 @@ impl PerfBackend {
         } else {
             self.counters_known().flatten()
         };
-        let slots = self
-            .slots_on(counters, ev.class, ev.code)
-            .into_iter()
-            .filter(|c| req.counter.is_none_or(|p| p == *c))
-            .map(|counter| Slot {
-                counter,
-                resource: None,
-                tag: 0,
-            })
-            .collect();
+        let places = self.slots_on(counters, ev.class, ev.code);
+        // Sized once: a filtered iterator's collect grew the vector three times (issue 48).
+        let mut slots = Vec::with_capacity(places.len());
+        slots.extend(
+            places
+                .into_iter()
+                .filter(|c| req.counter.is_none_or(|p| p == *c))
+                .map(|counter| Slot {
+                    counter,
+                    resource: None,
+                    tag: 0,
+                }),
+        );
         Ok(Candidate {
             name: req.event.clone(),
             slots,
