@@ -115,6 +115,7 @@ t overflow plain ./overflow plain lone
 t perfctr icount ./perfctr
 t loader icount ./loader
 t firstuse icount env PERFCOMPAT_EVENTS=/guest/instructions.map ./firstuse
+t kept icount ./kept
 x perfctr.self icount ./perfctr_self
 x examples.cpc_example1 icount env EVENT0=instructions EVENT1=cycles ./examples/cpc_example1
 x examples.cpc_example2 icount ./examples/cpc_example2
