@@ -612,31 +612,12 @@ impl ConfigFile {
     /// Open `path` read-only; the errno on failure (`EIO` for a path holding a NUL byte, as
     /// the standard library's error without an errno was reported).
     fn open(path: &Path) -> std::result::Result<ConfigFile, i32> {
-        use crate::base::sys::{sys_result, syscall6};
+        use std::os::fd::IntoRawFd;
         use std::os::unix::ffi::OsStrExt;
         let name = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| libc::EIO)?;
-        let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC;
-        // SAFETY: a NUL-terminated path; the descriptor, if any, is ours.
-        let fd = loop {
-            let r = unsafe {
-                syscall6(
-                    libc::SYS_openat,
-                    [
-                        libc::AT_FDCWD as usize,
-                        name.as_ptr() as usize,
-                        flags as usize,
-                        0,
-                        0,
-                        0,
-                    ],
-                )
-            };
-            match sys_result(r) {
-                Err(libc::EINTR) => continue,
-                r => break r?,
-            }
-        };
-        Ok(ConfigFile(fd as i32))
+        let fd =
+            crate::base::sys::openat(libc::AT_FDCWD, &name, libc::O_RDONLY | libc::O_NONBLOCK)?;
+        Ok(ConfigFile(fd.into_raw_fd()))
     }
 
     /// The file's type (`S_IFMT` bits of its mode) and size.

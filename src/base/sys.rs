@@ -10,6 +10,39 @@ pub fn gettid() -> i32 {
     unsafe { syscall6(libc::SYS_gettid, [0; 6]) as i32 }
 }
 
+/// `openat(dir, path, flags | O_CLOEXEC)` with a system call made inline (see [`syscall6`]),
+/// again while it is interrupted: a descriptor owned, or the errno. The files a first use or
+/// a first sample reads (the event map, cpufreq, `/proc/cpuinfo`) are opened so, without a
+/// look-up of the C library's `open` (issue 48).
+pub fn openat(
+    dir: i32,
+    path: &std::ffi::CStr,
+    flags: i32,
+) -> std::result::Result<std::os::fd::OwnedFd, i32> {
+    use std::os::fd::FromRawFd;
+    loop {
+        // SAFETY: a NUL-terminated path; the descriptor, if any, is ours.
+        let r = unsafe {
+            syscall6(
+                libc::SYS_openat,
+                [
+                    dir as usize,
+                    path.as_ptr() as usize,
+                    (flags | libc::O_CLOEXEC) as usize,
+                    0,
+                    0,
+                    0,
+                ],
+            )
+        };
+        match sys_result(r) {
+            Err(libc::EINTR) => continue,
+            // SAFETY: a fresh descriptor we own.
+            r => return r.map(|fd| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }),
+        }
+    }
+}
+
 /// Close `fd` with a system call made inline (see [`syscall6`]): a first use closes the event
 /// map's file and the low numbers of the counters it moves up, and `OwnedFd`'s drop would look
 /// up the C library's `close` for it (issue 48, first use). `EINTR` leaves the descriptor

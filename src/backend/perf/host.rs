@@ -121,26 +121,9 @@ const CPUFREQ_DIR: &std::ffi::CStr = c"/sys/devices/system/cpu/cpu0/cpufreq";
 /// The cpufreq files [`cpufreq_khz`] tries, in order, in [`CPUFREQ_DIR`].
 const CPUFREQ_FILES: [&std::ffi::CStr; 2] = [c"base_frequency", c"cpuinfo_max_freq"];
 
-/// `openat(dir, path, flags)` made inline (base::sys::syscall6), a descriptor we own.
+/// `openat(dir, path, flags)` made inline ([`crate::base::sys::openat`]), a descriptor we own.
 fn open_raw(dir: i32, path: &std::ffi::CStr, flags: i32) -> Option<OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: a NUL-terminated path; the descriptor, if any, is ours.
-    let fd = unsafe {
-        crate::base::sys::syscall6(
-            libc::SYS_openat,
-            [
-                dir as usize,
-                path.as_ptr() as usize,
-                (flags | libc::O_CLOEXEC) as usize,
-                0,
-                0,
-                0,
-            ],
-        )
-    };
-    let fd = crate::base::sys::sys_result(fd).ok()?;
-    // SAFETY: a fresh descriptor we own (closed when dropped).
-    Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    crate::base::sys::openat(dir, path, flags).ok()
 }
 
 /// Fill `buf` from `fd` with raw `read`s until it is full, the file ends, or `enough` says the
