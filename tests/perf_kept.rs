@@ -7,10 +7,13 @@
 use std::os::fd::AsRawFd;
 
 use perf_event_open_sys::bindings as b;
-use perfcompat::api::cpc::{set::Set, COUNT_USER};
+use perfcompat::api::cpc::set::Set;
 use perfcompat::backend::perf::model::{Config, Model};
 use perfcompat::backend::perf::names::PerfCode;
 use perfcompat::backend::perf::PerfBackend;
+
+mod common;
+use common::{cpc_set, NoSets};
 
 fn hw(config: u32) -> PerfCode {
     PerfCode::new(b::PERF_TYPE_HARDWARE, u64::from(config))
@@ -34,28 +37,6 @@ fn arm64() -> (&'static Model, &'static PerfBackend) {
     let m = Model::leak(Config::armv8_pmuv3());
     let be = PerfBackend::with_kernel(m).expect("the model answers the probe");
     (m, Box::leak(Box::new(be)))
-}
-
-/// A libcpc set of `events`, added as `cpc_set_add_request` adds them (user mode).
-fn cpc_set(be: &PerfBackend, events: &[&str]) -> &'static Set {
-    let s: &'static Set = Box::leak(Box::new(Set::new()));
-    for e in events {
-        s.reqs
-            .add(be, e.as_bytes(), 0, COUNT_USER, Vec::new())
-            .unwrap_or_else(|err| panic!("{e}: {err}"));
-    }
-    s
-}
-
-struct NoSets;
-
-impl perfcompat::api::cpc::set::Sets for NoSets {
-    fn by_key(_: usize) -> Option<&'static Set> {
-        None
-    }
-
-    // No test here forks.
-    fn each(_: &mut dyn FnMut(&Set)) {}
 }
 
 /// `cpc_bind_curlwp` of `s`, then `n` events of each of `codes` and a sample: the values.

@@ -16,7 +16,7 @@ use perfcompat::base::error::{ConflictReason, ErrorKind};
 use perfcompat::{bind_with, CounterSet, Error, Request, Target};
 
 mod common;
-use common::sample;
+use common::{cpc_set, sample, NoSets};
 
 fn hw(config: u32) -> PerfCode {
     PerfCode::new(b::PERF_TYPE_HARDWARE, u64::from(config))
@@ -55,28 +55,6 @@ fn set(events: &[&str]) -> CounterSet {
         s.add(Request::new(*e)).unwrap();
     }
     s
-}
-
-/// A libcpc set of `events`, added as `cpc_set_add_request` adds them (user mode).
-fn cpc_set(be: &PerfBackend, events: &[&str]) -> &'static Set {
-    let s: &'static Set = Box::leak(Box::new(Set::new()));
-    for e in events {
-        s.reqs
-            .add(be, e.as_bytes(), 0, COUNT_USER, Vec::new())
-            .unwrap_or_else(|err| panic!("{e}: {err}"));
-    }
-    s
-}
-
-struct NoSets;
-
-impl perfcompat::api::cpc::set::Sets for NoSets {
-    fn by_key(_: usize) -> Option<&'static Set> {
-        None
-    }
-
-    // No test here forks.
-    fn each(_: &mut dyn FnMut(&Set)) {}
 }
 
 /// `cpc_bind_curlwp` of `s`.

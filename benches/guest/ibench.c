@@ -433,6 +433,24 @@ static uint64_t cputime(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* A PERF_RECORD_SAMPLE of PERF_SAMPLE_IP | PERF_SAMPLE_CALLCHAIN, copied whole into `rec` (`len`
+ * bytes): its ip into *pc, and the user-space address the sample stands for: the ip itself in
+ * user space, else the first user-space frame of the call chain (after PERF_CONTEXT_USER: the
+ * code whose system call or fault the kernel was serving), 0 when there is none. */
+static uint64_t sample_user_ip(const unsigned char *rec, size_t len, uint64_t *pc) {
+    const size_t hdr = sizeof(struct perf_event_header);
+    uint64_t nr, user = 0;
+    memcpy(pc, rec + hdr, 8);
+    memcpy(&nr, rec + hdr + 8, 8);
+    for (uint64_t i = 0, seen_user = 0; i < nr && hdr + 16 + 8 * (i + 1) <= len; i++) {
+        uint64_t ip;
+        memcpy(&ip, rec + hdr + 16 + 8 * i, 8);
+        if (ip == (uint64_t)PERF_CONTEXT_USER) seen_user = 1;
+        else if (seen_user && ip < (uint64_t)PERF_CONTEXT_MAX) { user = ip; break; }
+    }
+    return *pc < 0xffff000000000000ull ? *pc : user;
+}
+
 /* The profiler's event while a first use is profiled: stopped at the row's end, before the
  * split and the row are printed. */
 static int first_use_profiled = -1;
@@ -487,7 +505,6 @@ static int first_use(const char *who) {
         printf("IBENCH split open %llu add %llu bind %llu\n", (unsigned long long)split[0],
                (unsigned long long)split[1], (unsigned long long)split[2]);
     printf("IBENCH first %s %llu\n", who, (unsigned long long)c);
-    if (getenv("MAPS")) { char l[512]; FILE *m = fopen("/proc/self/maps", "r"); while (fgets(l, sizeof l, m)) printf("EXP %s", l); }
     printf("IBENCH first-wall %s %llu\n", who, (unsigned long long)t);
     return 0;
 }
@@ -613,16 +630,7 @@ static int profile(int argc, char **argv) {
              * fault the kernel was serving ("IUSER", after the sample's "IPROF"). */
             static unsigned char rec[4096];
             for (size_t i = 0; i < h.size && i < sizeof rec; i++) rec[i] = data[(at + i) % size];
-            uint64_t pc, nr, user = 0;
-            memcpy(&pc, rec + sizeof h, 8);
-            memcpy(&nr, rec + sizeof h + 8, 8);
-            for (uint64_t i = 0, seen_user = 0; i < nr && sizeof h + 16 + 8 * (i + 1) <= sizeof rec; i++) {
-                uint64_t ip;
-                memcpy(&ip, rec + sizeof h + 16 + 8 * i, 8);
-                if (ip == (uint64_t)PERF_CONTEXT_USER) seen_user = 1;
-                else if (seen_user && ip < (uint64_t)PERF_CONTEXT_MAX) { user = ip; break; }
-            }
-            if (pc < 0xffff000000000000ull) user = pc;
+            uint64_t pc, user = sample_user_ip(rec, sizeof rec, &pc);
             for (int pass = 0; pass < 2; pass++) {
                 uint64_t at_pc = pass ? user : pc;
                 const char *tag = pass ? "IUSER" : "IPROF";
@@ -729,16 +737,7 @@ static int profile_exec(char **argv) {
                 /* ip, then the call chain: the kernel's frames, then PERF_CONTEXT_USER and the
                  * user-space ones; the first user-space address is the code whose system
                  * call or fault the kernel was serving ("IUSER", beside the sample's place). */
-                uint64_t pc, nr, user = 0;
-                memcpy(&pc, rec + sizeof h, 8);
-                memcpy(&nr, rec + sizeof h + 8, 8);
-                for (uint64_t i = 0, seen_user = 0; i < nr && sizeof h + 16 + 8 * (i + 1) <= sizeof rec; i++) {
-                    uint64_t ip;
-                    memcpy(&ip, rec + sizeof h + 16 + 8 * i, 8);
-                    if (ip == (uint64_t)PERF_CONTEXT_USER) seen_user = 1;
-                    else if (seen_user && ip < (uint64_t)PERF_CONTEXT_MAX) { user = ip; break; }
-                }
-                if (pc < 0xffff000000000000ull) user = pc;
+                uint64_t pc, user = sample_user_ip(rec, sizeof rec, &pc);
                 for (int pass = 0; pass < 2; pass++) {
                     uint64_t at_pc = pass ? user : pc;
                     const char *tag = pass ? "IUSER" : "IPROF";

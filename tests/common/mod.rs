@@ -382,3 +382,37 @@ pub fn overflow_signal_pending() -> bool {
         libc::sigismember(&s, perfcompat::base::signal::overflow_signal()) == 1
     }
 }
+
+/// A libcpc set of `events` on `be`, added as `cpc_set_add_request` adds them (user mode),
+/// leaked: the tests of the perf backend over the kernel model (`perf_pmu_counters.rs`,
+/// `perf_kept.rs`).
+pub fn cpc_set(
+    be: &dyn perfcompat::backend::Backend,
+    events: &[&str],
+) -> &'static perfcompat::api::cpc::set::Set {
+    use perfcompat::api::cpc::set::Set;
+    let s: &'static Set = Box::leak(Box::new(Set::new()));
+    for e in events {
+        s.reqs
+            .add(
+                be,
+                e.as_bytes(),
+                0,
+                perfcompat::api::cpc::COUNT_USER,
+                Vec::new(),
+            )
+            .unwrap_or_else(|err| panic!("{e}: {err}"));
+    }
+    s
+}
+
+/// No libcpc sets to look up or walk: for `Set::bind_curlwp` in tests that do not fork.
+pub struct NoSets;
+
+impl perfcompat::api::cpc::set::Sets for NoSets {
+    fn by_key(_: usize) -> Option<&'static perfcompat::api::cpc::set::Set> {
+        None
+    }
+
+    fn each(_: &mut dyn FnMut(&perfcompat::api::cpc::set::Set)) {}
+}
