@@ -56,8 +56,8 @@ pub(crate) struct Cpc {
     pub caps: u32,
     cciname: OnceLock<CString>,
     cpuref: OnceLock<CString>,
-    /// The backend's attribute names and `picnum`.
-    pub attrs: Vec<CString>,
+    /// The backend's attribute names and `picnum`, made on first request ([`Cpc::attrs`]).
+    attrs: OnceLock<Vec<CString>>,
     /// Set by `cpc_terminate`.
     pub terminate: AtomicBool,
     /// Its handle (the value `cpc_open` returned), set once it is registered.
@@ -158,12 +158,6 @@ impl Cpc {
     /// measures (issue 48: most of a first use's instructions).
     pub fn new(backend: &'static dyn Backend) -> Cpc {
         let shape = backend.shape_unmeasured();
-        let mut attrs: Vec<CString> = shape
-            .attributes
-            .iter()
-            .map(|a| cstring(a, super::CPC_MAX_ATTR_LEN as usize))
-            .collect();
-        attrs.push(c"picnum".into());
         Cpc {
             backend,
             handler: AtomicUsize::new(0),
@@ -179,11 +173,28 @@ impl Cpc {
             }),
             cciname: OnceLock::new(),
             cpuref: OnceLock::new(),
-            attrs,
+            attrs: OnceLock::new(),
             terminate: AtomicBool::new(false),
             handle: AtomicUsize::new(0),
             children: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The backend's attribute names and `picnum` (`cpc_walk_attrs`), made on the first call:
+    /// a first use that never walks them does not read their strings (issue 48: the merged
+    /// strings lie in a window of the text of their own).
+    pub fn attrs(&self) -> &[CString] {
+        self.attrs.get_or_init(|| {
+            let mut attrs: Vec<CString> = self
+                .backend
+                .shape_unmeasured()
+                .attributes
+                .iter()
+                .map(|a| cstring(a, super::CPC_MAX_ATTR_LEN as usize))
+                .collect();
+            attrs.push(c"picnum".into());
+            attrs
+        })
     }
 
     /// The number of counters (`cpc_npic`), the backend's measured on the first call.

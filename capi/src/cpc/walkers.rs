@@ -123,7 +123,7 @@ pub unsafe extern "C" fn cpc_walk_attrs(
 ) {
     call(c"cpc_walk_attrs", cpc, BAD, (), |c: &Cpc| {
         let f = super::action(action)?;
-        for a in &c.attrs {
+        for a in c.attrs() {
             // SAFETY: the program's callback.
             unsafe { f(arg, a.as_ptr()) };
         }

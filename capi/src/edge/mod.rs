@@ -198,7 +198,7 @@ where
 /// [`ret`] inside the panic boundary, for exports without a handle.
 #[inline]
 pub(crate) fn run<T>(tell: Tell, func: &CStr, failed: T, f: impl FnOnce() -> Result<T>) -> T {
-    ffi_boundary(func.to_str().unwrap_or("?"), || {
-        ret(tell, func, failed, f())
-    })
+    // The name is read only for a message (a panic, an error): a first use read the merged
+    // strings' window of the text for it (issue 48).
+    boundary(func, || ret(tell, func, failed, f()))
 }
