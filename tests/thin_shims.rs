@@ -269,9 +269,6 @@ const CPC_STATE_ALLOWED: &[(&str, &str)] = &[
     // The C strings `cpc_getcciname`, `cpc_getcpuref` and `cpc_getusage` hand out, which C
     // programs keep for the process's life: C memory, not libcpc semantics.
     ("v1.rs", "STRINGS"),
-    // A copy of `perfcompat::api::cpc::clock`'s nominal clock, read by `cpc_set_sample`
-    // without the GOT's indirection a static of the other crate costs (issue 48).
-    ("handles.rs", "CLOCK_MULT"),
 ];
 
 /// The `static` items and `thread_local!` blocks of `text` (code only, comments aside):

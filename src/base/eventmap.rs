@@ -648,7 +648,7 @@ impl ConfigFile {
 
     /// Up to `limit` bytes of the regular file (`size`, its size, sizes the first read).
     fn read_at_most(&self, limit: usize, size: u64) -> std::result::Result<Vec<u8>, i32> {
-        use crate::base::sys::{sys_result, syscall6};
+        use crate::base::sys::sys_result;
         let mut bytes: Vec<u8> = Vec::with_capacity((size as usize).min(limit) + 1);
         while bytes.len() < limit {
             if bytes.len() == bytes.capacity() {
@@ -657,17 +657,7 @@ impl ConfigFile {
             let room = (bytes.capacity() - bytes.len()).min(limit - bytes.len());
             // SAFETY: reads at most `room` bytes into the vector's spare capacity.
             let r = unsafe {
-                syscall6(
-                    libc::SYS_read,
-                    [
-                        self.0 as usize,
-                        bytes.as_mut_ptr().add(bytes.len()) as usize,
-                        room,
-                        0,
-                        0,
-                        0,
-                    ],
-                )
+                crate::base::sys::read(self.0, bytes.as_mut_ptr().add(bytes.len()), room)
             };
             match sys_result(r) {
                 Ok(0) => break,

@@ -43,6 +43,19 @@ pub fn openat(
     }
 }
 
+/// `read(2)` as one inline system call ([`syscall6`]): no C library wrapper (nor its
+/// cancellation point), no call through the library's own `read` interposer, `errno`
+/// untouched. The byte count, or `-errno`. Async-signal-safe: the group read of a sample, and
+/// the files a first use or a first sample reads.
+///
+/// # Safety
+/// As `read(2)`: `buf` holds `len` writable bytes.
+#[inline(always)]
+pub unsafe fn read(fd: i32, buf: *mut u8, len: usize) -> isize {
+    // SAFETY: as `read(2)`, the caller's contract.
+    unsafe { syscall6(libc::SYS_read, [fd as usize, buf as usize, len, 0, 0, 0]) }
+}
+
 /// Close `fd` with a system call made inline (see [`syscall6`]): a first use closes the event
 /// map's file and the low numbers of the counters it moves up, and `OwnedFd`'s drop would look
 /// up the C library's `close` for it (issue 48, first use). `EINTR` leaves the descriptor

@@ -99,9 +99,60 @@ pub const fn virtual_value(preset: u64, events: u64) -> u64 {
     preset.wrapping_add(events)
 }
 
+/// The shift of a request whose virtual value is `preset` at raw count `origin`: what
+/// [`shifted`] adds to a later raw count to give its virtual value, so that a read converts
+/// with one addition where [`virtual_value`] of `count - origin` takes a subtraction and two
+/// loads (the engine keeps it beside base and origin; libperfex's user-space pair keeps it).
+#[inline]
+pub const fn shift(preset: u64, origin: u64) -> u64 {
+    preset.wrapping_sub(origin)
+}
+
+/// The virtual value at raw count `count` of a request of shift `shift` ([`shift`]): equal to
+/// [`virtual_value`]`(preset, count - origin)`, modulo 2^64.
+#[inline]
+pub const fn shifted(count: u64, shift: u64) -> u64 {
+    count.wrapping_add(shift)
+}
+
+/// The raw count whose virtual value is `v` for a request of shift `shift`: [`shifted`]'s
+/// inverse.
+#[inline]
+pub const fn unshifted(v: u64, shift: u64) -> u64 {
+    v.wrapping_sub(shift)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shifted_count_is_the_virtual_value() {
+        let values = [
+            0,
+            1,
+            9,
+            1 << 31,
+            1 << 32,
+            u64::MAX - 9,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        for preset in values {
+            for origin in values {
+                for events in values {
+                    let count = origin.wrapping_add(events);
+                    let d = shift(preset, origin);
+                    assert_eq!(shifted(count, d), virtual_value(preset, events));
+                    assert_eq!(unshifted(shifted(count, d), d), count);
+                }
+            }
+        }
+        // The wrap a preset near 2^64 is notified at: ten events after UINT64_MAX - 9.
+        let d = shift(u64::MAX - 9, 1000);
+        assert_eq!(shifted(1009, d), u64::MAX);
+        assert_eq!(shifted(1010, d), 0);
+    }
 
     #[test]
     fn each_index_visits_every_index_once_in_order() {

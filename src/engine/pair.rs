@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::{Binding, BoundSet, FROZEN};
 use crate::backend::perf::UserPage;
 use crate::base::tpslot::TpTable;
+use crate::base::virt;
 
 /// Each thread's published pair holder, found by its thread pointer (one register read and
 /// a load, where a thread-local is a call of the TLS descriptor's resolver: issue 48,
@@ -62,16 +63,13 @@ impl Binding {
             return None;
         }
         let pages = set.direct.as_ref()?.user_pages()?;
-        if pages.len() != set.n || set.base.len() != set.n || set.origin.len() != set.n {
+        if pages.len() != set.n || set.shift.len() != set.n {
             return None;
         }
         let last = set.n - 1;
         let seq = set.seq.begin();
-        let delta = |i: usize| {
-            set.base[i]
-                .load(Ordering::Relaxed)
-                .wrapping_sub(set.origin[i].load(Ordering::Relaxed))
-        };
+        // The set's shifts (base less origin, `virt::shift`), written with them.
+        let delta = |i: usize| set.shift[i].load(Ordering::Relaxed);
         let delta = [delta(0), delta(last)];
         // Made usable (not unbound, not stopped): `read` then tests only that nothing was
         // written since.
@@ -113,11 +111,11 @@ impl UserPair {
     /// page counts `c` ([`UserPair::read_held`]).
     #[inline]
     pub fn virtual_values(&self, c: [u64; 2]) -> [u64; 2] {
-        // `virt::virtual_value(base, count - origin)`, with base less origin found when the
-        // pair was made.
+        // `virt::virtual_value(base, count - origin)`, with the shifts read when the pair was
+        // made.
         [
-            c[0].wrapping_add(self.delta[0]),
-            c[1].wrapping_add(self.delta[1]),
+            virt::shifted(c[0], self.delta[0]),
+            virt::shifted(c[1], self.delta[1]),
         ]
     }
 
@@ -133,8 +131,8 @@ impl UserPair {
     #[inline]
     pub fn page_counts(&self, v: [u64; 2]) -> [u64; 2] {
         [
-            v[0].wrapping_sub(self.delta[0]),
-            v[1].wrapping_sub(self.delta[1]),
+            virt::unshifted(v[0], self.delta[0]),
+            virt::unshifted(v[1], self.delta[1]),
         ]
     }
 

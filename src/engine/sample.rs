@@ -233,10 +233,9 @@ impl BoundSet {
         // callers give `n` slots: `i < n` below. Indexed without a length test (issue 48: the
         // slices' lengths and their minimum were ~10 instructions of every sample).
         let member = |i: usize| unsafe { (*pages.add(i), out.get_unchecked(i), &*shift.add(i)) };
-        // The virtual value: the base plus the events since the origin, `count + shift`
-        // ([`virt::virtual_value`] of `base` and `count - origin`, wrapping alike).
+        // The virtual value: the base plus the events since the origin ([`virt::shifted`]).
         let put = |o: &S, shift: &AtomicU64, count: u64| {
-            o.put(count.wrapping_add(shift.load(Ordering::Relaxed)));
+            o.put(virt::shifted(count, shift.load(Ordering::Relaxed)));
         };
         // The first member apart: its times are the group's (as `DirectRead::read`'s), and
         // a one-request set has no loop.

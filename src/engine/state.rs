@@ -9,6 +9,7 @@ use super::{gen_word, next_generation, BoundSet, DETACHED, EPOCH, FROZEN, RUNS_O
 use crate::backend::{BackendKind, Group};
 use crate::base::error::{Error, Result};
 use crate::base::set::Target;
+use crate::base::virt;
 
 /// A binding dropped in a child of `fork()` of the process that made it (its thread table
 /// keeps it until a sweep) leaves the group's mappings: they are not this process's, and a
@@ -216,7 +217,7 @@ impl BoundSet {
     pub(super) fn set_origin(&self, i: usize, origin: u64) {
         self.origin[i].store(origin, Ordering::Relaxed);
         let base = self.base[i].load(Ordering::Relaxed);
-        self.shift[i].store(base.wrapping_sub(origin), Ordering::Relaxed);
+        self.shift[i].store(virt::shift(base, origin), Ordering::Relaxed);
     }
 
     /// Whether a counter descriptor of the set was found closed by the program.

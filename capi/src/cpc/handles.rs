@@ -270,40 +270,9 @@ impl Cpc {
 
 pub(crate) use perfcompat::api::cpc::clock::ticks;
 
-/// The nominal clock as `perfcompat::api::cpc::clock::tick_mult` gives it, looked up by the
-/// first call that needs it (a sample, not `cpc_open`: issue 48, first use), kept here.
-/// Async-signal-safe (a sample may be in a signal handler).
-#[inline(always)]
-pub(crate) fn clock_mult() -> u64 {
-    let m = known_clock_mult();
-    if m != u64::MAX {
-        return m;
-    }
-    look_up_clock_mult()
-}
-
-/// [`clock_mult`]'s answer where it was looked up, all ones where not (no lookup here): for
-/// `cpc_set_sample`'s common case, which tests it before it reads anything and goes to
-/// `first_sample` where it was not.
-#[inline(always)]
-pub(crate) fn known_clock_mult() -> u64 {
-    CLOCK_MULT.load(Ordering::Relaxed)
-}
-
-/// [`clock_mult`]'s answer, all ones while not looked up (a clock of 4 x 10^12 MHz). A cache of
-/// `perfcompat::api::cpc::clock::clock_mult` in this crate, where `cpc_set_sample` reads it
-/// without the GOT's indirection (issue 48: one instruction of every sample):
-/// tests/thin_shims.rs allows it.
-static CLOCK_MULT: AtomicU64 = AtomicU64::new(u64::MAX);
-
-/// [`clock_mult`]'s first call. Not `#[cold]`: a cold function is linked in `.text.unlikely`,
-/// away from the first use's functions (`install::first_use_functions_lie_together`).
-#[inline(never)]
-fn look_up_clock_mult() -> u64 {
-    let m = perfcompat::api::cpc::clock::clock_mult().min(u64::MAX - 1);
-    CLOCK_MULT.store(m, Ordering::Relaxed);
-    m
-}
+/// The nominal clock of the ticks, looked up by the first call that needs it (a sample, not
+/// `cpc_open`: issue 48, first use): the engine's ([`perfcompat::api::cpc::clock`]).
+pub(crate) use perfcompat::api::cpc::clock::{clock_mult, known_clock_mult};
 
 /// A new `cpc_t`, registered ([`perfcompat::Error::OutOfHandles`] when the registry is full).
 pub(crate) fn new_cpc(backend: &'static dyn Backend) -> Result<*mut cpc_t> {

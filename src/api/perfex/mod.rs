@@ -29,6 +29,7 @@ use std::sync::{Once, OnceLock};
 use crate::api::costs;
 use crate::base::error::{Error, Result};
 use crate::base::tpslot::TpSlot;
+use crate::base::virt;
 use crate::engine::{self, next_generation, Generations, OwnedState, Owner, UserPair, PAIR_SLOTS};
 use crate::{backend, bind, Binding, CounterSet, Request, RequestFlags, Target};
 
@@ -252,8 +253,8 @@ impl ThreadCounters {
     #[inline(always)]
     fn origin(&self) -> [u64; 2] {
         [
-            self.origin[0].wrapping_add(self.delta[0]),
-            self.origin[1].wrapping_add(self.delta[1]),
+            virt::shifted(self.origin[0], self.delta[0]),
+            virt::shifted(self.origin[1], self.delta[1]),
         ]
     }
 
@@ -262,8 +263,8 @@ impl ThreadCounters {
     #[inline(always)]
     fn page_counts(&self, v: [u64; 2]) -> [u64; 2] {
         [
-            v[0].wrapping_sub(self.delta[0]),
-            v[1].wrapping_sub(self.delta[1]),
+            virt::unshifted(v[0], self.delta[0]),
+            virt::unshifted(v[1], self.delta[1]),
         ]
     }
 

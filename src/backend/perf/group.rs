@@ -447,7 +447,7 @@ impl DirectRead {
         let mut buf = [MaybeUninit::<u64>::uninit(); 3 + 2 * MAX_REQUESTS];
         let len = (3 + 2 * self.layout.n) * 8;
         // SAFETY: writes at most `len` bytes into `buf`, which holds more.
-        let r = unsafe { sys_read(self.fd, buf.as_mut_ptr().cast(), len) };
+        let r = unsafe { crate::base::sys::read(self.fd, buf.as_mut_ptr().cast(), len) };
         let r = usize::try_from(r).map_err(|_| -(r as i32))?;
         let t = self.layout.parse(&buf, r, out)?;
         if let Some(scale) = &self.scale {
@@ -455,19 +455,6 @@ impl DirectRead {
         }
         Ok(t)
     }
-}
-
-/// `read(2)` as one inline system call on x86-64 (`syscall`) and arm64 (`svc #0`): no libc
-/// wrapper (nor its cancellation point), no call through the library's `read` interposer,
-/// `errno` untouched. Elsewhere libc's `syscall()`. Returns the byte count or `-errno`.
-///
-/// # Safety
-/// As `read(2)`: `buf` holds `len` writable bytes.
-#[inline(always)]
-unsafe fn sys_read(fd: i32, buf: *mut u8, len: usize) -> isize {
-    // SAFETY: as `read(2)`, the caller's contract; the one inline system call of the crate
-    // ([`crate::base::sys::syscall6`]), which leaves `errno` alone.
-    unsafe { crate::base::sys::syscall6(libc::SYS_read, [fd as usize, buf as usize, len, 0, 0, 0]) }
 }
 
 impl Group for PerfGroup {

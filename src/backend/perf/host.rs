@@ -133,19 +133,7 @@ fn read_raw(fd: &OwnedFd, buf: &mut [u8], chunk: usize, enough: impl Fn(&[u8]) -
     while len < buf.len() && !enough(&buf[..len]) {
         let want = chunk.min(buf.len() - len);
         // SAFETY: `want` writable bytes at `buf[len..]`, a descriptor we hold.
-        let n = unsafe {
-            crate::base::sys::syscall6(
-                libc::SYS_read,
-                [
-                    fd.as_raw_fd() as usize,
-                    buf[len..].as_mut_ptr() as usize,
-                    want,
-                    0,
-                    0,
-                    0,
-                ],
-            )
-        };
+        let n = unsafe { crate::base::sys::read(fd.as_raw_fd(), buf[len..].as_mut_ptr(), want) };
         match crate::base::sys::sys_result(n) {
             Ok(0) | Err(_) => break,
             Ok(n) => len += n,

@@ -29,6 +29,7 @@ use perf_event_open_sys::bindings::{self as b, perf_event_attr};
 use super::group::event_id;
 use super::kernel::Kernel;
 use super::names::PerfCode;
+use crate::base::set::RequestFlags;
 
 /// Most counters kept: a check beyond them is opened and closed as before.
 pub(super) const KEPT: usize = 4;
@@ -57,12 +58,7 @@ pub(super) struct Kept {
 /// The attributes the check of `code` opens it with: as the bind of a user-mode request on
 /// the calling thread opens it as a member of a group (`leader`: the first, disabled).
 pub(super) fn check_attr(code: PerfCode, leader: bool) -> perf_event_attr {
-    let mut a = super::attr_for(code);
-    a.read_format = GROUP_FORMAT;
-    a.set_disabled(u64::from(leader));
-    a.set_exclude_kernel(1);
-    a.set_exclude_hv(1);
-    a
+    super::member_attr(code, RequestFlags::USER, leader, GROUP_FORMAT, false)
 }
 
 /// Whether two attribute blocks are the same bytes.

@@ -173,6 +173,28 @@ pub(super) fn open_attr(
     kernel.perf_event_open(attr, pid, cpu, group, b::PERF_FLAG_FD_CLOEXEC as u64)
 }
 
+/// The attributes of a member of a set's group before what overflow adds: event `code`,
+/// counting in the modes of `flags`, `leader` (opened disabled: the group starts at its
+/// enable), with `read_format`, inherited by new threads if `inherit`. The bind's members and
+/// the counters the checks keep for it (`kept::check_attr`) are both made here, so that a
+/// kept counter is the bind's exactly.
+pub(super) fn member_attr(
+    code: PerfCode,
+    flags: crate::base::set::RequestFlags,
+    leader: bool,
+    read_format: u64,
+    inherit: bool,
+) -> perf_event_attr {
+    let mut a = attr_for(code);
+    a.read_format = read_format;
+    a.set_disabled(u64::from(leader));
+    a.set_inherit(u64::from(inherit));
+    a.set_exclude_user(u64::from(!flags.user));
+    a.set_exclude_kernel(u64::from(!flags.system));
+    a.set_exclude_hv(u64::from(!flags.hypervisor));
+    a
+}
+
 /// How [`PerfBackend::open_or_check`] opens a set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Opening {
@@ -987,18 +1009,13 @@ impl PerfBackend {
                 |records: bool| -> std::result::Result<Vec<OwnedFd>, (i32, usize)> {
                     let mut fds: Vec<OwnedFd> = Vec::with_capacity(reqs.len());
                     for (i, (r, ev)) in reqs.iter().zip(&resolved).enumerate() {
-                        let mut a = attr_for(ev.code);
-                        a.read_format = if single {
+                        let read_format = if single {
                             (b::PERF_FORMAT_TOTAL_TIME_ENABLED | b::PERF_FORMAT_TOTAL_TIME_RUNNING)
                                 as u64
                         } else {
                             group_format
                         };
-                        a.set_disabled(u64::from(i == 0));
-                        a.set_inherit(u64::from(inherit));
-                        a.set_exclude_user(u64::from(!r.flags.user));
-                        a.set_exclude_kernel(u64::from(!r.flags.system));
-                        a.set_exclude_hv(u64::from(!r.flags.hypervisor));
+                        let mut a = member_attr(ev.code, r.flags, i == 0, read_format, inherit);
                         if r.flags.notify_overflow {
                             a.__bindgen_anon_1.sample_period =
                                 period(crate::base::virt::distance_to_wrap(r.preset), scale[i])
