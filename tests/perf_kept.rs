@@ -187,3 +187,26 @@ fn kept_counters_are_closed_at_release_and_at_a_refused_bind() {
     assert!(s.bind_curlwp::<NoSets>(be, 1, false, 0).is_err());
     assert_eq!(m.open_events(), 0);
 }
+
+/// Kept descriptors the program closed (`close_range`, as daemons do) and did not reuse: the
+/// bind opens its own counters, and closes nothing of the program's.
+#[test]
+fn kept_descriptors_the_program_closed_are_opened_again() {
+    let (m, be) = arm64();
+    let s = cpc_set(be, &["cycles", "instructions"]);
+    let kept: Vec<i32> = [cycles(), instructions()]
+        .iter()
+        .flat_map(|c| m.fds(*c))
+        .collect();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    for &fd in &kept {
+        // SAFETY: the kept counters' numbers, closed by "the program".
+        assert_eq!(unsafe { libc::close(fd) }, 0);
+    }
+    let v = bind_and_count(m, be, s, &[cycles(), instructions()]);
+    assert_eq!(v, [1000, 2000]);
+    assert_eq!(m.opened(), 4, "the bind opened its own");
+    assert_eq!(m.open_events(), 2);
+    s.unbind(1).unwrap();
+    assert_eq!(m.open_events(), 0);
+}
